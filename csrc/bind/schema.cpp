@@ -1,0 +1,60 @@
+// The table of contents of fhetorch's kernels: every op's schema, defined once.
+// CPU implementations are registered in csrc/bind/cpu.cpp, CUDA ones in csrc/bind/cuda.cpp.
+//
+// Shared conventions. Residues are int32, canonical in [0, q). "mod" is an (L, 2) int32
+// tensor of [q, q^-1 mod 2^32] per limb. A polynomial is (L, N) with limbs contiguous;
+// leading dimensions batch polynomials, and row r of a (..., L, N) tensor uses limb r % L.
+// Ring elements are kept in Montgomery form (x * 2^32 mod q); per-limb constants are
+// Montgomery-form too, so a product with a constant is one Montgomery reduction.
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+// `import fhetorch._C` loads this library, which registers the ops below.
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(fhetorch, m) {
+  // Forward negacyclic NTT of every row: natural order in, bit-reversed order out.
+  // psi (L, N): psi^brev(k) in Montgomery form, psi a primitive 2N-th root mod q.
+  m.def("ntt(Tensor x, Tensor mod, Tensor psi) -> Tensor");
+  // Inverse NTT: bit-reversed in, natural out, then out *= post[l] (Montgomery product),
+  // so post = N^-1 * 2^32 keeps Montgomery form and post = N^-1 returns standard form.
+  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post) -> Tensor");
+  // Fast base conversion, coefficient-wise: x (..., La, N) standard form; y (..., Lb, N)
+  // Montgomery form with y_i = sum_j centre(x_j) * mat[i][j] * 2^-32 mod p_i.
+  m.def("bconv(Tensor x, Tensor mod_in, Tensor mod_out, Tensor mat) -> Tensor");
+  // a (op) b, b broadcast over the leading dimensions of a (b.numel() divides a.numel()).
+  m.def("add(Tensor a, Tensor b, Tensor mod) -> Tensor");
+  m.def("sub(Tensor a, Tensor b, Tensor mod) -> Tensor");
+  m.def("mul(Tensor a, Tensor b, Tensor mod) -> Tensor");  // Montgomery product
+  m.def("neg(Tensor a, Tensor mod) -> Tensor");
+  // a * ca[l] + b * cb[l] with per-limb Montgomery constants; b broadcast as in add.
+  m.def("axpby(Tensor a, Tensor ca, Tensor b, Tensor cb, Tensor mod) -> Tensor");
+  m.def("mul_const(Tensor a, Tensor c, Tensor mod) -> Tensor");  // a * c[l]
+  // Ciphertext tensor product: a (..., 2, L, N), b (..., 2, L, N) or (2, L, N)
+  // -> (..., 3, L, N) = (a0 b0, a0 b1 + a1 b0, a1 b1).
+  m.def("tensor_product(Tensor a, Tensor b, Tensor mod) -> Tensor");
+  // X -> X^galois on NTT-domain rows (bit-reversed order); galois odd, mod 2N.
+  m.def("automorphism(Tensor x, int galois) -> Tensor");
+  // Key-switching inner product: d (beta, Lq + K, N) holds ModUp'd digits whose first Lq
+  // limbs are key limbs [q_start, q_start + Lq) of key_q (digits, 2, Lq_key, N) and whose
+  // last K limbs are key_p (digits, 2, K, N); digit j uses key digit digit_start + j.
+  // out (2, Lq + K, N) = sum_j d_j * key_j.
+  m.def("keyswitch_inner(Tensor d, Tensor key_q, Tensor key_p, int q_start, int digit_start, Tensor mod) -> Tensor");
+  // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
+  m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
+  // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]
+  // with x = sum_k v_k * q_0 ... q_(k-1). garner[k][i] = (q_0..q_(i-1)) * 2^32 mod q_k for
+  // i < k and garner[k][k] = (q_0..q_(k-1))^-1 * 2^32 mod q_k.
+  m.def("crt_digits(Tensor x, Tensor mod, Tensor garner) -> Tensor");
+  // ChaCha20 samplers (csrc/chacha.h). key: 8 int32 words on the target device; stream:
+  // a 64-bit nonce never reused under one key. Uniform residues (rows, L, n) mod each
+  // limb's prime; ternary {-1, 0, 1} and centred binomial (eta = 21) as int64 (n,).
+  m.def("sample_uniform(Tensor key, int stream, Tensor mod, int rows, int n) -> Tensor");
+  m.def("sample_ternary(Tensor key, int stream, int n) -> Tensor");
+  m.def("sample_cbd(Tensor key, int stream, int n) -> Tensor");
+}

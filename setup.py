@@ -1,0 +1,49 @@
+"""Builds fhetorch._C against the torch already installed (never a second one).
+
+C++ CPU kernels are always built; the CUDA kernels too when the installed torch has CUDA
+and nvcc is found (set FHETORCH_NO_CUDA=1 to skip them). Install with
+`pip install --no-build-isolation -e .` so pip does not fetch another torch.
+"""
+import glob
+import os
+
+from setuptools import find_packages, setup
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def sources(pattern):
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+
+
+def want_cuda():
+    import torch
+
+    if os.environ.get("FHETORCH_NO_CUDA") == "1":
+        return False
+    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+
+
+cxx_flags = ["-O3", "-std=c++17"]
+src = sources("csrc/bind/schema.cpp") + sources("csrc/bind/cpu.cpp") + sources("csrc/cpu/*.cpp")
+if want_cuda():
+    src += sources("csrc/bind/cuda.cpp") + sources("csrc/cuda/*.cu")
+    ext = cpp_extension.CUDAExtension(
+        "fhetorch._C",
+        src,
+        extra_compile_args={
+            "cxx": cxx_flags + ["-DFHETORCH_CUDA"],
+            "nvcc": ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", "-DFHETORCH_CUDA"],
+        },
+    )
+else:
+    ext = cpp_extension.CppExtension("fhetorch._C", src, extra_compile_args={"cxx": cxx_flags})
+
+setup(
+    name="fhetorch",
+    version="0.1.0",
+    packages=find_packages(include=["fhetorch", "fhetorch.*"]),
+    ext_modules=[ext],
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+)

@@ -1,0 +1,118 @@
+"""Typed wrappers around torch.ops.fhetorch.* (csrc/bind/schema.cpp states each op).
+
+No FHE semantics here: no scale, no level. Each op also has a fake (meta) kernel so
+shapes propagate under torch.compile and graph capture.
+"""
+import torch
+
+import fhetorch._C  # noqa: F401  (registers torch.ops.fhetorch)
+
+_ops = torch.ops.fhetorch
+
+__all__ = [
+    "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product",
+    "automorphism", "keyswitch_inner", "to_rns", "crt_digits", "sample_uniform", "sample_ternary",
+    "sample_cbd",
+]
+
+
+def ntt(x, mod, psi):
+    return _ops.ntt(x, mod, psi)
+
+
+def intt(x, mod, psi_inv, post):
+    return _ops.intt(x, mod, psi_inv, post)
+
+
+def bconv(x, mod_in, mod_out, mat):
+    return _ops.bconv(x, mod_in, mod_out, mat)
+
+
+def add(a, b, mod):
+    return _ops.add(a, b, mod)
+
+
+def sub(a, b, mod):
+    return _ops.sub(a, b, mod)
+
+
+def mul(a, b, mod):
+    return _ops.mul(a, b, mod)
+
+
+def neg(a, mod):
+    return _ops.neg(a, mod)
+
+
+def axpby(a, ca, b, cb, mod):
+    return _ops.axpby(a, ca, b, cb, mod)
+
+
+def mul_const(a, c, mod):
+    return _ops.mul_const(a, c, mod)
+
+
+def tensor_product(a, b, mod):
+    return _ops.tensor_product(a, b, mod)
+
+
+def automorphism(x, galois: int):
+    return _ops.automorphism(x, int(galois))
+
+
+def keyswitch_inner(d, key_q, key_p, q_start: int, digit_start: int, mod):
+    return _ops.keyswitch_inner(d, key_q, key_p, int(q_start), int(digit_start), mod)
+
+
+def to_rns(x, mod, r2):
+    return _ops.to_rns(x, mod, r2)
+
+
+def crt_digits(x, mod, garner):
+    return _ops.crt_digits(x, mod, garner)
+
+
+def sample_uniform(key, stream: int, mod, rows: int, n: int):
+    return _ops.sample_uniform(key, int(stream), mod, int(rows), int(n))
+
+
+def sample_ternary(key, stream: int, n: int):
+    return _ops.sample_ternary(key, int(stream), int(n))
+
+
+def sample_cbd(key, stream: int, n: int):
+    return _ops.sample_cbd(key, int(stream), int(n))
+
+
+# --- fake kernels: shapes only ------------------------------------------------------
+def _register_fakes():
+    reg = torch.library.register_fake
+
+    for name in ("ntt", "intt", "add", "sub", "mul", "neg", "axpby", "mul_const", "automorphism", "crt_digits"):
+        reg(f"fhetorch::{name}")(lambda x, *args: torch.empty_like(x))
+
+    @reg("fhetorch::bconv")
+    def _(x, mod_in, mod_out, mat):
+        return x.new_empty((*x.shape[:-2], mod_out.shape[0], x.shape[-1]))
+
+    @reg("fhetorch::tensor_product")
+    def _(a, b, mod):
+        return a.new_empty((*a.shape[:-3], 3, *a.shape[-2:]))
+
+    @reg("fhetorch::keyswitch_inner")
+    def _(d, key_q, key_p, q_start, digit_start, mod):
+        return d.new_empty((2, *d.shape[1:]))
+
+    @reg("fhetorch::to_rns")
+    def _(x, mod, r2):
+        return x.new_empty((*x.shape[:-1], mod.shape[0], x.shape[-1]), dtype=torch.int32)
+
+    @reg("fhetorch::sample_uniform")
+    def _(key, stream, mod, rows, n):
+        return key.new_empty((rows, mod.shape[0], n))
+
+    for name in ("sample_ternary", "sample_cbd"):
+        reg(f"fhetorch::{name}")(lambda key, stream, n: key.new_empty((n,), dtype=torch.int64))
+
+
+_register_fakes()

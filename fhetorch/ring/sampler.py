@@ -1,0 +1,87 @@
+"""Cryptographic sampling: ChaCha20 keyed from os.urandom, counter-based (csrc/chacha.h).
+
+Every draw takes a fresh 64-bit stream number from a host counter, so no two draws under
+one key share ChaCha20 blocks. Sampling stays outside captured CUDA graphs (a replayed
+graph would repeat its randomness).
+"""
+from __future__ import annotations
+
+import os
+import struct
+import warnings
+
+import torch
+
+from .. import _ops
+
+
+class Sampler:
+    def __init__(self, device="cpu", *, seed: int | None = None):
+        if seed is None:
+            key = os.urandom(32)
+        else:
+            # Explicitly insecure: reproducible keys for tests only.
+            key = struct.pack("<QQQQ", seed & (2**64 - 1), 0x6668_6574_6f72_6368, 0, 0)
+        self.insecure_seed = seed is not None
+        self._key_bytes = key
+        self.device = torch.device(device)
+        self.key = torch.tensor(struct.unpack("<8i", key), dtype=torch.int32, device=self.device)
+        self._stream = 0
+
+    def to(self, device) -> "Sampler":
+        s = Sampler.__new__(Sampler)
+        s.__dict__.update(self.__dict__)
+        s.device = torch.device(device)
+        s.key = self.key.to(s.device)
+        return s
+
+    def _next(self) -> int:
+        self._stream += 1
+        return self._stream
+
+    def uniform(self, basis, rows: int, n: int) -> torch.Tensor:
+        """(rows, L, n) uniform residues modulo each limb of `basis`."""
+        return _ops.sample_uniform(self.key, self._next(), basis.mod, rows, n)
+
+    def ternary(self, n: int) -> torch.Tensor:
+        return _ops.sample_ternary(self.key, self._next(), n)
+
+    def error(self, n: int) -> torch.Tensor:
+        """Centred binomial, eta = 21 (sigma = 3.24): the HE standard's error width."""
+        return _ops.sample_cbd(self.key, self._next(), n)
+
+    def sparse_ternary(self, n: int, hamming_weight: int) -> torch.Tensor:
+        """Exactly `hamming_weight` non-zero +-1 coefficients at uniformly random positions."""
+        if not 0 < hamming_weight <= n:
+            raise ValueError(f"hamming_weight must be in [1, {n}], got {hamming_weight}")
+        # Fisher-Yates over ChaCha20 words (rejection keeps the choice unbiased).
+        words = iter(_ops.sample_uniform(self.key, self._next(), _word_mod().to(self.device), 1, 4 * n + 64).flatten().tolist())
+        pos = list(range(n))
+        for i in range(hamming_weight):
+            span = n - i
+            pick = i + _unbiased(words, span)
+            pos[i], pos[pick] = pos[pick], pos[i]
+        out = torch.zeros(n, dtype=torch.int64)
+        for i in range(hamming_weight):
+            out[pos[i]] = 1 - 2 * _unbiased(words, 2)
+        return out.to(self.device)
+
+
+_WORD_PRIME = 2147483647  # 2^31 - 1: uniform words in [0, 2^31 - 1)
+
+
+def _word_mod():
+    return torch.tensor([[_WORD_PRIME, _inv32(_WORD_PRIME)]], dtype=torch.int32)
+
+
+def _inv32(q):
+    v = pow(q, -1, 1 << 32)
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _unbiased(words, span: int) -> int:
+    limit = _WORD_PRIME - _WORD_PRIME % span
+    for w in words:
+        if w < limit:
+            return w % span
+    raise RuntimeError("sampler ran out of words")  # probability < 2^-60

@@ -1,0 +1,214 @@
+"""CKKS scheme context: parameters -> ring tables, encoder, sampler and keys.
+
+This is the scheme layer (vectors in, ciphertexts out). The user-facing
+`fhetorch.ckks.Context`, which packs torch tensors into EncryptedTensors, builds on it in
+fhetorch/tensor/context.py.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from .. import _ops
+from ..errors import ContextError, InsecureParametersWarning, MissingKeyError
+from ..ring import Ring, Sampler
+from ..rlwe import PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, small_poly
+from .ciphertext import Ciphertext, Plaintext
+from .encoder import Encoder
+from .params import Params, preset
+
+
+def galois_element(step: int, n: int) -> int:
+    """Galois element of a left rotation by `step` slots (5^step mod 2N)."""
+    return pow(5, step % (n // 2), 2 * n)
+
+
+CONJUGATE = -1  # marker for the conjugation key in key dictionaries
+
+
+class CKKSContext:
+    def __init__(self, params: Params | str, device="cpu", *, seed: int | None = None):
+        if isinstance(params, str):
+            params = preset(params)
+        self.params = params
+        self.device = torch.device(device)
+        self.ring = Ring(params.log_n, params.primes + params.special_primes, self.device)
+        self.encoder = Encoder(params.log_n)
+        if seed is not None:
+            warnings.warn("seed= makes keys and encryptions reproducible and therefore insecure; tests only",
+                          InsecureParametersWarning, stacklevel=2)
+        self.sampler = Sampler(self.device, seed=seed)
+        self.secret_key: SecretKey | None = None
+        self.public_key: PublicKey | None = None
+        self.relin_key: SwitchingKey | None = None
+        self.galois_keys: dict[int, SwitchingKey] = {}
+        self._monomial_i = None
+
+    # --- shape of the chain ------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.params.n
+
+    @property
+    def slots(self) -> int:
+        return self.params.slots
+
+    @property
+    def max_level(self) -> int:
+        return self.params.max_level
+
+    @property
+    def q_count(self) -> int:
+        return len(self.params.primes)
+
+    def level_idx(self, level: int) -> range:
+        return self.params.limbs(level)
+
+    @property
+    def special_idx(self) -> range:
+        return range(self.q_count, self.q_count + len(self.params.special_primes))
+
+    def basis(self, level: int):
+        return self.ring.basis(tuple(self.level_idx(level)))
+
+    def nominal_scale(self, level: int) -> float:
+        return self.params.level_scales[level]
+
+    @property
+    def has_secret_key(self) -> bool:
+        return self.secret_key is not None
+
+    # --- keys ------------------------------------------------------------------------------
+    def keygen(self, rotations=(), *, power_of_two_rotations: bool = True, conjugation: bool = True,
+               relinearization: bool = True):
+        """Secret (if none yet), public, relinearisation, conjugation and rotation keys.
+
+        Rotation keys: one for each step in `rotations`, plus +-2^i for every i when
+        power_of_two_rotations (so any step composes from at most log2(slots) rotations).
+        """
+        if self.secret_key is None:
+            if self.public_key is not None:
+                raise ContextError("keygen: this is a public context (no secret key); generate keys on the client")
+            self.secret_key = gen_secret(self.ring, self.sampler, self.params.hamming_weight)
+        sk = self.secret_key
+        if self.public_key is None:
+            self.public_key = gen_public(self.ring, self.sampler, sk, self.q_count)
+        if relinearization and self.relin_key is None:
+            b = self.ring.basis()
+            self.relin_key = self._switching_key(_ops.mul(sk.s, sk.s, b.mod))
+        steps = set(int(k) for k in rotations)
+        if power_of_two_rotations:
+            i = 1
+            while i < self.slots:
+                steps |= {i, -i}
+                i *= 2
+        galois = {galois_element(k, self.n) for k in steps if k % self.slots}
+        if conjugation:
+            galois.add(2 * self.n - 1)
+        for g in sorted(galois):
+            if g not in self.galois_keys:
+                self.galois_keys[g] = self._switching_key(_ops.automorphism(sk.s, g))
+        return self
+
+    def _switching_key(self, s_from):
+        return gen_switching(self.ring, self.sampler, self.secret_key, s_from, self.q_count, self.params.alpha)
+
+    def key_bytes(self) -> int:
+        keys = list(self.galois_keys.values()) + ([self.relin_key] if self.relin_key else [])
+        return sum(k.nbytes for k in keys) + (self.public_key.data.numel() * 4 if self.public_key else 0)
+
+    def galois_key(self, g: int, what: str) -> SwitchingKey:
+        k = self.galois_keys.get(g)
+        if k is None:
+            raise MissingKeyError(f"{what}: no key for it; generate it with ctx.keygen(rotations=[...]) on the client")
+        return k
+
+    # --- encode / encrypt / decrypt ----------------------------------------------------
+    def encode(self, values: torch.Tensor, *, level: int | None = None, scale: float | None = None,
+               slots: int | None = None) -> Plaintext:
+        level = self.max_level if level is None else level
+        scale = self.nominal_scale(level) if scale is None else scale
+        slots = values.numel() if slots is None else slots
+        coeffs = self.encoder.embed(values.to(self.device), slots, scale)
+        return Plaintext(self.ring.from_integers(coeffs, self.basis(level)), level, scale, slots)
+
+    def encrypt_vector(self, values: torch.Tensor, *, level: int | None = None, slots: int | None = None) -> Ciphertext:
+        """Encrypt a vector of `slots` (power of two) complex or real values."""
+        pt = self.encode(values, level=level, slots=slots)
+        return self.encrypt_plaintext(pt)
+
+    def encrypt_plaintext(self, pt: Plaintext) -> Ciphertext:
+        idx = tuple(self.level_idx(pt.level))
+        b = self.ring.basis(idx)
+        lo, cnt = idx[0], len(idx)
+        if self.secret_key is not None:
+            a = self.sampler.uniform(b, 1, self.n)[0]
+            s = self.secret_key.s.narrow(0, lo, cnt)
+            e = small_poly(self.ring, self.sampler, idx)
+            c0 = _ops.add(_ops.sub(e, _ops.mul(a, s, b.mod), b.mod), pt.data, b.mod)
+            data = torch.stack([c0, a])
+        elif self.public_key is not None:
+            pk = self.public_key.data.narrow(1, lo, cnt).contiguous()
+            v = small_poly(self.ring, self.sampler, idx, kind="ternary")
+            e = torch.stack([small_poly(self.ring, self.sampler, idx), small_poly(self.ring, self.sampler, idx)])
+            data = _ops.add(_ops.mul(pk, v, b.mod), e, b.mod)
+            data[0] = _ops.add(data[0].contiguous(), pt.data, b.mod)
+        else:
+            raise ContextError("encrypt: no keys; call ctx.keygen() first")
+        return Ciphertext(data, pt.level, pt.scale, pt.slots)
+
+    def decrypt_vector(self, ct: Ciphertext) -> torch.Tensor:
+        """Complex128 (slots,) values of a ciphertext (needs the secret key)."""
+        if self.secret_key is None:
+            raise ContextError("decrypt: this context has no secret key (a public/server context); "
+                               "decrypt on the client")
+        idx = tuple(self.level_idx(ct.level))
+        b = self.ring.basis(idx)
+        s = self.secret_key.s.narrow(0, idx[0], len(idx)).contiguous()
+        m = ct.data[ct.size - 1]
+        for i in range(ct.size - 2, -1, -1):  # Horner: c0 + s (c1 + s c2)
+            m = _ops.add(ct.data[i], _ops.mul(m, s, b.mod), b.mod)
+        coeffs = self.ring.to_float(m, b, ct.scale)
+        return self.encoder.unembed(coeffs, ct.slots)
+
+    # --- constants ---------------------------------------------------------------------
+    def monomial_i(self, level: int) -> torch.Tensor:
+        """NTT of X^(N/2) over the level's limbs: multiplies every slot by i, exactly."""
+        if self._monomial_i is None:
+            c = torch.zeros(self.n, dtype=torch.int64)
+            c[self.n // 2] = 1
+            self._monomial_i = self.ring.from_integers(c, self.ring.basis(tuple(range(self.q_count))))
+        r = self.level_idx(level)
+        return self._monomial_i.narrow(0, r.start, len(r)).contiguous()
+
+    # --- moving and sharing ----------------------------------------------------------
+    def public(self) -> "CKKSContext":
+        """The same context without the secret key: what a server gets."""
+        c = self._copy(self.device)
+        c.secret_key = None
+        return c
+
+    def to(self, device) -> "CKKSContext":
+        return self._copy(torch.device(device))
+
+    def _copy(self, device) -> "CKKSContext":
+        c = self.__class__.__new__(self.__class__)
+        c.__dict__.update(self.__dict__)
+        c.device = device
+        c.ring = self.ring if self.ring.device == device else self.ring.to(device)
+        c.sampler = self.sampler.to(device)
+        c.secret_key = self.secret_key.to(device) if self.secret_key else None
+        c.public_key = self.public_key.to(device) if self.public_key else None
+        c.relin_key = self.relin_key.to(device) if self.relin_key else None
+        c.galois_keys = {g: k.to(device) for g, k in self.galois_keys.items()}
+        c._monomial_i = None
+        return c
+
+    def check_ciphertext(self, ct: Ciphertext, what: str):
+        if ct.device != self.device:
+            raise ContextError(f"{what}: ciphertext on {ct.device}, context on {self.device}; move one with .to()")
+        r = self.level_idx(ct.level)
+        if ct.data.shape[-2:] != (len(r), self.n):
+            raise ContextError(f"{what}: ciphertext shape {tuple(ct.data.shape)} does not belong to this context "
+                               f"at level {ct.level}")

@@ -1,0 +1,277 @@
+"""CKKS evaluator: homomorphic operations on Ciphertexts, as functions of a CKKSContext.
+
+Scale management: level l has a nominal scale (params.level_scales) chosen so that a
+product of two nominal-scale ciphertexts at level l, rescaled, lands exactly on level
+l-1's nominal scale. Plaintexts and constants are encoded so that results stay nominal;
+`drop_level` also normalises the scale. Scales within SCALE_RTOL count as equal (the
+relative error that introduces is far below CKKS precision).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import _ops
+from ..errors import LevelError, ScaleError
+from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus
+from .ciphertext import Ciphertext
+from .context import CKKSContext, galois_element
+
+SCALE_RTOL = 2.0**-30
+
+
+def _mod(ctx: CKKSContext, level: int):
+    return ctx.basis(level).mod
+
+
+def same_scale(a: float, b: float) -> bool:
+    return abs(a - b) <= SCALE_RTOL * max(abs(a), abs(b))
+
+
+def _need_level(ct: Ciphertext, what: str, levels: int = 1):
+    if ct.level < levels:
+        raise LevelError(f"{what}: needs {levels} level(s) but the ciphertext is at level {ct.level}; "
+                         "encrypt at a higher level, use a preset with more levels, or bootstrap")
+
+
+# --- addition ----------------------------------------------------------------------
+def match(ctx: CKKSContext, a: Ciphertext, b: Ciphertext, what: str = "add"):
+    """Bring a and b to one level (dropping the higher) with equal scales."""
+    if a.slots != b.slots:
+        raise ScaleError(f"{what}: operands pack {a.slots} and {b.slots} slots; encrypt them with the same layout")
+    if a.level > b.level:
+        a = drop_level(ctx, a, a.level - b.level)
+    elif b.level > a.level:
+        b = drop_level(ctx, b, b.level - a.level)
+    if not same_scale(a.scale, b.scale):
+        if a.level == 0:
+            raise ScaleError(f"{what}: scales 2^{math.log2(a.scale):.3f} and 2^{math.log2(b.scale):.3f} differ at "
+                             "level 0, where they cannot be matched; keep a level in reserve")
+        a, b = drop_level(ctx, a, 1), drop_level(ctx, b, 1)
+    return a, b
+
+
+def _pad(x: torch.Tensor, k: int) -> torch.Tensor:
+    if x.shape[0] == k:
+        return x
+    return torch.cat([x, torch.zeros((k - x.shape[0],) + x.shape[1:], dtype=x.dtype, device=x.device)])
+
+
+def add(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    a, b = match(ctx, a, b, "add")
+    k = max(a.size, b.size)
+    return a.replace(data=_ops.add(_pad(a.data, k), _pad(b.data, k), _mod(ctx, a.level)))
+
+
+def sub(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    a, b = match(ctx, a, b, "sub")
+    k = max(a.size, b.size)
+    return a.replace(data=_ops.sub(_pad(a.data, k), _pad(b.data, k), _mod(ctx, a.level)))
+
+
+def neg(ctx, a: Ciphertext) -> Ciphertext:
+    return a.replace(data=_ops.neg(a.data, _mod(ctx, a.level)))
+
+
+def add_plain(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False, reverse=False) -> Ciphertext:
+    """a + values (or a - values, or values - a with reverse) for a slot vector of values."""
+    pt = ctx.encode(values, level=a.level, scale=a.scale, slots=a.slots)
+    m = _mod(ctx, a.level)
+    c0 = a.data[0]
+    c0 = _ops.sub(c0, pt.data, m) if subtract else _ops.add(c0, pt.data, m)
+    data = a.data.clone()
+    data[0] = c0
+    out = a.replace(data=data)
+    return neg(ctx, out) if reverse else out
+
+
+def add_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
+    """a + c in every slot: a real constant is the constant coefficient, c * scale."""
+    c = complex(c)
+    if c.imag != 0:
+        return add_plain(ctx, a, torch.full((a.slots,), c, dtype=torch.complex128))
+    b = ctx.basis(a.level)
+    k = _round_scaled(c.real, a.scale, "add")
+    const = b.scalar(k)
+    data = a.data.clone()
+    data[0] = _ops.add(data[0].contiguous(), const[:, None].expand(-1, ctx.n).contiguous(), b.mod)
+    return a.replace(data=data)
+
+
+def _round_scaled(c: float, scale: float, what: str) -> int:
+    if not math.isfinite(c):
+        raise ScaleError(f"{what}: constant {c} is not finite")
+    return round(c * scale)
+
+
+# --- multiplication ---------------------------------------------------------------
+def mul_raw(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    """Tensor product (3 components), no relinearisation, no rescale; scale a.scale * b.scale."""
+    a, b = match(ctx, a, b, "multiply") if a.level != b.level or a.slots != b.slots else (a, b)
+    if a.size != 2 or b.size != 2:
+        a, b = relinearize(ctx, a), relinearize(ctx, b)
+    data = _ops.tensor_product(a.data, b.data, _mod(ctx, a.level))
+    return a.replace(data=data, scale=a.scale * b.scale)
+
+
+def relinearize(ctx, a: Ciphertext) -> Ciphertext:
+    if a.size == 2:
+        return a
+    if ctx.relin_key is None:
+        from ..errors import MissingKeyError
+
+        raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
+    r = ctx.level_idx(a.level)
+    u = key_switch(ctx.ring, a.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha)
+    return a.replace(data=_ops.add(a.data[:2].contiguous(), u, _mod(ctx, a.level)))
+
+
+def rescale(ctx, a: Ciphertext) -> Ciphertext:
+    """Divide by the primes level-1 lacks and multiply by those it adds (rational rescaling)."""
+    _need_level(a, "rescale")
+    src, dst = tuple(ctx.level_idx(a.level)), tuple(ctx.level_idx(a.level - 1))
+    data = switch_modulus(ctx.ring, a.data, src, dst)
+    return a.replace(data=data, level=a.level - 1, scale=a.scale * _ratio(ctx, src, dst))
+
+
+def _ratio(ctx, src, dst) -> float:
+    """prod(dst - src) / prod(src - dst), exactly rounded."""
+    num = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
+    den = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
+    return num / den
+
+
+def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ciphertext:
+    """a * b with relinearisation, then (by default) rescale."""
+    _need_level(min(a, b, key=lambda c: c.level), "multiply")
+    out = relinearize(ctx, mul_raw(ctx, a, b))
+    return rescale(ctx, out) if rescale_result else out
+
+
+def square(ctx, a: Ciphertext) -> Ciphertext:
+    return multiply(ctx, a, a)
+
+
+def _target_scale_factor(ctx, a: Ciphertext) -> float:
+    """Scale to encode a multiplicand at so that a * it, rescaled, is exactly nominal."""
+    src, dst = tuple(ctx.level_idx(a.level)), tuple(ctx.level_idx(a.level - 1))
+    return ctx.nominal_scale(a.level - 1) / _ratio(ctx, src, dst) / a.scale
+
+
+def mul_plain(ctx, a: Ciphertext, values: torch.Tensor, *, rescale_result: bool = True) -> Ciphertext:
+    _need_level(a, "multiply")
+    pt = ctx.encode(values, level=a.level, scale=_target_scale_factor(ctx, a), slots=a.slots)
+    out = a.replace(data=_ops.mul(a.data, pt.data, _mod(ctx, a.level)), scale=a.scale * pt.scale)
+    return rescale(ctx, out) if rescale_result else out
+
+
+def mul_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
+    """a * c. Integers multiply exactly without a level; other constants cost one rescale."""
+    c = complex(c)
+    b = ctx.basis(a.level)
+    if c.imag == 0 and float(c.real).is_integer() and abs(c.real) < 2**31:
+        return a.replace(data=_ops.mul_const(a.data, b.scalar(int(c.real)), b.mod))
+    if c.real == 0 and c.imag != 0 and float(c.imag).is_integer() and abs(c.imag) < 2**31:
+        return mul_scalar(ctx, mul_i(ctx, a), c.imag)
+    _need_level(a, "multiply")
+    s = _target_scale_factor(ctx, a)
+    re = _ops.mul_const(a.data, b.scalar(_round_scaled(c.real, s, "multiply")), b.mod)
+    if c.imag != 0:
+        im = _ops.mul_const(mul_i(ctx, a).data, b.scalar(_round_scaled(c.imag, s, "multiply")), b.mod)
+        re = _ops.add(re, im, b.mod)
+    return rescale(ctx, a.replace(data=re, scale=a.scale * s))
+
+
+def mul_i(ctx, a: Ciphertext) -> Ciphertext:
+    """a * i, exactly (multiplication by the monomial X^(N/2)); no level used."""
+    return a.replace(data=_ops.mul(a.data, ctx.monomial_i(a.level), _mod(ctx, a.level)))
+
+
+def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
+    """Move `levels` levels down, landing on the nominal scale of the target level."""
+    if levels < 0:
+        raise LevelError(f"drop_level: levels must be >= 0, got {levels}")
+    _need_level(a, "drop_level", levels)
+    a = relinearize(ctx, a)
+    for _ in range(levels):
+        k = round(_target_scale_factor(ctx, a))
+        b = ctx.basis(a.level)
+        a = rescale(ctx, a.replace(data=_ops.mul_const(a.data, b.scalar(k), b.mod), scale=a.scale * k))
+    return a
+
+
+# --- rotations ------------------------------------------------------------------------
+def _naf(k: int) -> list:
+    """Signed powers of two summing to k, fewest terms (non-adjacent form)."""
+    out, bit = [], 1
+    while k:
+        if k & 1:
+            d = 2 - (k & 3)  # +1 or -1
+            out.append(d * bit)
+            k -= d
+        k >>= 1
+        bit <<= 1
+    return out
+
+
+def rotation_plan(ctx, step: int, slots: int) -> list:
+    """Steps with available keys whose composition rotates `slots` slots left by `step`."""
+    r = step % slots
+    if r == 0:
+        return []
+    for cand in (r, r - slots):
+        if galois_element(cand, ctx.n) in ctx.galois_keys:
+            return [cand]
+    plans = [_naf(r), _naf(r - slots)]
+    plans.sort(key=len)
+    for plan in plans:
+        if all(galois_element(s, ctx.n) in ctx.galois_keys for s in plan):
+            return plan
+    missing = [s for s in plans[0] if galois_element(s, ctx.n) not in ctx.galois_keys]
+    from ..errors import MissingKeyError
+
+    raise MissingKeyError(f"rotate: no key for step {step} (nor for its power-of-two parts {missing}); "
+                          f"generate it with ctx.keygen(rotations=[{step}]) on the client")
+
+
+def apply_galois(ctx, a: Ciphertext, g: int, what: str) -> Ciphertext:
+    key = ctx.galois_key(g, what)
+    a = relinearize(ctx, a)
+    r = ctx.level_idx(a.level)
+    c0 = _ops.automorphism(a.data[0], g)
+    c1 = _ops.automorphism(a.data[1], g)
+    u = key_switch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha)
+    u[0] = _ops.add(u[0].contiguous(), c0, _mod(ctx, a.level))
+    return a.replace(data=u)
+
+
+def rotate(ctx, a: Ciphertext, step: int) -> Ciphertext:
+    """Left rotation of the slot vector: slot i takes slot i + step (cyclic over a.slots)."""
+    for s in rotation_plan(ctx, step, a.slots):
+        a = apply_galois(ctx, a, galois_element(s, ctx.n), f"rotate by {s}")
+    return a
+
+
+def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
+    """{step: rotate(a, step)} sharing one ModUp of a's second component (keys needed for each step)."""
+    a = relinearize(ctx, a)
+    r = ctx.level_idx(a.level)
+    d = mod_up(ctx.ring, a.data[1], r, ctx.special_idx, ctx.params.alpha)
+    ext = tuple(r) + tuple(ctx.special_idx)
+    out = {}
+    for s in steps:
+        if s % a.slots == 0:
+            out[s] = a
+            continue
+        g = galois_element(s, ctx.n)
+        key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)")
+        u = key_switch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
+        u = switch_modulus(ctx.ring, u, ext, tuple(r))
+        u[0] = _ops.add(u[0].contiguous(), _ops.automorphism(a.data[0], g), _mod(ctx, a.level))
+        out[s] = a.replace(data=u)
+    return out
+
+
+def conjugate(ctx, a: Ciphertext) -> Ciphertext:
+    return apply_galois(ctx, a, 2 * ctx.n - 1, "conjugate")

@@ -1,0 +1,258 @@
+"""CKKS parameters: prime chains with rational rescaling, presets, security checks.
+
+A chain is a list of levels; level l uses a contiguous slice of the stored prime list
+[t_(K-1) ... t_0, q_0 ... q_(M-1)] (Cheddar's inverted-terminal layout): ~25-bit terminal
+primes t and ~30-bit main primes q. Rescaling from level l to l-1 divides by the primes
+that level l-1 lacks and multiplies by the ones it adds (rational rescaling, Cheddar 3.2),
+so each level costs ~scale bits although every prime is below 2^31. See docs/parameters.md.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass, field
+
+from ..errors import InsecureParametersWarning, ParameterError
+from ..ring import largest_ntt_primes
+from ..ring.primes import ntt_prime_candidates
+
+# Homomorphic Encryption Standard (2018), ternary secret, sigma = 3.2, 128-bit classical:
+# max log2(PQ) per log2(N). N = 2^16 is the extrapolation libraries use (a hard limit here).
+HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772}
+
+# Rescaling cycles: (terminal bits, main bits, start (k, m), steps (dk, dm) tried in order, max k).
+# Each step adds scale_bits = tbits*dk + qbits*dm to log2(Q) going one level up.
+CHAINS = {
+    "rr40": dict(scale_bits=40, tbits=25, qbits=30, start=(2, 0), steps=[(-2, 3), (4, -2)], kmax=4),
+    "rr35": dict(scale_bits=35, tbits=25, qbits=30, start=(2, 0), steps=[(-1, 2), (5, -3)], kmax=5),
+    "dr56": dict(scale_bits=56, tbits=25, qbits=28, start=(0, 3), steps=[(0, 2)], kmax=0),
+}
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    name: str
+    N: int
+    log_pq: float
+    dnum: int
+    levels: int
+    scale_bits: int
+    slots: int
+    security_bits: int  # 0 for toy presets
+
+
+@dataclass(frozen=True)
+class Params:
+    """Validated, immutable CKKS parameters (make them with `make_params` or a preset)."""
+
+    log_n: int
+    chain: str
+    primes: tuple  # Q_max in storage order
+    special_primes: tuple  # P
+    level_limbs: tuple  # level -> (start, stop) slice of `primes`
+    level_scales: tuple  # level -> nominal scale (float)
+    dnum: int
+    hamming_weight: int | None = None  # None: dense uniform ternary secret
+    name: str = "custom"
+    security_bits: int = 128
+    fingerprint: str = field(default="", compare=False)
+
+    @property
+    def n(self) -> int:
+        return 1 << self.log_n
+
+    @property
+    def slots(self) -> int:
+        return self.n // 2
+
+    @property
+    def max_level(self) -> int:
+        return len(self.level_limbs) - 1
+
+    @property
+    def scale_bits(self) -> int:
+        return CHAINS[self.chain]["scale_bits"]
+
+    @property
+    def alpha(self) -> int:
+        """Limbs per key-switching digit."""
+        return -(-len(self.primes) // self.dnum)
+
+    @property
+    def log_pq(self) -> float:
+        return sum(math.log2(q) for q in self.primes + self.special_primes)
+
+    def limbs(self, level: int) -> range:
+        s, e = self.level_limbs[level]
+        return range(s, e)
+
+    def info(self) -> PresetInfo:
+        return PresetInfo(self.name, self.n, round(self.log_pq, 2), self.dnum, self.max_level, self.scale_bits,
+                          self.slots, self.security_bits)
+
+    def describe(self) -> dict:
+        """Plain-data description used by serialization to check compatibility."""
+        return dict(log_n=self.log_n, chain=self.chain, primes=list(self.primes),
+                    special_primes=list(self.special_primes), level_limbs=[list(x) for x in self.level_limbs],
+                    dnum=self.dnum, hamming_weight=self.hamming_weight, name=self.name,
+                    security_bits=self.security_bits)
+
+
+def _level_counts(kind: str, levels: int):
+    c = CHAINS[kind]
+    k, m = c["start"]
+    counts = [(k, m)]
+    for _ in range(levels):
+        for dk, dm in c["steps"]:
+            if 0 <= k + dk <= c["kmax"] and m + dm >= 0:
+                k, m = k + dk, m + dm
+                break
+        else:
+            raise AssertionError("rescaling cycle is stuck")
+        counts.append((k, m))
+    return counts
+
+
+def _choose_primes(log_n: int, kind: str, counts):
+    """Pick terminal and main primes level by level (going up) so that every nominal scale
+    stays within a small fraction of a bit of 2^scale_bits.
+
+    Nominal scales follow scale[l-1] = scale[l]^2 * A / D (a product at level l rescaled
+    lands exactly on the next level's scale); computed upwards, scale[l] =
+    sqrt(scale[l-1] * D / A) halves any deviation, so a greedy choice of new primes is
+    stable.
+    """
+    c = CHAINS[kind]
+    s = c["scale_bits"]
+    kmax = max(k for k, _ in counts)
+    mmax = max(m for _, m in counts)
+    pool_t = list(itertools.islice(ntt_prime_candidates(log_n, c["tbits"]), kmax + 24)) if kmax else []
+    pool_q = list(itertools.islice(ntt_prime_candidates(log_n, c["qbits"], exclude=pool_t), mmax + 24))
+    t, q = [], []
+
+    def take(pool, used, n_new, target_log, fixed_log):
+        """Choose n_new unused primes from pool making fixed_log + sum(log) closest to target_log."""
+        free = [p for p in pool if p not in used][:16]
+        if n_new == 0:
+            return []
+        best = min(itertools.combinations(free, n_new),
+                   key=lambda comb: abs(fixed_log + sum(math.log2(p) for p in comb) - target_log))
+        return list(best)
+
+    k0, m0 = counts[0]
+    t += pool_t[:k0]
+    q += [p for p in pool_q if p not in t][:m0]
+    log_scale = [float(s)]
+    for lvl in range(1, len(counts)):
+        (kp, mp), (k, m) = counts[lvl - 1], counts[lvl]
+        # primes of this level beyond those chosen so far are new
+        new_t, new_q = max(0, k - len(t)), max(0, m - len(q))
+        # D: primes in level lvl not in lvl-1; A: in lvl-1 not in lvl (all already chosen)
+        log_a = sum(math.log2(p) for p in t[k:kp]) + sum(math.log2(p) for p in q[m:mp])
+        known_d = sum(math.log2(p) for p in t[kp:min(k, len(t))]) + sum(math.log2(p) for p in q[mp:min(m, len(q))])
+        target_d = 2 * s - log_scale[-1] + log_a  # so that log scale[lvl] = s
+        if new_q:  # new terminal primes (if any) in pool order, the main ones aimed at the target
+            t += [p for p in pool_t if p not in t][:new_t]
+            known_d = sum(math.log2(p) for p in t[kp:k]) + sum(math.log2(p) for p in q[mp:min(m, len(q))])
+            q += take(pool_q, q, new_q, target_d, known_d)
+        elif new_t:
+            t += take(pool_t, t, new_t, target_d, known_d)
+        log_d = sum(math.log2(p) for p in t[kp:k]) + sum(math.log2(p) for p in q[mp:m])
+        log_scale.append((log_scale[-1] + log_d - log_a) / 2)
+    return t, q, log_scale
+
+
+def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, dnum: int = 4,
+                hamming_weight: int | None = None, name: str = "custom", allow_insecure: bool = False,
+                _security_bits: int | None = None) -> Params:
+    """Build and validate a parameter set.
+
+    levels=None takes the most levels that keep log2(PQ) within the HE-standard 128-bit
+    bound for N = 2^log_n. Parameters over the bound raise ParameterError unless
+    allow_insecure=True (then they warn with InsecureParametersWarning).
+    """
+    if chain not in CHAINS:
+        raise ParameterError(f"make_params: unknown chain {chain!r}; choose one of {sorted(CHAINS)}")
+    if not 10 <= log_n <= 17:
+        raise ParameterError(f"make_params: log_n must be in [10, 17], got {log_n}")
+    if dnum < 1:
+        raise ParameterError(f"make_params: dnum must be >= 1, got {dnum}")
+    bound = HE_STANDARD_128.get(log_n)
+    if levels is None:
+        if bound is None:
+            raise ParameterError(f"make_params: give levels= for N = 2^{log_n} (no HE-standard bound)")
+        levels = 1
+        while _build(log_n, chain, levels + 1, dnum, hamming_weight, name, 0).log_pq <= bound:
+            levels += 1
+    if levels < 1:
+        raise ParameterError(f"make_params: levels must be >= 1, got {levels}")
+    p = _build(log_n, chain, levels, dnum, hamming_weight, name, 0)
+    secure = bound is not None and p.log_pq <= bound and hamming_weight is None
+    if _security_bits is not None:
+        sec = _security_bits
+    else:
+        sec = 128 if secure else 0
+    if not secure and not allow_insecure:
+        why = (f"log2(PQ) = {p.log_pq:.1f} exceeds the HE-standard 128-bit bound {bound} for N = 2^{log_n}"
+               if bound is not None and p.log_pq > bound else
+               "sparse secrets outside bootstrapping are not covered by the HE standard" if hamming_weight else
+               f"N = 2^{log_n} is below the HE-standard table")
+        raise ParameterError(f"make_params: insecure parameters: {why}; use fewer levels, a larger N, "
+                             "or pass allow_insecure=True for tests")
+    if not secure:
+        warnings.warn(f"parameters {name!r} are not 128-bit secure (log2 PQ = {p.log_pq:.1f}); use them for tests only",
+                      InsecureParametersWarning, stacklevel=2)
+    return Params(**{**p.__dict__, "security_bits": sec})
+
+
+def _build(log_n, chain, levels, dnum, hamming_weight, name, sec) -> Params:
+    counts = _level_counts(chain, levels)
+    t, q, log_scale = _choose_primes(log_n, chain, counts)
+    kmax = len(t)
+    primes = tuple(reversed(t)) + tuple(q)
+    level_limbs = tuple((kmax - k, kmax + m) for k, m in counts)
+    alpha = -(-len(primes) // dnum)
+    special = tuple(largest_ntt_primes(log_n, alpha, exclude=primes))
+    import hashlib
+
+    fp = hashlib.sha256(repr((log_n, primes, special, level_limbs, dnum, hamming_weight)).encode()).hexdigest()[:16]
+    return Params(log_n=log_n, chain=chain, primes=primes, special_primes=special, level_limbs=level_limbs,
+                  level_scales=tuple(2.0 ** ls for ls in log_scale), dnum=dnum, hamming_weight=hamming_weight,
+                  name=name, security_bits=sec, fingerprint=fp)
+
+
+# --- presets -------------------------------------------------------------------------
+_PRESETS = {
+    # insecure test sizes: scale >= 2^30, >= 8 levels
+    "toy-n10": dict(log_n=10, chain="rr35", levels=8, dnum=3),
+    "toy-n12": dict(log_n=12, chain="rr40", levels=10, dnum=3),
+    "toy-n13": dict(log_n=13, chain="rr40", levels=16, dnum=4),
+    # 128-bit secure, N = 2^16, most levels within the HE-standard bound
+    "n16-rr40": dict(log_n=16, chain="rr40", levels=None, dnum=4),
+    "n16-rr35": dict(log_n=16, chain="rr35", levels=None, dnum=4),
+    "n16-dr56": dict(log_n=16, chain="dr56", levels=None, dnum=4),
+}
+_cache: dict = {}
+
+
+def preset(name: str) -> Params:
+    """The named preset's Params (toy presets warn with InsecureParametersWarning)."""
+    if name not in _PRESETS:
+        raise ParameterError(f"preset: unknown preset {name!r}; available: {', '.join(_PRESETS)}")
+    toy = name.startswith("toy-")
+    if name not in _cache:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InsecureParametersWarning)
+            _cache[name] = make_params(name=name, allow_insecure=toy, **_PRESETS[name])
+    if toy:
+        warnings.warn(f"preset {name!r} is insecure (toy size); use it for tests only", InsecureParametersWarning,
+                      stacklevel=2)
+    return _cache[name]
+
+
+def presets() -> dict:
+    """All presets as {name: PresetInfo}."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        return {name: preset(name).info() for name in _PRESETS}

@@ -1,0 +1,43 @@
+"""Errors and warnings of fhetorch. Every message starts with the operation and says what to change."""
+
+
+class FHEError(Exception):
+    """Base class of fhetorch's errors."""
+
+
+class ParameterError(FHEError, ValueError):
+    """Invalid or insecure encryption parameters."""
+
+
+class LevelError(FHEError):
+    """Not enough levels (rescales) left for an operation."""
+
+
+class ScaleError(FHEError):
+    """Operands' scales do not match and cannot be matched automatically."""
+
+
+class KeyError_(FHEError, KeyError):
+    """A key needed by an operation was not generated (e.g. a rotation key)."""
+
+    def __str__(self):  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class ContextError(FHEError):
+    """Operands from different contexts, or a secret key where there is none."""
+
+
+class EncodingError(FHEError, ValueError):
+    """Values that cannot be encoded: too many, NaN/inf, or too large for the scale."""
+
+
+class SerializationError(FHEError):
+    """Data that cannot be loaded: wrong parameters, truncated or corrupted."""
+
+
+class InsecureParametersWarning(UserWarning):
+    """Parameters below 128-bit security (toy presets, allow_insecure=True)."""
+
+
+MissingKeyError = KeyError_

@@ -27,6 +27,8 @@ CHAINS = {
     "rr40": dict(scale_bits=40, tbits=25, qbits=30, start=(2, 0), steps=[(-2, 3), (4, -2)], kmax=4),
     "rr35": dict(scale_bits=35, tbits=25, qbits=30, start=(2, 0), steps=[(-1, 2), (5, -3)], kmax=5),
     "dr56": dict(scale_bits=56, tbits=25, qbits=28, start=(0, 3), steps=[(0, 2)], kmax=0),
+    # ~30-bit primes dropped two at a time: the benchmark shapes of Cheddar's Table 7
+    "dr60": dict(scale_bits=60, tbits=25, qbits=30, start=(0, 2), steps=[(0, 2)], kmax=0),
 }
 
 

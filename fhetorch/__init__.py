@@ -1,0 +1,21 @@
+"""fhetorch: fully homomorphic encryption (CKKS) for PyTorch, on NVIDIA GPUs and CPUs.
+
+    import torch, fhetorch as fhe
+    ctx = fhe.ckks.Context(preset="toy-n12", device="cpu")
+    ctx.keygen()
+    ex = ctx.encrypt(torch.rand(1000, dtype=torch.float64))
+    print(ctx.decrypt(ex * ex + 0.5 * ex - 1.0))
+"""
+import torch  # noqa: F401  (fhetorch._C links against torch)
+
+from . import _ops, ckks, ring, rlwe
+from .errors import (ContextError, EncodingError, FHEError, InsecureParametersWarning, LevelError, MissingKeyError,
+                     ParameterError, ScaleError, SerializationError)
+from .serialization import load, save
+from .tensor import Context, EncryptedTensor
+
+__version__ = "0.1.0"
+
+__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "FHEError", "InsecureParametersWarning",
+           "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ckks", "load",
+           "ring", "rlwe", "save"]

@@ -1,0 +1,90 @@
+"""The user-facing CKKS context: torch tensors in, EncryptedTensors out (fhetorch.ckks.Context)."""
+from __future__ import annotations
+
+import math
+import secrets
+
+import torch
+
+from ..ckks.context import CKKSContext
+from ..ckks.params import Params, preset as _preset
+from ..errors import ContextError, EncodingError
+from .encrypted_tensor import EncryptedTensor
+
+
+class Context(CKKSContext):
+    """A CKKS context on one device.
+
+        ctx = fhetorch.ckks.Context(preset="toy-n12", device="cpu")
+        ctx.keygen()                 # secret, public, relinearisation, conjugation, +-2^i rotations
+        ex = ctx.encrypt(torch.rand(1000, dtype=torch.float64))
+        ctx.decrypt(ex * ex + 1.0)   # float64 tensor of shape (1000,)
+
+    A context holding the secret key is the client's; `ctx.public()` is what a server gets.
+    """
+
+    def __init__(self, preset: str | Params = "toy-n12", device="cpu", *, params: Params | None = None,
+                 seed: int | None = None):
+        p = params if params is not None else (preset if isinstance(preset, Params) else _preset(preset))
+        super().__init__(p, device, seed=seed)
+        self.key_id = None  # set when keys are generated; shared by public() and to() copies
+        self._copies = {self.device: self}
+
+    def keygen(self, rotations=(), **kw):
+        first = self.secret_key is None
+        super().keygen(rotations, **kw)
+        if first:
+            self.key_id = secrets.token_hex(8)
+        return self
+
+    # --- tensors ---------------------------------------------------------------------
+    def encrypt(self, t, *, level: int | None = None) -> EncryptedTensor:
+        """Pack a tensor (any shape with at most `slots` values) into one ciphertext."""
+        t = torch.as_tensor(t)
+        is_complex = t.is_complex()
+        values = t.detach().to(torch.complex128 if is_complex else torch.float64).flatten()
+        n = values.numel()
+        if n == 0:
+            raise EncodingError("encrypt: empty tensor")
+        if n > self.slots:
+            raise EncodingError(f"encrypt: {n} values do not fit in one ciphertext of {self.slots} slots; use a "
+                                "preset with a larger N or split the tensor")
+        if level is not None and not 0 <= level <= self.max_level:
+            raise EncodingError(f"encrypt: level must be in [0, {self.max_level}], got {level}")
+        slots = 1 << max(0, math.ceil(math.log2(n)))
+        padded = torch.zeros(slots, dtype=values.dtype)
+        padded[:n] = values
+        ct = self.encrypt_vector(padded.to(self.device), level=level, slots=slots)
+        return EncryptedTensor(self, ct, t.shape, is_complex)
+
+    def decrypt(self, et: EncryptedTensor) -> torch.Tensor:
+        """float64 (complex128 for complex input) tensor of the encrypted tensor's shape."""
+        if not isinstance(et, EncryptedTensor):
+            raise ContextError(f"decrypt: expected an EncryptedTensor, got {type(et).__name__}")
+        self.check_same_keys(et.ctx, "decrypt")
+        if et.device != self.device:
+            et = et.to(self.device)
+        v = self.decrypt_vector(et.ciphertext)[: et.numel()].reshape(et.shape)
+        return v if et.is_complex() else v.real.contiguous()
+
+    def check_same_keys(self, other: "Context", what: str):
+        if other is self:
+            return
+        if self.key_id is None or other.key_id != self.key_id or other.params != self.params:
+            raise ContextError(f"{what}: the ciphertext belongs to another context (other keys or parameters)")
+
+    # --- copies ------------------------------------------------------------------------
+    def public(self) -> "Context":
+        c = super().public()
+        c._copies = {c.device: c}
+        return c
+
+    def to(self, device) -> "Context":
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        c = self._copies.get(device)
+        if c is None:
+            c = self._copy(device)
+            self._copies[device] = c  # shared dict: every copy finds the others
+        return c

@@ -1,0 +1,295 @@
+"""EncryptedTensor: a torch-like tensor whose values are one CKKS ciphertext.
+
+Layout (this version): the flattened values occupy the first numel() slots of an S-slot
+packing, S the smallest power of two >= numel() (the sparse packing of fhetorch/ckks/encoder.py).
+Slots from numel() to S hold unspecified values. A raw `rotate(k)` rotates the S slots;
+`roll` follows torch.roll on the logical tensor: one rotation when it moves the whole
+packing cyclically (numel() == S, rolling the flattened tensor or dimension 0), otherwise two
+rotations and two 0/1 masks (one level).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..ckks import evaluator as ev
+from ..ckks.ciphertext import Ciphertext
+from ..errors import ContextError, EncodingError
+
+_ALIASES = {"multiply": "mul", "subtract": "sub", "negative": "neg"}
+
+
+def binary_op(name: str, a, b):
+    """torch's binary `name` (add, __add__, __rsub__, ...) with a and/or b encrypted."""
+    if name.startswith("__r"):  # Tensor.__rsub__(t, ex) means ex - t
+        a, b, name = b, a, name[3:-2]
+    name = _ALIASES.get(name.strip("_"), name.strip("_"))
+    enc_first = isinstance(a, EncryptedTensor)
+    if name == "add":
+        return a._add(b) if enc_first else b._add(a)
+    if name == "mul":
+        return a._mul(b) if enc_first else b._mul(a)
+    if name == "sub":
+        return a._sub(b) if enc_first else (-b)._add(a)
+    raise NotImplementedError(name)
+
+
+class EncryptedTensor:
+    """Values of a tensor, encrypted. Create with `ctx.encrypt(t)`; read with `ctx.decrypt(et)`."""
+
+    def __init__(self, ctx, ciphertext: Ciphertext, shape, is_complex: bool = False):
+        self.ctx = ctx
+        self.ciphertext = ciphertext
+        self.shape = torch.Size(shape)
+        self._complex = bool(is_complex)
+
+    # --- metadata ---------------------------------------------------------------------
+    @property
+    def level(self) -> int:
+        """Rescales left before the ciphertext is exhausted."""
+        return self.ciphertext.level
+
+    @property
+    def scale(self) -> float:
+        return float(self.ciphertext.scale)
+
+    @property
+    def device(self) -> torch.device:
+        return self.ciphertext.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.complex128 if self._complex else torch.float64
+
+    @property
+    def slots(self) -> int:
+        """Slots of the packing (a power of two >= numel())."""
+        return self.ciphertext.slots
+
+    def is_complex(self) -> bool:
+        return self._complex
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return (f"EncryptedTensor(shape={tuple(self.shape)}, dtype={self.dtype}, level={self.level}, "
+                f"scale=2^{math.log2(self.scale):.2f}, device={self.device})")
+
+    def _like(self, ct: Ciphertext, is_complex=None, shape=None) -> "EncryptedTensor":
+        return EncryptedTensor(self.ctx, ct, self.shape if shape is None else shape,
+                               self._complex if is_complex is None else is_complex)
+
+    # --- operands ---------------------------------------------------------------------
+    def _check_partner(self, other: "EncryptedTensor", what: str):
+        self.ctx.check_same_keys(other.ctx, what)
+        if other.device != self.device:
+            raise ContextError(f"{what}: operands on {self.device} and {other.device}; move one with .to()")
+        if other.shape != self.shape:
+            raise ValueError(f"{what}: encrypted operands must have the same shape, got {tuple(self.shape)} and "
+                             f"{tuple(other.shape)}")
+
+    def _plain(self, x, what: str):
+        """A plaintext operand as a Python complex (scalar) or a padded slot vector."""
+        if isinstance(x, (int, float, complex)) and not isinstance(x, bool):
+            if isinstance(x, complex) or math.isfinite(x):
+                if isinstance(x, complex) and not (math.isfinite(x.real) and math.isfinite(x.imag)):
+                    raise EncodingError(f"{what}: constant {x} is not finite")
+                return complex(x), isinstance(x, complex)
+            raise EncodingError(f"{what}: constant {x} is not finite")
+        t = torch.as_tensor(x)
+        if t.numel() == 1 and t.dim() == 0:
+            return self._plain(t.item(), what)
+        try:
+            t = torch.broadcast_to(t, self.shape)
+        except RuntimeError:
+            raise ValueError(f"{what}: plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted "
+                             f"shape {tuple(self.shape)}") from None
+        is_c = t.is_complex()
+        v = t.to(torch.complex128 if is_c else torch.float64).flatten()
+        if not bool(torch.isfinite(torch.view_as_real(v.to(torch.complex128))).all()):
+            raise EncodingError(f"{what}: plaintext contains NaN or inf")
+        padded = torch.zeros(self.slots, dtype=v.dtype)
+        padded[: v.numel()] = v
+        return padded.to(self.device), is_c
+
+    # --- arithmetic -------------------------------------------------------------------
+    def _add(self, other, sign: int = 1) -> "EncryptedTensor":
+        what = "add" if sign > 0 else "sub"
+        if isinstance(other, EncryptedTensor):
+            self._check_partner(other, what)
+            f = ev.add if sign > 0 else ev.sub
+            return self._like(f(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
+        p, is_c = self._plain(other, what)
+        if isinstance(p, complex):
+            ct = ev.add_scalar(self.ctx, self.ciphertext, sign * p)
+        else:
+            ct = ev.add_plain(self.ctx, self.ciphertext, p, subtract=sign < 0)
+        return self._like(ct, self._complex or is_c)
+
+    def _sub(self, other) -> "EncryptedTensor":
+        return self._add(other, -1)
+
+    def _mul(self, other) -> "EncryptedTensor":
+        if isinstance(other, EncryptedTensor):
+            self._check_partner(other, "mul")
+            return self._like(ev.multiply(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
+        p, is_c = self._plain(other, "mul")
+        if isinstance(p, complex):
+            ct = ev.mul_scalar(self.ctx, self.ciphertext, p)
+        else:
+            ct = ev.mul_plain(self.ctx, self.ciphertext, p)
+        return self._like(ct, self._complex or is_c)
+
+    def __neg__(self):
+        return self._like(ev.neg(self.ctx, self.ciphertext))
+
+    def __add__(self, o):
+        return self._add(o)
+
+    def __radd__(self, o):
+        return self._add(o)
+
+    def __sub__(self, o):
+        return self._sub(o)
+
+    def __rsub__(self, o):
+        return (-self)._add(o)
+
+    def __mul__(self, o):
+        return self._mul(o)
+
+    def __rmul__(self, o):
+        return self._mul(o)
+
+    def neg(self):
+        return -self
+
+    def add(self, o, *, alpha=1):
+        return self._add(o if alpha == 1 else _scaled(o, alpha))
+
+    def sub(self, o, *, alpha=1):
+        return self._sub(o if alpha == 1 else _scaled(o, alpha))
+
+    def mul(self, o):
+        return self._mul(o)
+
+    def square(self):
+        return self._like(ev.square(self.ctx, self.ciphertext))
+
+    def mul_i(self):
+        """Multiply by the imaginary unit (exact, no level used)."""
+        return self._like(ev.mul_i(self.ctx, self.ciphertext), True)
+
+    def conj(self):
+        return self._like(ev.conjugate(self.ctx, self.ciphertext)) if self._complex else self
+
+    # --- levels -----------------------------------------------------------------------
+    def drop_level(self, levels: int = 1) -> "EncryptedTensor":
+        return self._like(ev.drop_level(self.ctx, self.ciphertext, levels))
+
+    def rescale(self) -> "EncryptedTensor":
+        return self._like(ev.rescale(self.ctx, self.ciphertext))
+
+    def bootstrap(self):
+        raise NotImplementedError("bootstrap: CKKS bootstrapping is not available in this version of fhetorch; "
+                                  "encrypt at the top level or use a preset with more levels")
+
+    # --- rotations ----------------------------------------------------------------------
+    def rotate(self, k: int) -> "EncryptedTensor":
+        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots)."""
+        return self._like(ev.rotate(self.ctx, self.ciphertext, int(k)))
+
+    def roll(self, shifts, dims=None) -> "EncryptedTensor":
+        """torch.roll semantics on the logical tensor."""
+        if dims is None:
+            if not isinstance(shifts, int):
+                if len(shifts) != 1:
+                    raise NotImplementedError("roll: several shifts need dims (as in torch.roll)")
+                shifts = shifts[0]
+            flat = EncryptedTensor(self.ctx, self.ciphertext, (self.numel(),), self._complex)
+            return self._like(flat._roll_dim(int(shifts), 0).ciphertext)
+        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        if len(shifts) != len(dims):
+            raise ValueError("roll: shifts and dims must have the same length")
+        out = self
+        for s, d in zip(shifts, dims):
+            out = out._roll_dim(int(s), d)
+        return out
+
+    def _roll_dim(self, shift: int, dim: int) -> "EncryptedTensor":
+        nd = len(self.shape)
+        if not -nd <= dim < nd:
+            raise IndexError(f"roll: dimension {dim} out of range for a {nd}-d tensor")
+        dim %= nd
+        size = self.shape[dim]
+        k = shift % size
+        if k == 0:
+            return self
+        inner = math.prod(self.shape[dim + 1:])
+        outer = math.prod(self.shape[:dim])
+        if outer == 1 and self.numel() == self.slots:  # a cyclic rotation of the whole packing
+            return self.rotate(-k * inner)
+        idx = torch.arange(self.slots)
+        coord = (idx // inner) % size
+        valid = idx < self.numel()
+        hi = ((coord >= k) & valid).to(torch.float64)
+        lo = ((coord < k) & valid).to(torch.float64)
+        a = self.rotate(-k * inner)._mul_mask(hi)
+        b = self.rotate((size - k) * inner)._mul_mask(lo)
+        return a._add(b)
+
+    def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
+        return self._like(ev.mul_plain(self.ctx, self.ciphertext, mask.to(self.device)))
+
+    # --- devices -----------------------------------------------------------------------
+    def to(self, device) -> "EncryptedTensor":
+        ctx = self.ctx.to(device)
+        if ctx.device == self.device:
+            return self
+        return EncryptedTensor(ctx, self.ciphertext.to(ctx.device), self.shape, self._complex)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    # --- torch function dispatch ---------------------------------------------------
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name.strip("_") in ("add", "sub", "mul", "multiply", "subtract", "radd", "rsub", "rmul") \
+                and len(args) == 2:
+            alpha = kwargs.pop("alpha", 1)
+            if kwargs:
+                raise NotImplementedError(f"torch.{name} on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
+            a, b = args
+            return binary_op(name, a, b if alpha == 1 else _scaled(b, alpha))
+        if name in ("neg", "__neg__", "negative") and len(args) == 1:
+            return -args[0]
+        if name == "roll":
+            x = args[0]
+            shifts = args[1] if len(args) > 1 else kwargs.get("shifts")
+            dims = args[2] if len(args) > 2 else kwargs.get("dims")
+            return x.roll(shifts, dims)
+        raise NotImplementedError(f"{name} is not supported on EncryptedTensor (supported: torch.add, torch.sub, "
+                                  "torch.mul, torch.neg, torch.roll and the arithmetic operators)")
+
+
+def _scaled(x, alpha):
+    if isinstance(x, EncryptedTensor):
+        return x * alpha
+    return torch.as_tensor(x) * alpha if not isinstance(x, (int, float, complex)) else x * alpha

@@ -118,6 +118,7 @@ class Ring:
                 raise ValueError(f"{q} is not an NTT-friendly prime below 2^31 for N = {self.n}")
         self._full = self._build_tables()
         self._bases: dict = {}
+        self.cache: dict = {}  # plans of higher layers (index tensors, constants), per device
 
     def _build_tables(self):
         n, rev = self.n, bit_reverse_indices(self.log_n)

@@ -9,6 +9,11 @@ import fhetorch._C  # noqa: F401  (registers torch.ops.fhetorch)
 
 _ops = torch.ops.fhetorch
 
+
+def has_cuda() -> bool:
+    """Whether the CUDA kernels were built into fhetorch._C."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("fhetorch::ntt", "CUDA")
+
 __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product",
     "automorphism", "keyswitch_inner", "to_rns", "crt_digits", "sample_uniform", "sample_ternary",

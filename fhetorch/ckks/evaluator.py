@@ -143,10 +143,39 @@ def _ratio(ctx, src, dst) -> float:
 
 
 def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ciphertext:
-    """a * b with relinearisation, then (by default) rescale."""
+    """a * b with relinearisation, then (by default) rescale.
+
+    With the rescale, ModDown and rescaling are one modulus switch (Cheddar Seq. fusion):
+    (d0, d1) * P is added to the key-switched d2 over Q_l * P, and a single switch from
+    Q_l * P to Q_(l-1) drops P and the level's top primes together.
+    """
     _need_level(min(a, b, key=lambda c: c.level), "multiply")
-    out = relinearize(ctx, mul_raw(ctx, a, b))
-    return rescale(ctx, out) if rescale_result else out
+    d = mul_raw(ctx, a, b)
+    if not rescale_result:
+        return relinearize(ctx, d)
+    if ctx.relin_key is None:
+        return rescale(ctx, relinearize(ctx, d))
+    r = ctx.level_idx(d.level)
+    ext = tuple(r) + tuple(ctx.special_idx)
+    u = key_switch_inner(ctx.ring, mod_up(ctx.ring, d.data[2], r, ctx.special_idx, ctx.params.alpha), ctx.relin_key,
+                         r, ctx.special_idx, ctx.params.alpha)
+    b_lvl = ctx.basis(d.level)
+    p_mod_q = _special_product_consts(ctx, d.level)
+    u_q = _ops.axpby(d.data[:2].contiguous(), p_mod_q, u.narrow(1, 0, len(r)).contiguous(), b_lvl.one, b_lvl.mod)
+    u = torch.cat([u_q, u.narrow(1, len(r), len(ctx.special_idx))], dim=1)
+    dst = tuple(ctx.level_idx(d.level - 1))
+    data = switch_modulus(ctx.ring, u, ext, dst)
+    return d.replace(data=data, level=d.level - 1, scale=d.scale * _ratio(ctx, tuple(r), dst))
+
+
+def _special_product_consts(ctx, level: int) -> torch.Tensor:
+    """P mod q for the level's limbs, as Montgomery constants (cached)."""
+    key = ("P mod q", level)
+    c = ctx.ring.cache.get(key)
+    if c is None:
+        c = ctx.basis(level).scalar(ctx.ring.basis(tuple(ctx.special_idx)).product)
+        ctx.ring.cache[key] = c
+    return c
 
 
 def square(ctx, a: Ciphertext) -> Ciphertext:

@@ -79,6 +79,11 @@ class Basis:
         return torch.tensor([mont(v, q) for v, q in zip(values, self.primes)], dtype=torch.int32,
                             device=self.mod.device)
 
+    @cached_property
+    def one(self) -> torch.Tensor:
+        """The constant 1 on every limb (Montgomery form)."""
+        return self.const(1)
+
     def scalar(self, c: int) -> torch.Tensor:
         """The integer c (any size, any sign) as per-limb Montgomery constants."""
         return self.const([c % q for q in self.primes])

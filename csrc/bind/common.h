@@ -1,7 +1,11 @@
-// Argument checks shared by the CPU and CUDA bindings.
+// Argument checks shared by the CPU and CUDA bindings: each check_<op> validates the
+// arguments of one op exactly as schema.cpp specifies and returns its geometry, so both
+// bindings accept and reject the same inputs.
 #pragma once
 #include <torch/library.h>
 #include <ATen/ATen.h>
+
+#include <vector>
 
 namespace fhetorch::bind {
 
@@ -20,6 +24,17 @@ inline void check_same_device(const at::Tensor& a, const at::Tensor& b, const ch
   TORCH_CHECK(a.device() == b.device(), "fhetorch.", op, ": tensors on ", a.device(), " and ", b.device());
 }
 
+// Every tensor argument of an op must live on the device of its first one. (On CPU this
+// always holds: a CUDA tensor among the arguments dispatches to the CUDA kernel.)
+inline void check_devices(const char* op, std::initializer_list<const at::Tensor*> ts) {
+  const at::Tensor* first = nullptr;
+  for (const at::Tensor* t : ts) {
+    if (!t) continue;
+    if (!first) first = t;
+    else check_same_device(*first, *t, op);
+  }
+}
+
 inline int log2_exact(int64_t n, const char* op) {
   TORCH_CHECK(n >= 2 && (n & (n - 1)) == 0, "fhetorch.", op, ": N must be a power of two, got ", n);
   int k = 0;
@@ -34,6 +49,191 @@ inline void check_broadcast(const at::Tensor& a, const at::Tensor& b, const char
   TORCH_CHECK(b.dim() <= a.dim() && b.numel() > 0 && a.numel() % b.numel() == 0 &&
                   a.sizes().slice(a.dim() - b.dim()) == b.sizes(),
               "fhetorch.", op, ": b of shape ", b.sizes(), " does not broadcast to ", a.sizes());
+}
+
+inline int64_t limbs_of(const at::Tensor& x) { return x.dim() >= 2 ? x.size(-2) : 1; }
+
+// ---- per-op checks --------------------------------------------------------------------
+
+struct NttGeom {
+  int64_t L, n, rows;
+  int log_n;
+};
+
+inline NttGeom check_ntt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi) {
+  check_residues(x, "ntt", "x");
+  const int64_t L = limbs_of(x), n = x.size(-1);
+  const int log_n = log2_exact(n, "ntt");
+  check_mod(mod, L, "ntt");
+  check_residues(psi, "ntt", "psi");
+  TORCH_CHECK(psi.sizes() == at::IntArrayRef({L, n}), "fhetorch.ntt: psi must be (L, N)");
+  check_devices("ntt", {&x, &mod, &psi});
+  return {L, n, x.numel() / n, log_n};
+}
+
+inline NttGeom check_intt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi_inv,
+                          const at::Tensor& post) {
+  check_residues(x, "intt", "x");
+  const int64_t L = limbs_of(x), n = x.size(-1);
+  const int log_n = log2_exact(n, "intt");
+  check_mod(mod, L, "intt");
+  check_residues(psi_inv, "intt", "psi_inv");
+  check_residues(post, "intt", "post");
+  TORCH_CHECK(psi_inv.sizes() == at::IntArrayRef({L, n}), "fhetorch.intt: psi_inv must be (L, N)");
+  TORCH_CHECK(post.numel() == L, "fhetorch.intt: post must have L entries");
+  check_devices("intt", {&x, &mod, &psi_inv, &post});
+  return {L, n, x.numel() / n, log_n};
+}
+
+struct BconvGeom {
+  int64_t La, Lb, n, batch;
+  std::vector<int64_t> out_shape;
+};
+
+inline BconvGeom check_bconv(const at::Tensor& x, const at::Tensor& mod_in, const at::Tensor& mod_out,
+                             const at::Tensor& mat) {
+  check_residues(x, "bconv", "x");
+  const int64_t La = limbs_of(x), n = x.size(-1), Lb = mod_out.size(0);
+  TORCH_CHECK(La <= 256, "fhetorch.bconv: at most 256 input limbs");
+  check_mod(mod_in, La, "bconv");
+  check_mod(mod_out, Lb, "bconv");
+  check_residues(mat, "bconv", "mat");
+  TORCH_CHECK(mat.sizes() == at::IntArrayRef({Lb, La}), "fhetorch.bconv: mat must be (Lb, La)");
+  check_devices("bconv", {&x, &mod_in, &mod_out, &mat});
+  auto shape = x.sizes().vec();
+  shape[shape.size() - 2] = Lb;
+  return {La, Lb, n, x.numel() / (La * n), std::move(shape)};
+}
+
+struct EwGeom {
+  int64_t L, n;
+};
+
+// add / sub / mul: a (..., L, N), b broadcast over a's leading dimensions.
+inline EwGeom check_binary(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& mod) {
+  check_residues(a, name, "a");
+  check_broadcast(a, b, name);
+  const int64_t L = limbs_of(a), n = a.size(-1);
+  check_mod(mod, L, name);
+  check_devices(name, {&a, &b, &mod});
+  return {L, n};
+}
+
+inline EwGeom check_neg(const at::Tensor& a, const at::Tensor& mod) {
+  check_residues(a, "neg", "a");
+  const int64_t L = limbs_of(a), n = a.size(-1);
+  check_mod(mod, L, "neg");
+  check_devices("neg", {&a, &mod});
+  return {L, n};
+}
+
+// axpby (b, cb given) and mul_const (b = cb = nullptr).
+inline EwGeom check_axpby(const char* name, const at::Tensor& a, const at::Tensor& ca, const at::Tensor* b,
+                          const at::Tensor* cb, const at::Tensor& mod) {
+  check_residues(a, name, "a");
+  const int64_t L = limbs_of(a), n = a.size(-1);
+  check_mod(mod, L, name);
+  check_residues(ca, name, "ca");
+  TORCH_CHECK(ca.numel() == L, "fhetorch.", name, ": constants must have L entries");
+  if (b) {
+    check_broadcast(a, *b, name);
+    check_residues(*cb, name, "cb");
+    TORCH_CHECK(cb->numel() == L, "fhetorch.", name, ": constants must have L entries");
+  }
+  check_devices(name, {&a, &ca, b, cb, &mod});
+  return {L, n};
+}
+
+struct TensorProductGeom {
+  int64_t L, n, plane, batch;
+  bool b_broadcast;
+  std::vector<int64_t> out_shape;
+};
+
+inline TensorProductGeom check_tensor_product(const at::Tensor& a, const at::Tensor& b, const at::Tensor& mod) {
+  check_residues(a, "tensor_product", "a");
+  check_broadcast(a, b, "tensor_product");
+  TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
+  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n, batch = a.numel() / (2 * plane);
+  const bool bb = b.numel() != a.numel();
+  TORCH_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
+  check_mod(mod, L, "tensor_product");
+  check_devices("tensor_product", {&a, &b, &mod});
+  auto shape = a.sizes().vec();
+  shape[shape.size() - 3] = 3;
+  return {L, n, plane, batch, bb, std::move(shape)};
+}
+
+// Returns log2(N).
+inline int check_automorphism(const at::Tensor& x, int64_t galois) {
+  check_residues(x, "automorphism", "x");
+  const int64_t n = x.size(-1);
+  const int log_n = log2_exact(n, "automorphism");
+  TORCH_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.automorphism: galois element must be odd in (0, 2N)");
+  return log_n;
+}
+
+struct KeySwitchGeom {
+  int64_t beta, L, n, K, Lq, Lq_key;
+};
+
+inline KeySwitchGeom check_keyswitch_inner(const at::Tensor& d, const at::Tensor& key_q, const at::Tensor& key_p,
+                                           int64_t q_start, int64_t digit_start, const at::Tensor& mod) {
+  check_residues(d, "keyswitch_inner", "d");
+  check_residues(key_q, "keyswitch_inner", "key_q");
+  check_residues(key_p, "keyswitch_inner", "key_p");
+  TORCH_CHECK(d.dim() == 3 && key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2,
+              "fhetorch.keyswitch_inner: d must be (beta, L, N) and keys (digits, 2, limbs, N)");
+  const int64_t beta = d.size(0), L = d.size(1), n = d.size(2), K = key_p.size(2), Lq = L - K, Lq_key = key_q.size(2);
+  TORCH_CHECK(Lq >= 0 && q_start >= 0 && q_start + Lq <= Lq_key && digit_start >= 0 &&
+                  digit_start + beta <= key_q.size(0) && key_p.size(0) == key_q.size(0) && key_q.size(3) == n &&
+                  key_p.size(3) == n,
+              "fhetorch.keyswitch_inner: key and digit shapes do not match");
+  check_mod(mod, L, "keyswitch_inner");
+  check_devices("keyswitch_inner", {&d, &key_q, &key_p, &mod});
+  return {beta, L, n, K, Lq, Lq_key};
+}
+
+struct ToRnsGeom {
+  int64_t L, n;
+  std::vector<int64_t> out_shape;
+};
+
+inline ToRnsGeom check_to_rns(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& r2) {
+  TORCH_CHECK(x.scalar_type() == at::kLong && x.is_contiguous(), "fhetorch.to_rns: x must be contiguous int64");
+  const int64_t L = mod.size(0), n = x.size(-1);
+  check_mod(mod, L, "to_rns");
+  check_residues(r2, "to_rns", "r2");
+  check_devices("to_rns", {&x, &mod, &r2});
+  auto shape = x.sizes().vec();
+  shape.insert(shape.end() - 1, L);
+  return {L, n, std::move(shape)};
+}
+
+inline EwGeom check_crt_digits(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& garner) {
+  check_residues(x, "crt_digits", "x");
+  const int64_t L = limbs_of(x), n = x.size(-1);
+  TORCH_CHECK(L <= 256, "fhetorch.crt_digits: at most 256 limbs");
+  check_mod(mod, L, "crt_digits");
+  check_residues(garner, "crt_digits", "garner");
+  TORCH_CHECK(garner.sizes() == at::IntArrayRef({L, L}), "fhetorch.crt_digits: garner must be (L, L)");
+  check_devices("crt_digits", {&x, &mod, &garner});
+  return {L, n};
+}
+
+// The 8 key words of a sampler, as raw words (on the key's device).
+inline const uint32_t* check_key(const at::Tensor& key, const char* op) {
+  check_residues(key, op, "key");
+  TORCH_CHECK(key.numel() == 8, "fhetorch.", op, ": key must have 8 int32 words");
+  return reinterpret_cast<const uint32_t*>(key.data_ptr<int32_t>());
+}
+
+// Returns L.
+inline int64_t check_sample_uniform(const at::Tensor& key, const at::Tensor& mod) {
+  const int64_t L = mod.size(0);
+  check_mod(mod, L, "sample_uniform");
+  check_devices("sample_uniform", {&key, &mod});
+  return L;
 }
 
 }  // namespace fhetorch::bind

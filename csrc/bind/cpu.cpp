@@ -14,15 +14,10 @@ void split(int64_t total, int64_t grain, F&& f) {
   at::parallel_for(0, total, grain, [&](int64_t a, int64_t b) { f(a, b); });
 }
 
-int64_t limbs_of(const Tensor& x) { return x.dim() >= 2 ? x.size(-2) : 1; }
-
 Tensor ntt(const Tensor& x, const Tensor& mod, const Tensor& psi) {
-  check_residues(x, "ntt", "x");
-  const int64_t L = limbs_of(x), n = x.size(-1);
-  const int log_n = log2_exact(n, "ntt");
-  check_mod(mod, L, "ntt");
-  check_residues(psi, "ntt", "psi");
-  TORCH_CHECK(psi.sizes() == at::IntArrayRef({L, n}), "fhetorch.ntt: psi must be (L, N)");
+  const NttGeom g = check_ntt(x, mod, psi);
+  const int64_t L = g.L, n = g.n;
+  const int log_n = g.log_n;
   Tensor y = x.clone();
   int32_t* p = y.data_ptr<int32_t>();
   split(y.numel() / n, 1, [&](int64_t a, int64_t b) {
@@ -32,14 +27,9 @@ Tensor ntt(const Tensor& x, const Tensor& mod, const Tensor& psi) {
 }
 
 Tensor intt(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post) {
-  check_residues(x, "intt", "x");
-  const int64_t L = limbs_of(x), n = x.size(-1);
-  const int log_n = log2_exact(n, "intt");
-  check_mod(mod, L, "intt");
-  check_residues(psi_inv, "intt", "psi_inv");
-  check_residues(post, "intt", "post");
-  TORCH_CHECK(psi_inv.sizes() == at::IntArrayRef({L, n}), "fhetorch.intt: psi_inv must be (L, N)");
-  TORCH_CHECK(post.numel() == L, "fhetorch.intt: post must have L entries");
+  const NttGeom g = check_intt(x, mod, psi_inv, post);
+  const int64_t L = g.L, n = g.n;
+  const int log_n = g.log_n;
   Tensor y = x.clone();
   int32_t* p = y.data_ptr<int32_t>();
   split(y.numel() / n, 1, [&](int64_t a, int64_t b) {
@@ -50,17 +40,9 @@ Tensor intt(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Ten
 }
 
 Tensor bconv(const Tensor& x, const Tensor& mod_in, const Tensor& mod_out, const Tensor& mat) {
-  check_residues(x, "bconv", "x");
-  const int64_t La = limbs_of(x), n = x.size(-1), Lb = mod_out.size(0);
-  TORCH_CHECK(La <= 256, "fhetorch.bconv: at most 256 input limbs");
-  check_mod(mod_in, La, "bconv");
-  check_mod(mod_out, Lb, "bconv");
-  check_residues(mat, "bconv", "mat");
-  TORCH_CHECK(mat.sizes() == at::IntArrayRef({Lb, La}), "fhetorch.bconv: mat must be (Lb, La)");
-  auto shape = x.sizes().vec();
-  shape[shape.size() - 2] = Lb;
-  Tensor y = at::empty(shape, x.options());
-  const int64_t batch = x.numel() / (La * n);
+  const BconvGeom g = check_bconv(x, mod_in, mod_out, mat);
+  const int64_t La = g.La, n = g.n, Lb = g.Lb, batch = g.batch;
+  Tensor y = at::empty(g.out_shape, x.options());
   split(batch * n, 256, [&](int64_t a, int64_t b) {
     cpu::bconv(x.data_ptr<int32_t>(), y.data_ptr<int32_t>(), a, b, La, Lb, n, mod_in.data_ptr<int32_t>(),
                mod_out.data_ptr<int32_t>(), mat.data_ptr<int32_t>());
@@ -69,10 +51,8 @@ Tensor bconv(const Tensor& x, const Tensor& mod_in, const Tensor& mod_out, const
 }
 
 Tensor binary(cpu::Binary op, const char* name, const Tensor& a, const Tensor& b, const Tensor& mod) {
-  check_residues(a, name, "a");
-  check_broadcast(a, b, name);
-  const int64_t L = limbs_of(a), n = a.size(-1);
-  check_mod(mod, L, name);
+  const EwGeom g = check_binary(name, a, b, mod);
+  const int64_t L = g.L, n = g.n;
   Tensor out = at::empty_like(a);
   split(a.numel(), 4096, [&](int64_t i0, int64_t i1) {
     cpu::binary(op, a.data_ptr<int32_t>(), b.data_ptr<int32_t>(), out.data_ptr<int32_t>(), i0, i1,
@@ -85,9 +65,8 @@ Tensor sub(const Tensor& a, const Tensor& b, const Tensor& mod) { return binary(
 Tensor mul(const Tensor& a, const Tensor& b, const Tensor& mod) { return binary(cpu::Binary::Mul, "mul", a, b, mod); }
 
 Tensor neg(const Tensor& a, const Tensor& mod) {
-  check_residues(a, "neg", "a");
-  const int64_t L = limbs_of(a), n = a.size(-1);
-  check_mod(mod, L, "neg");
+  const EwGeom g = check_neg(a, mod);
+  const int64_t L = g.L, n = g.n;
   Tensor out = at::empty_like(a);
   split(a.numel(), 4096, [&](int64_t i0, int64_t i1) {
     cpu::neg(a.data_ptr<int32_t>(), out.data_ptr<int32_t>(), i0, i1, n, L, mod.data_ptr<int32_t>());
@@ -97,16 +76,8 @@ Tensor neg(const Tensor& a, const Tensor& mod) {
 
 Tensor axpby_impl(const Tensor& a, const Tensor& ca, const Tensor* b, const Tensor* cb, const Tensor& mod,
                   const char* name) {
-  check_residues(a, name, "a");
-  const int64_t L = limbs_of(a), n = a.size(-1);
-  check_mod(mod, L, name);
-  check_residues(ca, name, "ca");
-  TORCH_CHECK(ca.numel() == L, "fhetorch.", name, ": constants must have L entries");
-  if (b) {
-    check_broadcast(a, *b, name);
-    check_residues(*cb, name, "cb");
-    TORCH_CHECK(cb->numel() == L, "fhetorch.", name, ": constants must have L entries");
-  }
+  const EwGeom g = check_axpby(name, a, ca, b, cb, mod);
+  const int64_t L = g.L, n = g.n;
   Tensor out = at::empty_like(a);
   split(a.numel(), 4096, [&](int64_t i0, int64_t i1) {
     cpu::axpby(a.data_ptr<int32_t>(), ca.data_ptr<int32_t>(), b ? b->data_ptr<int32_t>() : nullptr,
@@ -123,16 +94,10 @@ Tensor mul_const(const Tensor& a, const Tensor& c, const Tensor& mod) {
 }
 
 Tensor tensor_product(const Tensor& a, const Tensor& b, const Tensor& mod) {
-  check_residues(a, "tensor_product", "a");
-  check_broadcast(a, b, "tensor_product");
-  TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
-  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n, batch = a.numel() / (2 * plane);
-  const bool bb = b.numel() != a.numel();
-  TORCH_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
-  check_mod(mod, L, "tensor_product");
-  auto shape = a.sizes().vec();
-  shape[shape.size() - 3] = 3;
-  Tensor out = at::empty(shape, a.options());
+  const TensorProductGeom g = check_tensor_product(a, b, mod);
+  const int64_t L = g.L, n = g.n, plane = g.plane, batch = g.batch;
+  const bool bb = g.b_broadcast;
+  Tensor out = at::empty(g.out_shape, a.options());
   split(batch * plane, 4096, [&](int64_t i0, int64_t i1) {
     cpu::tensor_product(a.data_ptr<int32_t>(), b.data_ptr<int32_t>(), out.data_ptr<int32_t>(), i0, i1, plane,
                         batch, bb, n, L, mod.data_ptr<int32_t>());
@@ -141,10 +106,8 @@ Tensor tensor_product(const Tensor& a, const Tensor& b, const Tensor& mod) {
 }
 
 Tensor automorphism(const Tensor& x, int64_t galois) {
-  check_residues(x, "automorphism", "x");
+  const int log_n = check_automorphism(x, galois);
   const int64_t n = x.size(-1);
-  const int log_n = log2_exact(n, "automorphism");
-  TORCH_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.automorphism: galois element must be odd in (0, 2N)");
   Tensor out = at::empty_like(x);
   split(x.numel() / n, 1, [&](int64_t a, int64_t b) {
     cpu::automorphism(x.data_ptr<int32_t>(), out.data_ptr<int32_t>(), a, b, log_n, static_cast<uint32_t>(galois));
@@ -154,17 +117,8 @@ Tensor automorphism(const Tensor& x, int64_t galois) {
 
 Tensor keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p, int64_t q_start,
                        int64_t digit_start, const Tensor& mod) {
-  check_residues(d, "keyswitch_inner", "d");
-  check_residues(key_q, "keyswitch_inner", "key_q");
-  check_residues(key_p, "keyswitch_inner", "key_p");
-  TORCH_CHECK(d.dim() == 3 && key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2,
-              "fhetorch.keyswitch_inner: d must be (beta, L, N) and keys (digits, 2, limbs, N)");
-  const int64_t beta = d.size(0), L = d.size(1), n = d.size(2), K = key_p.size(2), Lq = L - K, Lq_key = key_q.size(2);
-  TORCH_CHECK(Lq >= 0 && q_start >= 0 && q_start + Lq <= Lq_key && digit_start >= 0 &&
-                  digit_start + beta <= key_q.size(0) && key_p.size(0) == key_q.size(0) && key_q.size(3) == n &&
-                  key_p.size(3) == n,
-              "fhetorch.keyswitch_inner: key and digit shapes do not match");
-  check_mod(mod, L, "keyswitch_inner");
+  const KeySwitchGeom g = check_keyswitch_inner(d, key_q, key_p, q_start, digit_start, mod);
+  const int64_t beta = g.beta, L = g.L, n = g.n, K = g.K, Lq = g.Lq, Lq_key = g.Lq_key;
   Tensor out = at::empty({2, L, n}, d.options());
   split(L * n, 1024, [&](int64_t i0, int64_t i1) {
     cpu::keyswitch_inner(d.data_ptr<int32_t>(), key_q.data_ptr<int32_t>(), key_p.data_ptr<int32_t>(),
@@ -175,13 +129,9 @@ Tensor keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p
 }
 
 Tensor to_rns(const Tensor& x, const Tensor& mod, const Tensor& r2) {
-  TORCH_CHECK(x.scalar_type() == at::kLong && x.is_contiguous(), "fhetorch.to_rns: x must be contiguous int64");
-  const int64_t L = mod.size(0), n = x.size(-1);
-  check_mod(mod, L, "to_rns");
-  check_residues(r2, "to_rns", "r2");
-  auto shape = x.sizes().vec();
-  shape.insert(shape.end() - 1, L);
-  Tensor out = at::empty(shape, x.options().dtype(at::kInt));
+  const ToRnsGeom g = check_to_rns(x, mod, r2);
+  const int64_t L = g.L, n = g.n;
+  Tensor out = at::empty(g.out_shape, x.options().dtype(at::kInt));
   split(x.numel(), 1024, [&](int64_t i0, int64_t i1) {
     cpu::to_rns(x.data_ptr<int64_t>(), out.data_ptr<int32_t>(), i0, i1, L, n, mod.data_ptr<int32_t>(),
                 r2.data_ptr<int32_t>());
@@ -190,12 +140,8 @@ Tensor to_rns(const Tensor& x, const Tensor& mod, const Tensor& r2) {
 }
 
 Tensor crt_digits(const Tensor& x, const Tensor& mod, const Tensor& garner) {
-  check_residues(x, "crt_digits", "x");
-  const int64_t L = limbs_of(x), n = x.size(-1);
-  TORCH_CHECK(L <= 256, "fhetorch.crt_digits: at most 256 limbs");
-  check_mod(mod, L, "crt_digits");
-  check_residues(garner, "crt_digits", "garner");
-  TORCH_CHECK(garner.sizes() == at::IntArrayRef({L, L}), "fhetorch.crt_digits: garner must be (L, L)");
+  const EwGeom g = check_crt_digits(x, mod, garner);
+  const int64_t L = g.L, n = g.n;
   Tensor out = at::empty_like(x);
   split(x.numel() / L, 256, [&](int64_t i0, int64_t i1) {
     cpu::crt_digits(x.data_ptr<int32_t>(), out.data_ptr<int32_t>(), i0, i1, L, n, mod.data_ptr<int32_t>(),
@@ -204,16 +150,9 @@ Tensor crt_digits(const Tensor& x, const Tensor& mod, const Tensor& garner) {
   return out;
 }
 
-const uint32_t* key_words(const Tensor& key, const char* op) {
-  check_residues(key, op, "key");
-  TORCH_CHECK(key.numel() == 8, "fhetorch.", op, ": key must have 8 int32 words");
-  return reinterpret_cast<const uint32_t*>(key.data_ptr<int32_t>());
-}
-
 Tensor sample_uniform(const Tensor& key, int64_t stream, const Tensor& mod, int64_t rows, int64_t n) {
-  const uint32_t* k = key_words(key, "sample_uniform");
-  const int64_t L = mod.size(0);
-  check_mod(mod, L, "sample_uniform");
+  const uint32_t* k = check_key(key, "sample_uniform");
+  const int64_t L = check_sample_uniform(key, mod);
   Tensor out = at::empty({rows, L, n}, key.options());
   split(out.numel(), 1024, [&](int64_t i0, int64_t i1) {
     cpu::sample_uniform(k, static_cast<uint64_t>(stream), out.data_ptr<int32_t>(), i0, i1, L, n,
@@ -223,7 +162,7 @@ Tensor sample_uniform(const Tensor& key, int64_t stream, const Tensor& mod, int6
 }
 
 Tensor sample_ternary(const Tensor& key, int64_t stream, int64_t n) {
-  const uint32_t* k = key_words(key, "sample_ternary");
+  const uint32_t* k = check_key(key, "sample_ternary");
   Tensor out = at::empty({n}, key.options().dtype(at::kLong));
   split(n, 1024, [&](int64_t i0, int64_t i1) {
     cpu::sample_ternary(k, static_cast<uint64_t>(stream), out.data_ptr<int64_t>(), i0, i1);
@@ -232,7 +171,7 @@ Tensor sample_ternary(const Tensor& key, int64_t stream, int64_t n) {
 }
 
 Tensor sample_cbd(const Tensor& key, int64_t stream, int64_t n) {
-  const uint32_t* k = key_words(key, "sample_cbd");
+  const uint32_t* k = check_key(key, "sample_cbd");
   Tensor out = at::empty({n}, key.options().dtype(at::kLong));
   split(n, 1024, [&](int64_t i0, int64_t i1) {
     cpu::sample_cbd(k, static_cast<uint64_t>(stream), out.data_ptr<int64_t>(), i0, i1);

@@ -1,0 +1,58 @@
+// Torch-free CUDA launchers on raw device pointers (the CUDA counterpart of
+// csrc/cpu/kernels.h). Each enqueues its kernels on `stream` without synchronising and
+// returns the first launch error (cudaSuccess otherwise). Semantics: csrc/bind/schema.cpp.
+// All pointers are device pointers to contiguous data; counts may be zero.
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace fhetorch::cuda {
+
+// x, y: (rows, N = 2^log_n), row r uses limb r % L of mod / psi (L, N). y may equal x.
+cudaError_t ntt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                const int32_t* psi, cudaStream_t stream);
+cudaError_t intt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                 const int32_t* psi_inv, const int32_t* post, cudaStream_t stream);
+
+// x: (batch, La, n) standard form -> y: (batch, Lb, n) Montgomery form. La <= 256.
+cudaError_t bconv(const int32_t* x, int32_t* y, int64_t batch, int La, int Lb, int64_t n,
+                  const int32_t* mod_in, const int32_t* mod_out, const int32_t* mat, cudaStream_t stream);
+
+enum class Binary { Add, Sub, Mul };
+// out[i] = a[i] (op) b[i % nb] for i < total, limb (i / n) % L.
+cudaError_t binary(Binary op, const int32_t* a, const int32_t* b, int32_t* out, int64_t total, int64_t nb,
+                   int64_t n, int L, const int32_t* mod, cudaStream_t stream);
+cudaError_t neg(const int32_t* a, int32_t* out, int64_t total, int64_t n, int L, const int32_t* mod,
+                cudaStream_t stream);
+// out[i] = a[i]*ca[l] + b[i % nb]*cb[l]; b == nullptr (and cb): out[i] = a[i]*ca[l].
+cudaError_t axpby(const int32_t* a, const int32_t* ca, const int32_t* b, const int32_t* cb, int32_t* out,
+                  int64_t total, int64_t nb, int64_t n, int L, const int32_t* mod, cudaStream_t stream);
+// a: (batch, 2, L, n), b: (batch or 1 if b_broadcast, 2, L, n) -> out (batch, 3, L, n).
+cudaError_t tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast,
+                           int64_t n, int L, const int32_t* mod, cudaStream_t stream);
+
+// x, out: (rows, 2^log_n) NTT-domain rows (bit-reversed order); out must not alias x.
+cudaError_t automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois,
+                         cudaStream_t stream);
+
+// d: (beta, L, n); key_q: (digits, 2, Lq_key, n); key_p: (digits, 2, K, n); out (2, L, n).
+cudaError_t keyswitch_inner(const int32_t* d, const int32_t* key_q, const int32_t* key_p, int32_t* out, int beta,
+                            int L, int Lq, int K, int Lq_key, int q_start, int digit_start, int64_t n,
+                            const int32_t* mod, cudaStream_t stream);
+
+// x: (rows, n) int64 -> out (rows, L, n) Montgomery form.
+cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,
+                   const int32_t* r2, cudaStream_t stream);
+// x: (rows, L, n) standard form -> centred mixed-radix digits (rows, L, n). L <= 256.
+cudaError_t crt_digits(const int32_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,
+                       const int32_t* garner, cudaStream_t stream);
+
+// key: 8 words in device memory. Uniform: out (total = rows*L*n) residues, limb (e / n) % L.
+cudaError_t sample_uniform(const uint32_t* key, uint64_t stream_id, int32_t* out, int64_t total, int L,
+                           int64_t n, const int32_t* mod, cudaStream_t stream);
+cudaError_t sample_ternary(const uint32_t* key, uint64_t stream_id, int64_t* out, int64_t total,
+                           cudaStream_t stream);
+cudaError_t sample_cbd(const uint32_t* key, uint64_t stream_id, int64_t* out, int64_t total,
+                       cudaStream_t stream);
+
+}  // namespace fhetorch::cuda

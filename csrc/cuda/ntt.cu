@@ -1,0 +1,148 @@
+// Negacyclic NTT / inverse NTT launchers (design: ntt_core.cuh; oracle: csrc/cpu/ntt.cpp).
+// 2^10 <= N <= 2^17: two shared-memory kernels per transform. Other sizes: one simple
+// radix-2 kernel per stage.
+#include <cstdlib>
+
+#include "kernels.h"
+#include "ntt_core.cuh"
+
+namespace fhetorch::cuda {
+namespace {
+
+using namespace ntt_detail;
+
+template <int LOG_N, bool LARGE, int CAP, bool INV>
+__global__ void __launch_bounds__(Geo<LOG_N, LARGE, CAP>::THREADS) ntt_phase_kernel(PhaseArgs a) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  __shared__ __align__(16) int32_t sm[G::T];
+  const Ctx c = make_ctx<LOG_N, LARGE, CAP>(a, sm, blockIdx.x);
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int s = 0; s < G::STEPS; ++s) {
+    if (s > 0) __syncthreads();
+    ntt_step<LOG_N, LARGE, CAP, INV>(s, c, tid);
+  }
+}
+
+template <int LOG_N, bool LARGE, int CAP, bool INV>
+cudaError_t launch_phase(const PhaseArgs& a, int64_t rows, cudaStream_t stream) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  const unsigned grid = grid_for(rows * G::BLOCKS_PER_ROW, 1);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  ntt_phase_kernel<LOG_N, LARGE, CAP, INV><<<grid, G::THREADS, 0, stream>>>(a);
+  FT_LAUNCH_CHECK();
+  return cudaSuccess;
+}
+
+template <int LOG_N, int CAP, bool INV>
+cudaError_t two_phase(const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod, const int32_t* tw,
+                      const int32_t* post, cudaStream_t stream) {
+  PhaseArgs first{x, y, mod, tw, nullptr, L, aligned16(x), aligned16(y), aligned16(tw)};
+  PhaseArgs second{y, y, mod, tw, post, L, aligned16(y), aligned16(y), aligned16(tw)};
+  cudaError_t err;
+  if (!INV) {
+    if ((err = launch_phase<LOG_N, true, CAP, false>(first, rows, stream)) != cudaSuccess) return err;
+    return launch_phase<LOG_N, false, CAP, false>(second, rows, stream);
+  }
+  if ((err = launch_phase<LOG_N, false, CAP, true>(first, rows, stream)) != cudaSuccess) return err;
+  return launch_phase<LOG_N, true, CAP, true>(second, rows, stream);
+}
+
+// log2 of the coefficients a thread holds per round: 4 (default) or 3, a tuning knob
+// (environment variable FHETORCH_NTT_RADIX_LOG, read once).
+int radix_log() {
+  static const int v = [] {
+    const char* e = std::getenv("FHETORCH_NTT_RADIX_LOG");
+    return (e && e[0] == '3' && e[1] == 0) ? 3 : 4;
+  }();
+  return v;
+}
+
+template <int LOG_N, bool INV>
+cudaError_t two_phase_any(const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
+                          const int32_t* tw, const int32_t* post, cudaStream_t stream) {
+  if (radix_log() == 3) return two_phase<LOG_N, 3, INV>(x, y, rows, L, mod, tw, post, stream);
+  return two_phase<LOG_N, 4, INV>(x, y, rows, L, mod, tw, post, stream);
+}
+
+template <bool INV>
+cudaError_t dispatch(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                     const int32_t* tw, const int32_t* post, cudaStream_t stream) {
+  switch (log_n) {
+    case 10: return two_phase_any<10, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 11: return two_phase_any<11, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 12: return two_phase_any<12, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 13: return two_phase_any<13, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 14: return two_phase_any<14, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 15: return two_phase_any<15, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 16: return two_phase_any<16, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 17: return two_phase_any<17, INV>(x, y, rows, L, mod, tw, post, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// ---- fallback: one radix-2 stage per launch, one butterfly per thread ----------------
+
+template <bool INV>
+__global__ void ntt_stage_kernel(const int32_t* in, int32_t* out, int64_t pairs, int L, int log_n, int bit,
+                                 const int32_t* mod, const int32_t* tw, const int32_t* post) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= pairs) return;
+  const int64_t n = int64_t(1) << log_n, half = n >> 1;
+  const int64_t row = idx / half, k = idx % half;
+  const int l = static_cast<int>(row % L);
+  const int32_t q = mod[2 * l], qinv = mod[2 * l + 1];
+  const int64_t lo = ((k >> bit) << (bit + 1)) | (k & ((int64_t(1) << bit) - 1)), hi = lo + (int64_t(1) << bit);
+  const int32_t w = ldg(tw + l * n + ((n + lo) >> (bit + 1)));
+  int32_t a = in[row * n + lo], b = in[row * n + hi];
+  if (!INV) {
+    butterfly_ct(a, b, w, q, qinv);
+  } else {
+    butterfly_gs(a, b, w, q, qinv);
+    if (post) {
+      a = mont_mul(a, post[l], q, qinv);
+      b = mont_mul(b, post[l], q, qinv);
+    }
+  }
+  out[row * n + lo] = a;
+  out[row * n + hi] = b;
+}
+
+template <bool INV>
+cudaError_t stagewise(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                      const int32_t* tw, const int32_t* post, cudaStream_t stream) {
+  const int64_t pairs = rows * ((int64_t(1) << log_n) >> 1);
+  const unsigned grid = grid_for(pairs, 256);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  for (int s = 0; s < log_n; ++s) {
+    const int bit = INV ? s : log_n - 1 - s;
+    const int32_t* src = s == 0 ? x : y;
+    const int32_t* p = (INV && s == log_n - 1) ? post : nullptr;
+    ntt_stage_kernel<INV><<<grid, 256, 0, stream>>>(src, y, pairs, L, log_n, bit, mod, tw, p);
+    FT_LAUNCH_CHECK();
+  }
+  return cudaSuccess;
+}
+
+template <bool INV>
+cudaError_t transform(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                      const int32_t* tw, const int32_t* post, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (log_n < 1 || log_n > 30 || L <= 0) return cudaErrorInvalidValue;
+  if (log_n >= kMinLogN && log_n <= kMaxLogN) return dispatch<INV>(x, y, rows, L, log_n, mod, tw, post, stream);
+  return stagewise<INV>(x, y, rows, L, log_n, mod, tw, post, stream);
+}
+
+}  // namespace
+
+cudaError_t ntt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                const int32_t* psi, cudaStream_t stream) {
+  return transform<false>(x, y, rows, L, log_n, mod, psi, nullptr, stream);
+}
+
+cudaError_t intt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
+                 const int32_t* psi_inv, const int32_t* post, cudaStream_t stream) {
+  return transform<true>(x, y, rows, L, log_n, mod, psi_inv, post, stream);
+}
+
+}  // namespace fhetorch::cuda

@@ -1,0 +1,283 @@
+// Two-phase shared-memory negacyclic NTT (CUDA; CPU oracle: csrc/cpu/ntt.cpp).
+//
+// A row of N = 2^LOG_N coefficients is transformed by two kernels. Write x for a
+// coefficient's index in the row; a radix-2 stage pairs x with x ^ 2^b for one bit b, and
+// its twiddle is tw[(N + x_lo) >> (b + 1)] (x_lo: the member with bit b clear), which is
+// the CPU's table[m + i] for the stage with m = N / 2^(b+1) groups.
+//  * The "large" phase does the stages on the top P1 = LOG_N/2 bits of x: for a fixed
+//    value of the low bits (a column), the 2^P1 coefficients of the column form an
+//    independent sub-transform. A block takes C adjacent columns.
+//  * The "small" phase does the stages on the low P2 = LOG_N - P1 bits: contiguous chunks
+//    of 2^P2 coefficients are independent. A block takes C adjacent chunks.
+// Either way a block owns a tile of T = min(2^12, N) coefficients: it loads the tile into
+// shared memory with 16-byte loads, runs the stages in rounds of up to 4 stages (each
+// thread holding 2^r coefficients in registers and doing r stages of butterflies on them),
+// and stores the tile back. The forward transform runs large then small (Cooley-Tukey,
+// bit b from high to low); the inverse runs small then large (Gentleman-Sande, b from low
+// to high) and multiplies by post[l] when storing.
+//
+// Tile coordinates: tile element e holds row index x_of(e). Bits of e that index the
+// sub-transform are "j" bits; a round works on r adjacent j bits. The shared-memory slot
+// of e is swz(e) = e ^ ((e >> 5) & 31): the bank of e is the XOR of its bit groups [0, 5)
+// and [5, 10), and deposit() hands each lane of a warp an item whose varying bits hit
+// distinct banks, so rounds as well as the 16-byte tile loads are free of bank conflicts.
+//
+// The steps are __host__ __device__ functions of (step, thread id) so that a host-side
+// emulation can run the exact index logic of the kernel.
+#pragma once
+#include <cstdint>
+#include "util.cuh"
+
+namespace fhetorch::cuda::ntt_detail {
+
+constexpr int kMinLogN = 10;  // two-phase kernels for kMinLogN <= log_n <= kMaxLogN
+constexpr int kMaxLogN = 17;
+
+FT_HD int swz(int e) { return e ^ ((e >> 5) & 31); }
+
+template <int LOG_N, bool LARGE, int CAP>
+struct Geo {
+  static constexpr int N = 1 << LOG_N;
+  static constexpr int P = LARGE ? LOG_N / 2 : LOG_N - LOG_N / 2;  // log2 sub-transform size
+  static constexpr int LOG_T = LOG_N < 12 ? LOG_N : 12;
+  static constexpr int T = 1 << LOG_T;
+  static constexpr int LOG_C = LOG_T - P;                 // log2 columns / chunks per tile
+  static constexpr int JPOS = LARGE ? LOG_C : 0;          // tile bit of j bit 0
+  static constexpr int XPOS = LARGE ? LOG_N - P : 0;      // row-index bit of j bit 0
+  static constexpr int BLOCKS_PER_ROW = N / T;
+  // Rounds split the P j bits into NROUNDS chunks of at most CAP bits (CAP = log2 of the
+  // registers per thread), as even as possible, listed from j bit 0 upwards, larger on top.
+  static constexpr int NROUNDS = (P + CAP - 1) / CAP;
+  __host__ __device__ static constexpr int chunk_r(int i) {
+    return P / NROUNDS + (i >= NROUNDS - P % NROUNDS ? 1 : 0);
+  }
+  __host__ __device__ static constexpr int chunk_lo(int i) { return i == 0 ? 0 : chunk_lo(i - 1) + chunk_r(i - 1); }
+  static constexpr int RMAX = chunk_r(NROUNDS - 1);
+  static constexpr int THREADS = T >> RMAX;
+  static constexpr int STEPS = NROUNDS + 2;  // load, rounds, store
+  static_assert(P >= 5 && P <= 9 && LOG_C >= 2, "unsupported transform size");
+  static_assert(NROUNDS <= 3 && RMAX <= 4 && chunk_lo(NROUNDS) == P, "unsupported round split");
+
+  FT_HD static int x_of(int e, int blk) {
+    if (LARGE) return ((e >> LOG_C) << XPOS) | (blk << LOG_C) | (e & ((1 << LOG_C) - 1));
+    return (blk << LOG_T) | e;
+  }
+};
+
+// Maps work item `item` (item bits 0..4 = lane) to a tile element with the R round bits
+// [LO, LO + R) clear. Lane bit i goes to tile bit i, or to bit i + 5 when bit i is a round
+// bit; all other item bits fill the remaining tile bits in increasing order.
+template <int LOG_T, int LO, int R>
+FT_HD int deposit(int item) {
+  int e = 0;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    const int pos = (i >= LO && i < LO + R) ? i + 5 : i;
+    e |= ((item >> i) & 1) << pos;
+  }
+  int k = 5;
+#pragma unroll
+  for (int pos = 0; pos < LOG_T; ++pos) {
+    const bool in_round = pos >= LO && pos < LO + R;
+    const bool lane_low = pos < 5 && !in_round;
+    const bool lane_high = pos >= 5 && pos < 10 && (pos - 5 >= LO && pos - 5 < LO + R);
+    if (!in_round && !lane_low && !lane_high) {
+      e |= ((item >> k) & 1) << pos;
+      ++k;
+    }
+  }
+  return e;
+}
+
+// COUNT consecutive twiddles tw[tb .. tb + COUNT); tb is a multiple of COUNT.
+template <int COUNT>
+FT_HD void load_tw(const int32_t* tw, int tb, int32_t* w, bool vec) {
+  if (COUNT >= 4 && vec) {
+#pragma unroll
+    for (int g = 0; g < COUNT / 4; ++g) {
+      const int4 t = ldg4(tw + tb + 4 * g);
+      w[4 * g] = t.x;
+      w[4 * g + 1] = t.y;
+      w[4 * g + 2] = t.z;
+      w[4 * g + 3] = t.w;
+    }
+  } else {
+#pragma unroll
+    for (int g = 0; g < COUNT; ++g) w[g] = ldg(tw + tb + g);
+  }
+}
+
+FT_HD void butterfly_ct(int32_t& a, int32_t& b, int32_t w, int32_t q, int32_t qinv) {
+  const int32_t u = a, t = mont_mul(b, w, q, qinv);
+  a = add_mod(u, t, q);
+  b = sub_mod(u, t, q);
+}
+
+FT_HD void butterfly_gs(int32_t& a, int32_t& b, int32_t w, int32_t q, int32_t qinv) {
+  const int32_t u = a, v = b;
+  a = add_mod(u, v, q);
+  b = mont_mul(u - v, w, q, qinv);
+}
+
+struct Ctx {
+  int32_t* sm;          // the tile, T words
+  const int32_t* in;    // this row of the input
+  int32_t* out;         // this row of the output
+  const int32_t* tw;    // this limb's twiddle table (N words)
+  int32_t q, qinv;
+  int32_t post;         // Montgomery factor applied on store (final inverse phase only)
+  int blk;              // tile index within the row
+  bool in_vec, out_vec, tw_vec;
+};
+
+// One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1.
+template <int LOG_N, bool INV, int R, int XLO, int K>
+FT_HD void round_stage(int32_t* v, const Ctx& c, int xn) {
+  if constexpr (K < R) {
+    constexpr int E = 1 << R;
+    if constexpr (!INV) {
+      constexpr int BIT = R - 1 - K;  // u bit paired in this stage
+      constexpr int COUNT = 1 << K;   // distinct twiddles
+      int32_t w[COUNT];
+      load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
+#pragma unroll
+      for (int u0 = 0; u0 < E; ++u0)
+        if (!((u0 >> BIT) & 1)) butterfly_ct(v[u0], v[u0 | (1 << BIT)], w[u0 >> (BIT + 1)], c.q, c.qinv);
+    } else {
+      constexpr int BIT = K;
+      constexpr int COUNT = 1 << (R - 1 - K);
+      int32_t w[COUNT];
+      load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
+#pragma unroll
+      for (int u0 = 0; u0 < E; ++u0)
+        if (!((u0 >> BIT) & 1)) butterfly_gs(v[u0], v[u0 | (1 << BIT)], w[u0 >> (BIT + 1)], c.q, c.qinv);
+    }
+    round_stage<LOG_N, INV, R, XLO, K + 1>(v, c, xn);
+  }
+}
+
+// A round over the j bits [JLO, JLO + R): every item is 2^R tile elements that differ in
+// exactly those bits; R stages of butterflies on them in registers.
+template <int LOG_N, bool LARGE, int CAP, bool INV, int R, int JLO>
+FT_HD void ntt_round(const Ctx& c, int tid) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  constexpr int LO = G::JPOS + JLO, XLO = G::XPOS + JLO, E = 1 << R, ITEMS = G::T >> R;
+  for (int it = tid; it < ITEMS; it += G::THREADS) {
+    const int e0 = deposit<G::LOG_T, LO, R>(it);
+    const int xn = G::N + G::x_of(e0, c.blk);
+    int32_t v[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) v[u] = c.sm[swz(e0 | (u << LO))];
+    round_stage<LOG_N, INV, R, XLO, 0>(v, c, xn);
+#pragma unroll
+    for (int u = 0; u < E; ++u) c.sm[swz(e0 | (u << LO))] = v[u];
+  }
+}
+
+// The K-th round in execution order: forward from the top j bits down, inverse upwards.
+template <int LOG_N, bool LARGE, int CAP, bool INV, int K>
+FT_HD void ntt_round_k(const Ctx& c, int tid) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  constexpr int I = INV ? K : G::NROUNDS - 1 - K;
+  ntt_round<LOG_N, LARGE, CAP, INV, G::chunk_r(I), G::chunk_lo(I)>(c, tid);
+}
+
+template <int LOG_N, bool LARGE, int CAP>
+FT_HD void ntt_load(const Ctx& c, int tid) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
+    const int e = 4 * ch, x = G::x_of(e, c.blk);
+    int4 v;
+    if (c.in_vec) {
+      v = ldg4(c.in + x);
+    } else {
+      v.x = c.in[x];
+      v.y = c.in[x + 1];
+      v.z = c.in[x + 2];
+      v.w = c.in[x + 3];
+    }
+    c.sm[swz(e)] = v.x;
+    c.sm[swz(e + 1)] = v.y;
+    c.sm[swz(e + 2)] = v.z;
+    c.sm[swz(e + 3)] = v.w;
+  }
+}
+
+template <int LOG_N, bool LARGE, int CAP, bool POST>
+FT_HD void ntt_store(const Ctx& c, int tid) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
+    const int e = 4 * ch, x = G::x_of(e, c.blk);
+    int4 v;
+    v.x = c.sm[swz(e)];
+    v.y = c.sm[swz(e + 1)];
+    v.z = c.sm[swz(e + 2)];
+    v.w = c.sm[swz(e + 3)];
+    if (POST) {
+      v.x = mont_mul(v.x, c.post, c.q, c.qinv);
+      v.y = mont_mul(v.y, c.post, c.q, c.qinv);
+      v.z = mont_mul(v.z, c.post, c.q, c.qinv);
+      v.w = mont_mul(v.w, c.post, c.q, c.qinv);
+    }
+    if (c.out_vec) {
+      st4(c.out + x, v);
+    } else {
+      c.out[x] = v.x;
+      c.out[x + 1] = v.y;
+      c.out[x + 2] = v.z;
+      c.out[x + 3] = v.w;
+    }
+  }
+}
+
+// Step s of a phase for thread tid; a __syncthreads() separates consecutive steps.
+template <int LOG_N, bool LARGE, int CAP, bool INV>
+FT_HD void ntt_step(int s, const Ctx& c, int tid) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  constexpr bool POST = INV && LARGE;  // the last phase of the inverse
+  if (s == 0) {
+    ntt_load<LOG_N, LARGE, CAP>(c, tid);
+  } else if (s == 1) {
+    ntt_round_k<LOG_N, LARGE, CAP, INV, 0>(c, tid);
+  } else if (s == 2 && G::NROUNDS >= 2) {
+    if constexpr (G::NROUNDS >= 2) ntt_round_k<LOG_N, LARGE, CAP, INV, 1>(c, tid);
+  } else if (s == 3 && G::NROUNDS >= 3) {
+    if constexpr (G::NROUNDS >= 3) ntt_round_k<LOG_N, LARGE, CAP, INV, 2>(c, tid);
+  } else {
+    ntt_store<LOG_N, LARGE, CAP, POST>(c, tid);
+  }
+}
+
+// Per-block setup shared by the kernel and the emulation.
+struct PhaseArgs {
+  const int32_t* in;
+  int32_t* out;
+  const int32_t* mod;
+  const int32_t* tw;    // (L, N)
+  const int32_t* post;  // (L,), final inverse phase only
+  int L;
+  bool in_vec, out_vec, tw_vec;
+};
+
+template <int LOG_N, bool LARGE, int CAP>
+FT_HD Ctx make_ctx(const PhaseArgs& a, int32_t* sm, int64_t block) {
+  using G = Geo<LOG_N, LARGE, CAP>;
+  const int64_t row = block / G::BLOCKS_PER_ROW;
+  const int blk = static_cast<int>(block % G::BLOCKS_PER_ROW);
+  const int l = static_cast<int>(row % a.L);
+  Ctx c;
+  c.sm = sm;
+  c.in = a.in + row * G::N;
+  c.out = a.out + row * G::N;
+  c.tw = a.tw + static_cast<int64_t>(l) * G::N;
+  c.q = a.mod[2 * l];
+  c.qinv = a.mod[2 * l + 1];
+  c.post = a.post ? a.post[l] : 0;
+  c.blk = blk;
+  c.in_vec = a.in_vec;
+  c.out_vec = a.out_vec;
+  c.tw_vec = a.tw_vec;
+  return c;
+}
+
+}  // namespace fhetorch::cuda::ntt_detail

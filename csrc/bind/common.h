@@ -102,7 +102,7 @@ inline BconvGeom check_bconv(const at::Tensor& x, const at::Tensor& mod_in, cons
   check_devices("bconv", {&x, &mod_in, &mod_out, &mat});
   auto shape = x.sizes().vec();
   shape[shape.size() - 2] = Lb;
-  return {La, Lb, n, x.numel() / (La * n), std::move(shape)};
+  return {La, Lb, n, La * n > 0 ? x.numel() / (La * n) : 0, std::move(shape)};
 }
 
 struct EwGeom {
@@ -154,7 +154,7 @@ inline TensorProductGeom check_tensor_product(const at::Tensor& a, const at::Ten
   check_residues(a, "tensor_product", "a");
   check_broadcast(a, b, "tensor_product");
   TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
-  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n, batch = a.numel() / (2 * plane);
+  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n, batch = plane > 0 ? a.numel() / (2 * plane) : 0;
   const bool bb = b.numel() != a.numel();
   TORCH_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
   check_mod(mod, L, "tensor_product");

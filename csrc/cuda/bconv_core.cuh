@@ -84,7 +84,7 @@ FT_HD int32_t two32_centred(int32_t p) {
 }
 
 FT_HD int64_t fold(int64_t a, int32_t r) {
-  return static_cast<int64_t>(static_cast<int32_t>(a >> 32)) * r + static_cast<int64_t>(static_cast<uint32_t>(a));
+  return mad_wide(static_cast<int32_t>(a >> 32), r, static_cast<int64_t>(static_cast<uint32_t>(a)));
 }
 
 // Step 0: stage inputs, matrix and constants.
@@ -134,7 +134,7 @@ FT_HD void mac(int64_t (&acc)[4][4], const int4& t, const int4& m) {
 #pragma unroll
   for (int o = 0; o < 4; ++o)
 #pragma unroll
-    for (int k = 0; k < 4; ++k) acc[o][k] += static_cast<int64_t>(tv[k]) * mv[o];
+    for (int k = 0; k < 4; ++k) acc[o][k] = mad_wide(tv[k], mv[o], acc[o][k]);
 }
 
 // Step 1: the sums for this thread's (4 output limbs) x (4 coefficients) groups.
@@ -179,6 +179,104 @@ FT_HD void compute_step(const Args& a, const Block& b, const Smem& s, int tid) {
         if (c + 3 < a.n) dst[3] = v.w;
       }
     }
+  }
+}
+
+// ---- register path: La <= 16, n % 4 == 0, 16-byte aligned x and y ---------------------
+//
+// A thread takes 4 adjacent coefficients of one polynomial: it loads their La centred
+// inputs once into registers (t[j][k], 16-byte loads, coalesced across the warp) and then
+// produces its outputs one limb at a time, reading the matrix row as 16-byte broadcast words
+// from shared memory. A block is 128 threads (512 coefficients) and one chunk of at most
+// kSmallOuts output limbs (grid.y walks the chunks; the launcher picks the chunk size so
+// the grid fills the GPU). Overflow: with the matrix centred (|m| <= p/2 < 2^30, as the
+// CPU kernel assumes) products are below 2^60, so one fold after every 4 products keeps
+// |acc| < 2^61 + 2^32 + 2^62 < 2^63, and a single final fold brings it below 2^31 p.
+
+constexpr int kSmallThreads = 128;
+constexpr int kSmallCoefs = 4 * kSmallThreads;
+constexpr int kSmallOuts = 64;
+
+struct SmallArgs {
+  const int32_t* x;  // (batch, La, n)
+  int32_t* y;        // (batch, Lb, n)
+  int64_t n;
+  int64_t tiles;     // ceil(n / kSmallCoefs)
+  int La, Lb;
+  int outs;          // output limbs per chunk (<= kSmallOuts)
+  const int32_t* mod_in;
+  const int32_t* mod_out;
+  const int32_t* mat;  // (Lb, La)
+};
+
+struct SmallSmem {
+  int32_t m[kSmallOuts * 16];  // [i][j], j padded to 16 with zeros
+  int32_t p[kSmallOuts], pinv[kSmallOuts], r[kSmallOuts];
+};
+
+// Step 0: this chunk's matrix rows and output constants.
+FT_HD void small_load_step(const SmallArgs& a, int o0, int nout, SmallSmem& s, int tid) {
+  for (int idx = tid; idx < kSmallOuts * 16; idx += kSmallThreads) {
+    const int i = idx >> 4, j = idx & 15;
+    s.m[idx] = (i < nout && j < a.La) ? ldg(a.mat + static_cast<int64_t>(o0 + i) * a.La + j) : 0;
+  }
+  for (int i = tid; i < kSmallOuts; i += kSmallThreads) {
+    if (i < nout) {
+      const int32_t p = ldg(a.mod_out + 2 * (o0 + i));
+      s.p[i] = p;
+      s.pinv[i] = ldg(a.mod_out + 2 * (o0 + i) + 1);
+      s.r[i] = two32_centred(p);
+    } else {
+      s.p[i] = 1;
+      s.pinv[i] = 1;
+      s.r[i] = 0;
+    }
+  }
+}
+
+// Step 1: LA4 = ceil(La / 4) groups of 4 inputs held in registers.
+template <int LA4>
+FT_HD void small_compute_step(const SmallArgs& a, int64_t bx, int o0, int nout, const SmallSmem& s, int tid) {
+  const int64_t batch = bx / a.tiles;
+  const int64_t c = (bx % a.tiles) * kSmallCoefs + 4 * tid;
+  if (c >= a.n) return;  // n % 4 == 0: the 4 coefficients are all in range or all out
+  const int32_t* xb = a.x + batch * a.La * a.n + c;
+  int32_t t[4 * LA4][4];
+#pragma unroll
+  for (int j = 0; j < 4 * LA4; ++j) {
+    if (j < a.La) {
+      const int32_t q = ldg(a.mod_in + 2 * j);
+      const int4 v = ldg4(xb + j * a.n);
+      t[j][0] = centre(v.x, q);
+      t[j][1] = centre(v.y, q);
+      t[j][2] = centre(v.z, q);
+      t[j][3] = centre(v.w, q);
+    } else {
+      t[j][0] = t[j][1] = t[j][2] = t[j][3] = 0;
+    }
+  }
+  int32_t* yb = a.y + (batch * a.Lb + o0) * a.n + c;
+#pragma unroll 1
+  for (int i = 0; i < nout; ++i) {
+    const int4* mrow = reinterpret_cast<const int4*>(s.m + 16 * i);
+    const int32_t r = s.r[i];
+    int64_t acc[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int g = 0; g < LA4; ++g) {
+      const int4 m4 = mrow[g];
+      const int32_t mv[4] = {m4.x, m4.y, m4.z, m4.w};
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[k] = mad_wide(t[4 * g + jj][k], mv[jj], acc[k]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] = fold(acc[k], r);
+    }
+    const int32_t p = s.p[i], pinv = s.pinv[i];
+    int4 v;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) elem(v, k) = canon(smr(acc[k], p, pinv), p);
+    st4(yb + static_cast<int64_t>(i) * a.n, v);
   }
 }
 

@@ -16,6 +16,14 @@
 // bit b from high to low); the inverse runs small then large (Gentleman-Sande, b from low
 // to high) and multiplies by post[l] when storing.
 //
+// Arithmetic is lazy: between butterflies (and between the two kernels) values are kept
+// in [0, 2q) as unsigned words (2q < 2^32 since q < 2^31), multiplications use the
+// unsigned Montgomery reduction mont_lazy() (3 multiply instructions, result in [0, 2q)),
+// and a value is brought to [0, q) with one min() only where a sum could overflow. Only
+// the final store makes outputs canonical; canonical outputs of exact mod-q arithmetic
+// are unique, so they equal the CPU kernels' bit for bit. A CT butterfly costs 9 integer
+// instructions, a GS butterfly 9.
+//
 // Tile coordinates: tile element e holds row index x_of(e). Bits of e that index the
 // sub-transform are "j" bits; a round works on r adjacent j bits. The shared-memory slot
 // of e is swz(e) = e ^ ((e >> 5) & 31): the bank of e is the XOR of its bit groups [0, 5)
@@ -107,32 +115,49 @@ FT_HD void load_tw(const int32_t* tw, int tb, int32_t* w, bool vec) {
   }
 }
 
-FT_HD void butterfly_ct(int32_t& a, int32_t& b, int32_t w, int32_t q, int32_t qinv) {
-  const int32_t u = a, t = mont_mul(b, w, q, qinv);
-  a = add_mod(u, t, q);
-  b = sub_mod(u, t, q);
+// [0, 2q) -> [0, q): x - q wraps around to a large value when x < q.
+FT_HD uint32_t reduce_2q(uint32_t x, uint32_t q) {
+  const uint32_t y = x - q;
+  return y < x ? y : x;
 }
 
-FT_HD void butterfly_gs(int32_t& a, int32_t& b, int32_t w, int32_t q, int32_t qinv) {
-  const int32_t u = a, v = b;
-  a = add_mod(u, v, q);
-  b = mont_mul(u - v, w, q, qinv);
+// a * w * 2^-32 mod q in [0, 2q), for a < 2q and w < q; nqinv = -q^-1 mod 2^32. With
+// t = lo(a w) * nqinv, a w + t q is divisible by 2^32 and below 2q^2 + 2^32 q < 2^64, and
+// (a w + t q) / 2^32 < q + 2q^2 / 2^32 < 2q.
+FT_HD uint32_t mont_lazy(uint32_t a, uint32_t w, uint32_t q, uint32_t nqinv) {
+  const uint64_t p = static_cast<uint64_t>(a) * w;
+  const uint32_t t = static_cast<uint32_t>(p) * nqinv;
+  return static_cast<uint32_t>(mad_wide(t, q, p) >> 32);
+}
+
+// Cooley-Tukey: (a, b) -> (a + w b, a - w b); inputs and outputs in [0, 2q).
+FT_HD void butterfly_ct(uint32_t& a, uint32_t& b, uint32_t w, uint32_t q, uint32_t nqinv) {
+  const uint32_t u = reduce_2q(a, q), t = reduce_2q(mont_lazy(b, w, q, nqinv), q);
+  a = u + t;
+  b = u - t + q;
+}
+
+// Gentleman-Sande: (a, b) -> (a + b, (a - b) w); inputs and outputs in [0, 2q).
+FT_HD void butterfly_gs(uint32_t& a, uint32_t& b, uint32_t w, uint32_t q, uint32_t nqinv) {
+  const uint32_t u = reduce_2q(a, q), v = reduce_2q(b, q);
+  a = u + v;
+  b = mont_lazy(u - v + q, w, q, nqinv);
 }
 
 struct Ctx {
-  int32_t* sm;          // the tile, T words
+  uint32_t* sm;         // the tile, T words
   const int32_t* in;    // this row of the input
   int32_t* out;         // this row of the output
   const int32_t* tw;    // this limb's twiddle table (N words)
-  int32_t q, qinv;
-  int32_t post;         // Montgomery factor applied on store (final inverse phase only)
+  uint32_t q, nqinv;    // q and -q^-1 mod 2^32
+  uint32_t post;        // Montgomery factor applied on store (final inverse phase only)
   int blk;              // tile index within the row
   bool in_vec, out_vec, tw_vec;
 };
 
 // One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1.
 template <int LOG_N, bool INV, int R, int XLO, int K>
-FT_HD void round_stage(int32_t* v, const Ctx& c, int xn) {
+FT_HD void round_stage(uint32_t* v, const Ctx& c, int xn) {
   if constexpr (K < R) {
     constexpr int E = 1 << R;
     if constexpr (!INV) {
@@ -142,7 +167,8 @@ FT_HD void round_stage(int32_t* v, const Ctx& c, int xn) {
       load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
 #pragma unroll
       for (int u0 = 0; u0 < E; ++u0)
-        if (!((u0 >> BIT) & 1)) butterfly_ct(v[u0], v[u0 | (1 << BIT)], w[u0 >> (BIT + 1)], c.q, c.qinv);
+        if (!((u0 >> BIT) & 1))
+          butterfly_ct(v[u0], v[u0 | (1 << BIT)], static_cast<uint32_t>(w[u0 >> (BIT + 1)]), c.q, c.nqinv);
     } else {
       constexpr int BIT = K;
       constexpr int COUNT = 1 << (R - 1 - K);
@@ -150,7 +176,8 @@ FT_HD void round_stage(int32_t* v, const Ctx& c, int xn) {
       load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
 #pragma unroll
       for (int u0 = 0; u0 < E; ++u0)
-        if (!((u0 >> BIT) & 1)) butterfly_gs(v[u0], v[u0 | (1 << BIT)], w[u0 >> (BIT + 1)], c.q, c.qinv);
+        if (!((u0 >> BIT) & 1))
+          butterfly_gs(v[u0], v[u0 | (1 << BIT)], static_cast<uint32_t>(w[u0 >> (BIT + 1)]), c.q, c.nqinv);
     }
     round_stage<LOG_N, INV, R, XLO, K + 1>(v, c, xn);
   }
@@ -165,7 +192,7 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
   for (int it = tid; it < ITEMS; it += G::THREADS) {
     const int e0 = deposit<G::LOG_T, LO, R>(it);
     const int xn = G::N + G::x_of(e0, c.blk);
-    int32_t v[E];
+    uint32_t v[E];
 #pragma unroll
     for (int u = 0; u < E; ++u) v[u] = c.sm[swz(e0 | (u << LO))];
     round_stage<LOG_N, INV, R, XLO, 0>(v, c, xn);
@@ -196,29 +223,30 @@ FT_HD void ntt_load(const Ctx& c, int tid) {
       v.z = c.in[x + 2];
       v.w = c.in[x + 3];
     }
-    c.sm[swz(e)] = v.x;
-    c.sm[swz(e + 1)] = v.y;
-    c.sm[swz(e + 2)] = v.z;
-    c.sm[swz(e + 3)] = v.w;
+    c.sm[swz(e)] = static_cast<uint32_t>(v.x);
+    c.sm[swz(e + 1)] = static_cast<uint32_t>(v.y);
+    c.sm[swz(e + 2)] = static_cast<uint32_t>(v.z);
+    c.sm[swz(e + 3)] = static_cast<uint32_t>(v.w);
   }
 }
 
-template <int LOG_N, bool LARGE, int CAP, bool POST>
+// FINAL: the last phase of a transform, whose outputs are made canonical (after the
+// multiplication by post for the inverse); otherwise values stay in [0, 2q).
+template <int LOG_N, bool LARGE, int CAP, bool FINAL, bool POST>
 FT_HD void ntt_store(const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
   for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
     const int e = 4 * ch, x = G::x_of(e, c.blk);
-    int4 v;
-    v.x = c.sm[swz(e)];
-    v.y = c.sm[swz(e + 1)];
-    v.z = c.sm[swz(e + 2)];
-    v.w = c.sm[swz(e + 3)];
-    if (POST) {
-      v.x = mont_mul(v.x, c.post, c.q, c.qinv);
-      v.y = mont_mul(v.y, c.post, c.q, c.qinv);
-      v.z = mont_mul(v.z, c.post, c.q, c.qinv);
-      v.w = mont_mul(v.w, c.post, c.q, c.qinv);
+    uint32_t r[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint32_t y = c.sm[swz(e + k)];
+      if (POST) y = mont_lazy(y, c.post, c.q, c.nqinv);
+      if (FINAL) y = reduce_2q(y, c.q);
+      r[k] = y;
     }
+    const int4 v = make_int4(static_cast<int32_t>(r[0]), static_cast<int32_t>(r[1]), static_cast<int32_t>(r[2]),
+                             static_cast<int32_t>(r[3]));
     if (c.out_vec) {
       st4(c.out + x, v);
     } else {
@@ -234,7 +262,8 @@ FT_HD void ntt_store(const Ctx& c, int tid) {
 template <int LOG_N, bool LARGE, int CAP, bool INV>
 FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
-  constexpr bool POST = INV && LARGE;  // the last phase of the inverse
+  constexpr bool FINAL = INV == LARGE;  // forward: large then small; inverse: small then large
+  constexpr bool POST = INV && LARGE;   // the last phase of the inverse
   if (s == 0) {
     ntt_load<LOG_N, LARGE, CAP>(c, tid);
   } else if (s == 1) {
@@ -244,7 +273,7 @@ FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   } else if (s == 3 && G::NROUNDS >= 3) {
     if constexpr (G::NROUNDS >= 3) ntt_round_k<LOG_N, LARGE, CAP, INV, 2>(c, tid);
   } else {
-    ntt_store<LOG_N, LARGE, CAP, POST>(c, tid);
+    ntt_store<LOG_N, LARGE, CAP, FINAL, POST>(c, tid);
   }
 }
 
@@ -260,7 +289,7 @@ struct PhaseArgs {
 };
 
 template <int LOG_N, bool LARGE, int CAP>
-FT_HD Ctx make_ctx(const PhaseArgs& a, int32_t* sm, int64_t block) {
+FT_HD Ctx make_ctx(const PhaseArgs& a, uint32_t* sm, int64_t block) {
   using G = Geo<LOG_N, LARGE, CAP>;
   const int64_t row = block / G::BLOCKS_PER_ROW;
   const int blk = static_cast<int>(block % G::BLOCKS_PER_ROW);
@@ -270,14 +299,54 @@ FT_HD Ctx make_ctx(const PhaseArgs& a, int32_t* sm, int64_t block) {
   c.in = a.in + row * G::N;
   c.out = a.out + row * G::N;
   c.tw = a.tw + static_cast<int64_t>(l) * G::N;
-  c.q = a.mod[2 * l];
-  c.qinv = a.mod[2 * l + 1];
-  c.post = a.post ? a.post[l] : 0;
+  c.q = static_cast<uint32_t>(a.mod[2 * l]);
+  c.nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
+  c.post = a.post ? static_cast<uint32_t>(a.post[l]) : 0u;
   c.blk = blk;
   c.in_vec = a.in_vec;
   c.out_vec = a.out_vec;
   c.tw_vec = a.tw_vec;
   return c;
+}
+
+// ---- fallback for other sizes: one radix-2 stage per launch, one butterfly per thread ----
+// Values between stages are lazy ([0, 2q)); the last stage makes them canonical (and
+// multiplies by post for the inverse).
+struct StageArgs {
+  const int32_t* in;
+  int32_t* out;
+  int64_t pairs;  // rows * N / 2
+  int L, log_n, bit;
+  bool last;
+  const int32_t* mod;
+  const int32_t* tw;
+  const int32_t* post;  // inverse, last stage only
+};
+
+template <bool INV>
+FT_HD void ntt_stage_thread(const StageArgs& a, int64_t idx) {
+  if (idx >= a.pairs) return;
+  const int64_t n = int64_t(1) << a.log_n, half = n >> 1;
+  const int64_t row = idx >> (a.log_n - 1), k = idx & (half - 1);
+  const int l = static_cast<int>(row % a.L);
+  const uint32_t q = static_cast<uint32_t>(a.mod[2 * l]), nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
+  const int bit = a.bit;
+  const int64_t lo = ((k >> bit) << (bit + 1)) | (k & ((int64_t(1) << bit) - 1)), hi = lo + (int64_t(1) << bit);
+  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + l * n + ((n + lo) >> (bit + 1))));
+  uint32_t x = static_cast<uint32_t>(a.in[row * n + lo]), y = static_cast<uint32_t>(a.in[row * n + hi]);
+  if (!INV) butterfly_ct(x, y, w, q, nqinv);
+  else butterfly_gs(x, y, w, q, nqinv);
+  if (a.last) {
+    if (a.post) {
+      const uint32_t c = static_cast<uint32_t>(a.post[l]);
+      x = mont_lazy(x, c, q, nqinv);
+      y = mont_lazy(y, c, q, nqinv);
+    }
+    x = reduce_2q(x, q);
+    y = reduce_2q(y, q);
+  }
+  a.out[row * n + lo] = static_cast<int32_t>(x);
+  a.out[row * n + hi] = static_cast<int32_t>(y);
 }
 
 }  // namespace fhetorch::cuda::ntt_detail

@@ -24,6 +24,26 @@ FT_HD int4 ldg4(const int32_t* p) {
 }
 FT_HD void st4(int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
 
+// a * b + c with a 32 x 32 -> 64-bit product, as one multiply-add instruction on the GPU.
+FT_HD int64_t mad_wide(int32_t a, int32_t b, int64_t c) {
+#if defined(__CUDA_ARCH__)
+  int64_t d;
+  asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
+  return d;
+#else
+  return static_cast<int64_t>(a) * b + c;
+#endif
+}
+FT_HD uint64_t mad_wide(uint32_t a, uint32_t b, uint64_t c) {
+#if defined(__CUDA_ARCH__)
+  uint64_t d;
+  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
+  return d;
+#else
+  return static_cast<uint64_t>(a) * b + c;
+#endif
+}
+
 FT_HD int32_t& elem(int4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

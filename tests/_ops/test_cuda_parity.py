@@ -333,19 +333,6 @@ def test_samplers_zero_size(rng):
     both("sample_uniform", seed, key, 5, mod_table([1000003]), 0, 16)
 
 
-# --- argument checks on the GPU ----------------------------------------------------------------
-def test_device_mismatch_is_an_error(rng):
-    gen, seed = rng
-    cpu, gpu = tables(10, 2)
-    x = residues(gen, (), cpu.primes, 1 << 10).to(GPU)
-    with pytest.raises(RuntimeError, match="tensors on"):
-        ops.ntt(x, cpu.mod, gpu.psi)
-    with pytest.raises(RuntimeError, match="tensors on"):
-        ops.add(x, x, cpu.mod)
-    with pytest.raises(RuntimeError):
-        ops.ntt(x[:, :-1].contiguous(), gpu.mod, gpu.psi)  # N not a power of two / table shape
-
-
 def test_current_stream(rng):
     """Kernels run on the current stream: results on a side stream match."""
     gen, seed = rng
@@ -359,3 +346,26 @@ def test_current_stream(rng):
         y = ops.ntt(xg, gpu.mod, gpu.psi)
     torch.cuda.current_stream().wait_stream(s)
     check("ntt", want, y, seed, "side stream")
+
+
+# --- argument checks on the GPU (last: they exercise error paths) ------------------------------
+def test_device_mismatch_is_an_error(rng):
+    gen, seed = rng
+    cpu, gpu = tables(10, 2)
+    x = residues(gen, (), cpu.primes, 1 << 10).to(GPU)
+    with pytest.raises(RuntimeError, match="tensors on"):
+        ops.ntt(x, cpu.mod, gpu.psi)
+    with pytest.raises(RuntimeError, match="tensors on"):
+        ops.add(x, x, cpu.mod)
+    with pytest.raises(RuntimeError, match="tensors on"):
+        ops.bconv(x, gpu.mod, cpu.mod, torch.zeros(2, 2, dtype=torch.int32, device=GPU))
+
+
+def test_bad_shapes_are_errors(rng):
+    gen, seed = rng
+    cpu, gpu = tables(10, 2)
+    x = residues(gen, (), cpu.primes, 1 << 10).to(GPU)
+    with pytest.raises(RuntimeError, match="power of two"):
+        ops.ntt(x[:, :-1].contiguous(), gpu.mod, gpu.psi)
+    with pytest.raises(RuntimeError, match="psi must be"):
+        ops.ntt(x, gpu.mod, gpu.psi[:, :512].contiguous())

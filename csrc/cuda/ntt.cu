@@ -51,8 +51,8 @@ cudaError_t two_phase(const int32_t* x, int32_t* y, int64_t rows, int L, const i
 constexpr int kCap = 4;
 
 template <int LOG_N, bool INV>
-cudaError_t two_phase_any(const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
-                          const int32_t* tw, const int32_t* post, cudaStream_t stream) {
+cudaError_t two_phase_k(const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod, const int32_t* tw,
+                        const int32_t* post, cudaStream_t stream) {
   return two_phase<LOG_N, kCap, INV>(x, y, rows, L, mod, tw, post, stream);
 }
 
@@ -60,14 +60,14 @@ template <bool INV>
 cudaError_t dispatch(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
                      const int32_t* tw, const int32_t* post, cudaStream_t stream) {
   switch (log_n) {
-    case 10: return two_phase_any<10, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 11: return two_phase_any<11, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 12: return two_phase_any<12, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 13: return two_phase_any<13, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 14: return two_phase_any<14, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 15: return two_phase_any<15, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 16: return two_phase_any<16, INV>(x, y, rows, L, mod, tw, post, stream);
-    case 17: return two_phase_any<17, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 10: return two_phase_k<10, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 11: return two_phase_k<11, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 12: return two_phase_k<12, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 13: return two_phase_k<13, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 14: return two_phase_k<14, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 15: return two_phase_k<15, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 16: return two_phase_k<16, INV>(x, y, rows, L, mod, tw, post, stream);
+    case 17: return two_phase_k<17, INV>(x, y, rows, L, mod, tw, post, stream);
     default: return cudaErrorInvalidValue;
   }
 }

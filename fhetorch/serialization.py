@@ -34,7 +34,7 @@ def _digest(meta: dict, tensors: dict) -> str:
 
 
 def save(obj, f, *, secret_key: bool = False):
-    """Write a Params, Context, EncryptedTensor, Ciphertext, PublicKey or SwitchingKey to a
+    """Write a Params, Context, EncryptedTensor, PublicKey or SwitchingKey to a
     path or file object. A Context is written without its secret key unless secret_key=True."""
     meta, tensors = _encode(obj, secret_key)
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
@@ -59,16 +59,17 @@ def _encode(obj, secret_key):
                 raise SerializationError("save: secret_key=True but this context has no secret key")
             t["secret_key"] = obj.secret_key.s
         meta = {"kind": "context", "params": obj.params.describe(), "key_id": obj.key_id,
-                "galois": sorted(obj.galois_keys), "secret_key": bool(secret_key),
-                "sampler_stream": obj.sampler._stream}
+                "galois": sorted(obj.galois_keys), "secret_key": bool(secret_key)}
         return meta, t
     if isinstance(obj, EncryptedTensor):
-        meta, t = _encode(obj.ciphertext, False)
-        meta.update(kind="encrypted_tensor", shape=list(obj.shape), complex=obj.is_complex(), key_id=obj.ctx.key_id,
-                    params=obj.ctx.params.describe())
-        return meta, t
+        ct = obj.ciphertext
+        meta = {"kind": "encrypted_tensor", "level": ct.level, "scale": ct.scale, "slots": ct.slots,
+                "shape": list(obj.shape), "complex": obj.is_complex(), "key_id": obj.ctx.key_id,
+                "params": obj.ctx.params.describe()}
+        return meta, {"data": ct.data}
     if isinstance(obj, Ciphertext):
-        return {"kind": "ciphertext", "level": obj.level, "scale": obj.scale, "slots": obj.slots}, {"data": obj.data}
+        raise SerializationError("save: a bare Ciphertext does not know its context; save the EncryptedTensor "
+                                 "(ctx.encrypt returns one), which records its parameters and keys")
     if isinstance(obj, PublicKey):
         return {"kind": "public_key"}, {"data": obj.data}
     if isinstance(obj, SwitchingKey):
@@ -89,9 +90,19 @@ def load(f, ctx: Context | None = None, *, device=None):
         raise SerializationError("load: not an fhetorch file")
     if payload.get("version") != VERSION:
         raise SerializationError(f"load: file version {payload.get('version')}, this fhetorch reads {VERSION}")
-    meta, tensors = payload["meta"], payload["tensors"]
+    meta, tensors = payload.get("meta"), payload.get("tensors")
+    if not isinstance(meta, dict) or not isinstance(tensors, dict) or "kind" not in meta \
+            or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+        raise SerializationError("load: the file is corrupted (malformed content)")
     if _digest(meta, tensors) != payload.get("digest"):
         raise SerializationError("load: digest mismatch: the file is corrupted")
+    try:
+        return _decode(meta, tensors, ctx, device)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise SerializationError(f"load: the file is corrupted or incomplete ({type(e).__name__}: {e})") from None
+
+
+def _decode(meta, tensors, ctx, device):
     kind = meta["kind"]
     dev = torch.device(device) if device is not None else (ctx.device if ctx is not None else torch.device("cpu"))
     if kind == "params":
@@ -101,10 +112,8 @@ def load(f, ctx: Context | None = None, *, device=None):
     if ctx is None:
         raise SerializationError(f"load: a {kind} needs its context: fhetorch.load(f, ctx)")
     _check_params(meta.get("params"), ctx, kind)
-    if kind in ("ciphertext", "encrypted_tensor"):
+    if kind == "encrypted_tensor":
         ct = _ciphertext(meta, tensors, ctx)
-        if kind == "ciphertext":
-            return ct
         if meta.get("key_id") != ctx.key_id:
             raise SerializationError("load: the ciphertext was encrypted under other keys than this context's")
         return EncryptedTensor(ctx, ct, meta["shape"], meta["complex"])

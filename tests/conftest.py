@@ -17,6 +17,8 @@ import warnings
 import pytest
 import torch
 
+from fhetorch.ckks.context import normalize_device
+
 import fhetorch as fhe
 
 
@@ -34,7 +36,7 @@ def device() -> torch.device:
     d = torch.device(os.environ.get("FHETORCH_TEST_DEVICE", "cpu"))
     if d.type == "cuda" and not torch.cuda.is_available():
         pytest.skip("FHETORCH_TEST_DEVICE asks for CUDA but no GPU is present")
-    return d
+    return normalize_device(d)
 
 
 # --- contexts ------------------------------------------------------------------------------

@@ -6,12 +6,13 @@ fhetorch/tensor/context.py.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
 
 from .. import _ops
-from ..errors import ContextError, InsecureParametersWarning, MissingKeyError
+from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError
 from ..ring import Ring, Sampler
 from ..rlwe import PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, small_poly
 from .ciphertext import Ciphertext, Plaintext
@@ -24,7 +25,12 @@ def galois_element(step: int, n: int) -> int:
     return pow(5, step % (n // 2), 2 * n)
 
 
-CONJUGATE = -1  # marker for the conjugation key in key dictionaries
+def normalize_device(device) -> torch.device:
+    """torch.device with the index made explicit ("cuda" -> "cuda:<current>"), so devices compare equal."""
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
 
 
 class CKKSContext:
@@ -32,7 +38,7 @@ class CKKSContext:
         if isinstance(params, str):
             params = preset(params)
         self.params = params
-        self.device = torch.device(device)
+        self.device = normalize_device(device)
         self.ring = Ring(params.log_n, params.primes + params.special_primes, self.device)
         self.encoder = Encoder(params.log_n)
         if seed is not None:
@@ -121,7 +127,8 @@ class CKKSContext:
     def galois_key(self, g: int, what: str) -> SwitchingKey:
         k = self.galois_keys.get(g)
         if k is None:
-            raise MissingKeyError(f"{what}: no key for it; generate it with ctx.keygen(rotations=[...]) on the client")
+            how = ("ctx.keygen(conjugation=True)" if g == 2 * self.n - 1 else "ctx.keygen(rotations=[...])")
+            raise MissingKeyError(f"{what}: no key for it; generate it with {how} on the client")
         return k
 
     # --- encode / encrypt / decrypt ----------------------------------------------------
@@ -131,7 +138,18 @@ class CKKSContext:
         scale = self.nominal_scale(level) if scale is None else scale
         slots = values.numel() if slots is None else slots
         coeffs = self.encoder.embed(values.to(self.device), slots, scale)
+        self._check_fits(coeffs, level, scale)
         return Plaintext(self.ring.from_integers(coeffs, self.basis(level)), level, scale, slots)
+
+    def _check_fits(self, coeffs: torch.Tensor, level: int, scale: float):
+        """Encoded coefficients must stay well inside the level's modulus (a quarter of it),
+        or decryption wraps around and returns garbage."""
+        top = float(coeffs.abs().max()) if coeffs.numel() else 0.0
+        log_q = math.log2(self.basis(level).product)
+        if top > 0 and math.log2(top) > log_q - 2:
+            raise EncodingError(f"encode: values too large for level {level}: they need {math.log2(top):.1f} bits at "
+                                f"scale 2^{math.log2(scale):.1f}, the level's modulus has {log_q:.1f}; use smaller values "
+                                "or encrypt at a higher level")
 
     def encrypt_vector(self, values: torch.Tensor, *, level: int | None = None, slots: int | None = None) -> Ciphertext:
         """Encrypt a vector of `slots` (power of two) complex or real values."""
@@ -187,10 +205,13 @@ class CKKSContext:
         """The same context without the secret key: what a server gets."""
         c = self._copy(self.device)
         c.secret_key = None
+        # a fresh ChaCha20 key: the client's generator (which drew the secret key) stays
+        # with the client, and server-side encryptions never share its streams
+        c.sampler = Sampler(self.device)
         return c
 
     def to(self, device) -> "CKKSContext":
-        return self._copy(torch.device(device))
+        return self._copy(normalize_device(device))
 
     def _copy(self, device) -> "CKKSContext":
         c = self.__class__.__new__(self.__class__)
@@ -204,11 +225,3 @@ class CKKSContext:
         c.galois_keys = {g: k.to(device) for g, k in self.galois_keys.items()}
         c._monomial_i = None
         return c
-
-    def check_ciphertext(self, ct: Ciphertext, what: str):
-        if ct.device != self.device:
-            raise ContextError(f"{what}: ciphertext on {ct.device}, context on {self.device}; move one with .to()")
-        r = self.level_idx(ct.level)
-        if ct.data.shape[-2:] != (len(r), self.n):
-            raise ContextError(f"{what}: ciphertext shape {tuple(ct.data.shape)} does not belong to this context "
-                               f"at level {ct.level}")

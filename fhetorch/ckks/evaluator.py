@@ -13,7 +13,7 @@ import math
 import torch
 
 from .. import _ops
-from ..errors import LevelError, ScaleError
+from ..errors import EncodingError, LevelError, ScaleError
 from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus
 from .ciphertext import Ciphertext
 from .context import CKKSContext, galois_element
@@ -74,16 +74,15 @@ def neg(ctx, a: Ciphertext) -> Ciphertext:
     return a.replace(data=_ops.neg(a.data, _mod(ctx, a.level)))
 
 
-def add_plain(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False, reverse=False) -> Ciphertext:
-    """a + values (or a - values, or values - a with reverse) for a slot vector of values."""
+def add_plain(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False) -> Ciphertext:
+    """a + values (a - values with subtract) for a slot vector of values."""
     pt = ctx.encode(values, level=a.level, scale=a.scale, slots=a.slots)
     m = _mod(ctx, a.level)
     c0 = a.data[0]
     c0 = _ops.sub(c0, pt.data, m) if subtract else _ops.add(c0, pt.data, m)
     data = a.data.clone()
     data[0] = c0
-    out = a.replace(data=data)
-    return neg(ctx, out) if reverse else out
+    return a.replace(data=data)
 
 
 def add_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
@@ -100,8 +99,9 @@ def add_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
 
 
 def _round_scaled(c: float, scale: float, what: str) -> int:
-    if not math.isfinite(c):
-        raise ScaleError(f"{what}: constant {c} is not finite")
+    if not math.isfinite(c) or not math.isfinite(c * scale) or abs(c * scale) >= 2.0**62:
+        raise EncodingError(f"{what}: constant {c} at scale 2^{math.log2(scale):.1f} does not fit 62 bits; "
+                            "use a smaller constant")
     return round(c * scale)
 
 

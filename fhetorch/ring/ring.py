@@ -220,8 +220,9 @@ class Ring:
         digits = self.crt_digits(x_ntt, basis).to(torch.float64)
         out = torch.zeros(digits.shape[:-2] + digits.shape[-1:], dtype=torch.float64, device=digits.device)
         for k, w in enumerate(basis.radix_weights):
-            wf = w / divisor
-            if wf == float("inf") or wf > 1e300:
+            # A digit beyond ~2^1000 could only be non-zero for a coefficient far above any
+            # scaled message (a wrapped-around decryption), and its weight is no float.
+            if w.bit_length() > 1000:
                 break
-            out += digits[..., k, :] * wf
+            out += digits[..., k, :] * (w / divisor)
         return out

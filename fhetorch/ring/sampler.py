@@ -23,12 +23,12 @@ class Sampler:
             # Explicitly insecure: reproducible keys for tests only.
             key = struct.pack("<QQQQ", seed & (2**64 - 1), 0x6668_6574_6f72_6368, 0, 0)
         self.insecure_seed = seed is not None
-        self._key_bytes = key
         self.device = torch.device(device)
         self.key = torch.tensor(struct.unpack("<8i", key), dtype=torch.int32, device=self.device)
-        self._stream = 0
+        self._counter = [0]  # shared by the device copies of this sampler: no stream is drawn twice
 
     def to(self, device) -> "Sampler":
+        """The same generator on another device (same key, one shared stream counter)."""
         s = Sampler.__new__(Sampler)
         s.__dict__.update(self.__dict__)
         s.device = torch.device(device)
@@ -36,8 +36,8 @@ class Sampler:
         return s
 
     def _next(self) -> int:
-        self._stream += 1
-        return self._stream
+        self._counter[0] += 1
+        return self._counter[0]
 
     def uniform(self, basis, rows: int, n: int) -> torch.Tensor:
         """(rows, L, n) uniform residues modulo each limb of `basis`."""

@@ -6,7 +6,7 @@ import secrets
 
 import torch
 
-from ..ckks.context import CKKSContext
+from ..ckks.context import CKKSContext, normalize_device
 from ..ckks.params import Params, preset as _preset
 from ..errors import ContextError, EncodingError
 from .encrypted_tensor import EncryptedTensor
@@ -80,9 +80,7 @@ class Context(CKKSContext):
         return c
 
     def to(self, device) -> "Context":
-        device = torch.device(device)
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
+        device = normalize_device(device)
         c = self._copies.get(device)
         if c is None:
             c = self._copy(device)

@@ -101,13 +101,17 @@ class EncryptedTensor:
 
     def _plain(self, x, what: str):
         """A plaintext operand as a Python complex (scalar) or a padded slot vector."""
-        if isinstance(x, (int, float, complex)) and not isinstance(x, bool):
+        if isinstance(x, bool):  # torch semantics: True acts as 1
+            x = int(x)
+        if isinstance(x, (int, float, complex)):
             if isinstance(x, complex) or math.isfinite(x):
                 if isinstance(x, complex) and not (math.isfinite(x.real) and math.isfinite(x.imag)):
                     raise EncodingError(f"{what}: constant {x} is not finite")
                 return complex(x), isinstance(x, complex)
             raise EncodingError(f"{what}: constant {x} is not finite")
         t = torch.as_tensor(x)
+        if t.dtype == torch.bool:
+            t = t.to(torch.int64)
         if t.numel() == 1 and t.dim() == 0:
             return self._plain(t.item(), what)
         try:

@@ -170,10 +170,6 @@ def test_negation_and_chains(ctx_n12, assert_close):
     assert_close(ctx_n12.decrypt(sq), x * x, B12_MUL, "square()")
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
-    "BUG: EncryptedTensor._plain turns a bool operand (True, torch.tensor(True)) into a 0-d tensor and "
-    "back with .item() forever: ex * True raises RecursionError instead of computing x * True = x or "
-    "raising a clear error"))
 @pytest.mark.parametrize("operand", [True, torch.tensor(True)], ids=["bool", "bool-tensor"])
 def test_bool_operand(ctx_n10, operand, assert_close):
     x = _rand(8)
@@ -378,9 +374,6 @@ def test_public_context_computes_but_cannot_decrypt(ctx_n12, assert_close):
         server.keygen(rotations=[9])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: ctx.public() copies the sampler's ChaCha20 key and counter: two public copies encrypt with "
-    "identical randomness"))
 def test_public_copies_encrypt_with_fresh_randomness(ctx_n10):
     x = _rand(64)
     a, b = ctx_n10.public().encrypt(x), ctx_n10.public().encrypt(x)

@@ -9,14 +9,14 @@ name: fhetorch.save(ctx, path, secret_key=True).
 from __future__ import annotations
 
 import hashlib
-
 import json
+import warnings
 
 import torch
 
 from .ckks.ciphertext import Ciphertext
-from .ckks.params import Params
-from .errors import SerializationError
+from .ckks.params import Params, make_params
+from .errors import InsecureParametersWarning, SerializationError
 from .rlwe import PublicKey, SecretKey, SwitchingKey
 from .tensor import Context, EncryptedTensor
 
@@ -126,12 +126,6 @@ def _decode(meta, tensors, ctx, device):
 
 
 def _params(d: dict) -> Params:
-    from .ckks.params import make_params
-
-    import warnings
-
-    from .errors import InsecureParametersWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         p = make_params(d["log_n"], chain=d["chain"], levels=len(d["level_limbs"]) - 1, dnum=d["dnum"],
@@ -174,8 +168,6 @@ def _switching(q, p, ctx, kind) -> SwitchingKey:
 
 def _load_context(meta, tensors, device) -> Context:
     params = _params(meta["params"])
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctx = Context(params=params, device=device)

@@ -16,7 +16,7 @@ def has_cuda() -> bool:
 
 __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product",
-    "automorphism", "keyswitch_inner", "to_rns", "crt_digits", "sample_uniform", "sample_ternary",
+    "automorphism", "keyswitch_inner", "mod_up", "mod_up_keyswitch", "switch_modulus", "to_rns", "crt_digits", "sample_uniform", "sample_ternary",
     "sample_cbd",
 ]
 
@@ -69,6 +69,22 @@ def keyswitch_inner(d, key_q, key_p, q_start: int, digit_start: int, mod):
     return _ops.keyswitch_inner(d, key_q, key_p, int(q_start), int(digit_start), mod)
 
 
+def mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
+    return _ops.mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(b) for b in bounds])
+
+
+def mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start: int,
+                     digit_start: int, addend=None, c_add=None):
+    return _ops.mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(b) for b in bounds], key_q, key_p,
+                                 int(q_start), int(digit_start), addend, c_add)
+
+
+def switch_modulus(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub,
+                   addend=None):
+    return _ops.switch_modulus(x, [int(r) for r in drop_rows], [int(r) for r in keep_rows], pre, mod_drop,
+                               psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend)
+
+
 def to_rns(x, mod, r2):
     return _ops.to_rns(x, mod, r2)
 
@@ -107,6 +123,19 @@ def _register_fakes():
     @reg("fhetorch::keyswitch_inner")
     def _(d, key_q, key_p, q_start, digit_start, mod):
         return d.new_empty((2, *d.shape[1:]))
+
+    @reg("fhetorch::mod_up")
+    def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
+        return a.new_empty((len(bounds) - 1, mod_ext.shape[0], a.shape[-1]))
+
+    @reg("fhetorch::mod_up_keyswitch")
+    def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend=None,
+          c_add=None):
+        return a.new_empty((2, mod_ext.shape[0], a.shape[-1]))
+
+    @reg("fhetorch::switch_modulus")
+    def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend=None):
+        return x.new_empty((*x.shape[:-2], len(keep_rows), x.shape[-1]))
 
     @reg("fhetorch::to_rns")
     def _(x, mod, r2):

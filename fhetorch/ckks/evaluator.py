@@ -13,7 +13,7 @@ import math
 import torch
 
 from .. import _ops
-from ..errors import EncodingError, LevelError, ScaleError
+from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError
 from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus
 from .ciphertext import Ciphertext
 from .context import CKKSContext, galois_element
@@ -119,8 +119,6 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
     if a.size == 2:
         return a
     if ctx.relin_key is None:
-        from ..errors import MissingKeyError
-
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
     r = ctx.level_idx(a.level)
     u = key_switch(ctx.ring, a.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha)
@@ -258,8 +256,6 @@ def rotation_plan(ctx, step: int, slots: int) -> list:
         if all(galois_element(s, ctx.n) in ctx.galois_keys for s in plan):
             return plan
     missing = [s for s in plans[0] if galois_element(s, ctx.n) not in ctx.galois_keys]
-    from ..errors import MissingKeyError
-
     raise MissingKeyError(f"rotate: no key for step {step} (nor for its power-of-two parts {missing}); "
                           f"generate it with ctx.keygen(rotations=[{step}]) on the client")
 

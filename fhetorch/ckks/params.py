@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import InsecureParametersWarning, ParameterError
 from ..ring import largest_ntt_primes
@@ -58,7 +58,6 @@ class Params:
     hamming_weight: int | None = None  # None: dense uniform ternary secret
     name: str = "custom"
     security_bits: int = 128
-    fingerprint: str = field(default="", compare=False)
 
     @property
     def n(self) -> int:
@@ -216,12 +215,9 @@ def _build(log_n, chain, levels, dnum, hamming_weight, name, sec) -> Params:
     level_limbs = tuple((kmax - k, kmax + m) for k, m in counts)
     alpha = -(-len(primes) // dnum)
     special = tuple(largest_ntt_primes(log_n, alpha, exclude=primes))
-    import hashlib
-
-    fp = hashlib.sha256(repr((log_n, primes, special, level_limbs, dnum, hamming_weight)).encode()).hexdigest()[:16]
     return Params(log_n=log_n, chain=chain, primes=primes, special_primes=special, level_limbs=level_limbs,
                   level_scales=tuple(2.0 ** ls for ls in log_scale), dnum=dnum, hamming_weight=hamming_weight,
-                  name=name, security_bits=sec, fingerprint=fp)
+                  name=name, security_bits=sec)
 
 
 # --- presets -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 PKG = pathlib.Path(__file__).resolve().parent.parent / "fhetorch"
 RANK = {"errors": 0, "_ops": 0, "ring": 1, "rlwe": 2, "ckks": 3, "tfhe": 3, "circuits": 4, "tensor": 5, "nn": 6,
         "compiler": 6}
-FACADES = {"__init__.py", "serialization.py", "demo.py", "ckks/__init__.py"}
+FACADES = {"__init__.py", "serialization.py", "demo.py", "ckks/__init__.py", "ckks/polynomial.py"}
 
 
 def _layer(parts):

@@ -18,4 +18,8 @@ def __getattr__(name):
         from ..tensor import Context
 
         return Context
+    if name == "polynomial":  # fhetorch.ckks.polynomial re-exports fhetorch.circuits (a layer above)
+        import importlib
+
+        return importlib.import_module(".polynomial", __name__)
     raise AttributeError(f"module 'fhetorch.ckks' has no attribute {name!r}")

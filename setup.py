@@ -26,7 +26,8 @@ def want_cuda():
 
 
 cxx_flags = ["-O3", "-std=c++17"]
-src = sources("csrc/bind/schema.cpp") + sources("csrc/bind/cpu.cpp") + sources("csrc/cpu/*.cpp")
+src = (sources("csrc/bind/schema.cpp") + sources("csrc/bind/common.cpp") + sources("csrc/bind/cpu.cpp")
+       + sources("csrc/cpu/*.cpp"))
 if want_cuda():
     src += sources("csrc/bind/cuda.cpp") + sources("csrc/cuda/*.cu")
     ext = cpp_extension.CUDAExtension(

@@ -5,6 +5,10 @@
 #include <torch/library.h>
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace fhetorch::bind {
@@ -35,12 +39,15 @@ inline void check_devices(const char* op, std::initializer_list<const at::Tensor
   }
 }
 
-inline int log2_exact(int64_t n, const char* op) {
-  TORCH_CHECK(n >= 2 && (n & (n - 1)) == 0, "fhetorch.", op, ": N must be a power of two, got ", n);
-  int k = 0;
-  while ((int64_t(1) << k) < n) ++k;
-  return k;
-}
+// Error paths are out of line (csrc/bind/common.cpp, one definition for both bindings)
+// and build their message as one std::string: on the H100 test machine (torch 2.11) the
+// former inline TORCH_CHECK here, with mixed const char* / int64 message arguments, killed
+// the interpreter with SIGSEGV instead of raising, on the CPU path as well.
+[[noreturn]] void fail(const std::string& message);
+
+// log2(n) for a power of two n >= 2; raises RuntimeError "fhetorch.<op>: N must be a power
+// of two, got <n>" otherwise.
+int log2_exact(int64_t n, const char* op);
 
 // b is broadcast over the leading dimensions of a.
 inline void check_broadcast(const at::Tensor& a, const at::Tensor& b, const char* op) {
@@ -192,6 +199,151 @@ inline KeySwitchGeom check_keyswitch_inner(const at::Tensor& d, const at::Tensor
   check_mod(mod, L, "keyswitch_inner");
   check_devices("keyswitch_inner", {&d, &key_q, &key_p, &mod});
   return {beta, L, n, K, Lq, Lq_key};
+}
+
+// ---- fused key switching ---------------------------------------------------------------
+
+constexpr int64_t kMaxDigits = 64;       // mod_up: beta <= 64
+constexpr int64_t kMaxSwitchRows = 256;  // switch_modulus: D, Ld <= 256
+constexpr int64_t kMaxSwitchSrc = 32767; // switch_modulus: Ls (row indices fit int16)
+
+struct ModUpGeom {
+  int64_t L, Lext, K, n, beta, alpha_max;
+  int log_n;
+  std::vector<int> lo;  // beta + 1 digit bounds
+};
+
+inline ModUpGeom check_mod_up(const char* op, const at::Tensor& a, const at::Tensor& pre, const at::Tensor& mod_ext,
+                              const at::Tensor& psi_ext, const at::Tensor& psi_inv_ext, const at::Tensor& mats,
+                              at::IntArrayRef bounds) {
+  for (auto [t, name] : {std::pair<const at::Tensor*, const char*>{&a, "a"}, {&pre, "pre"}, {&mod_ext, "mod_ext"},
+                         {&psi_ext, "psi_ext"}, {&psi_inv_ext, "psi_inv_ext"}, {&mats, "mats"}})
+    check_residues(*t, op, name);
+  TORCH_CHECK(a.dim() == 2, "fhetorch.", op, ": a must be (L, N)");
+  ModUpGeom g;
+  g.L = a.size(0);
+  g.n = a.size(1);
+  g.log_n = log2_exact(g.n, op);
+  TORCH_CHECK(mod_ext.dim() == 2 && mod_ext.size(1) == 2 && mod_ext.size(0) >= g.L && g.L >= 1,
+              "fhetorch.", op, ": mod_ext must be (L + K, 2) with L >= 1");
+  g.Lext = mod_ext.size(0);
+  g.K = g.Lext - g.L;
+  TORCH_CHECK(psi_ext.sizes() == at::IntArrayRef({g.Lext, g.n}) && psi_inv_ext.sizes() == psi_ext.sizes(),
+              "fhetorch.", op, ": psi_ext and psi_inv_ext must be (L + K, N)");
+  TORCH_CHECK(pre.numel() == g.L, "fhetorch.", op, ": pre must have L entries");
+  const int64_t nb = static_cast<int64_t>(bounds.size());
+  TORCH_CHECK(nb >= 2 && nb - 1 <= kMaxDigits, "fhetorch.", op, ": bounds must list 2 to ", kMaxDigits + 1, " values");
+  g.beta = nb - 1;
+  TORCH_CHECK(bounds[0] == 0 && bounds[nb - 1] == g.L, "fhetorch.", op, ": bounds must run from 0 to L");
+  int64_t widest = 0;
+  for (int64_t j = 0; j < g.beta; ++j) {
+    TORCH_CHECK(bounds[j] < bounds[j + 1], "fhetorch.", op, ": bounds must increase strictly");
+    widest = std::max<int64_t>(widest, bounds[j + 1] - bounds[j]);
+  }
+  for (int64_t v : bounds) g.lo.push_back(static_cast<int>(v));
+  TORCH_CHECK(mats.dim() == 3 && mats.size(0) == g.beta && mats.size(1) == g.Lext && mats.size(2) >= widest &&
+                  mats.size(2) <= 256,
+              "fhetorch.", op, ": mats must be (beta, L + K, alpha_max) with every digit's size <= alpha_max <= 256");
+  g.alpha_max = mats.size(2);
+  check_devices(op, {&a, &pre, &mod_ext, &psi_ext, &psi_inv_ext, &mats});
+  return g;
+}
+
+struct ModUpKsGeom {
+  ModUpGeom m;
+  int64_t Lq_key, La;  // La: limbs of the addend (0: none)
+};
+
+inline ModUpKsGeom check_mod_up_keyswitch(const at::Tensor& a, const at::Tensor& pre, const at::Tensor& mod_ext,
+                                          const at::Tensor& psi_ext, const at::Tensor& psi_inv_ext,
+                                          const at::Tensor& mats, at::IntArrayRef bounds, const at::Tensor& key_q,
+                                          const at::Tensor& key_p, int64_t q_start, int64_t digit_start,
+                                          const std::optional<at::Tensor>& addend,
+                                          const std::optional<at::Tensor>& c_add) {
+  const char* op = "mod_up_keyswitch";
+  ModUpKsGeom g{check_mod_up(op, a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds), 0, 0};
+  const ModUpGeom& m = g.m;
+  check_residues(key_q, op, "key_q");
+  check_residues(key_p, op, "key_p");
+  TORCH_CHECK(key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2 &&
+                  key_p.size(0) == key_q.size(0) && key_q.size(3) == m.n && key_p.size(3) == m.n &&
+                  key_p.size(2) == m.K,
+              "fhetorch.", op, ": keys must be (digits, 2, limbs, N) with K = L + K - L special limbs in key_p");
+  g.Lq_key = key_q.size(2);
+  TORCH_CHECK(q_start >= 0 && q_start + m.L <= g.Lq_key && digit_start >= 0 && digit_start + m.beta <= key_q.size(0),
+              "fhetorch.", op, ": q_start / digit_start out of the key's range");
+  TORCH_CHECK(addend.has_value() == c_add.has_value(), "fhetorch.", op, ": addend and c_add go together");
+  if (addend) {
+    check_residues(*addend, op, "addend");
+    check_residues(*c_add, op, "c_add");
+    TORCH_CHECK(addend->dim() == 3 && addend->size(0) == 2 && addend->size(1) <= m.Lext && addend->size(2) == m.n,
+                "fhetorch.", op, ": addend must be (2, La, N) with La <= L + K");
+    g.La = addend->size(1);
+    TORCH_CHECK(c_add->numel() == g.La, "fhetorch.", op, ": c_add must have La entries");
+    check_devices(op, {&a, &*addend, &*c_add});
+  }
+  check_devices(op, {&a, &key_q, &key_p});
+  return g;
+}
+
+struct SwitchGeom {
+  int64_t B, Ls, D, Ld, n, Ba;  // Ba: polynomials with an addend (0: none)
+  int log_n;
+  std::vector<int> drop, keep;
+  std::vector<int64_t> out_shape;
+};
+
+inline SwitchGeom check_switch_modulus(const at::Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows,
+                                       const at::Tensor& pre, const at::Tensor& mod_drop,
+                                       const at::Tensor& psi_inv_drop, const at::Tensor& mod_dst,
+                                       const at::Tensor& psi_dst, const at::Tensor& mat, const at::Tensor& c_keep,
+                                       const at::Tensor& c_sub, const std::optional<at::Tensor>& addend) {
+  const char* op = "switch_modulus";
+  for (auto [t, name] : {std::pair<const at::Tensor*, const char*>{&x, "x"}, {&pre, "pre"}, {&mod_drop, "mod_drop"},
+                         {&psi_inv_drop, "psi_inv_drop"}, {&mod_dst, "mod_dst"}, {&psi_dst, "psi_dst"},
+                         {&mat, "mat"}, {&c_keep, "c_keep"}, {&c_sub, "c_sub"}})
+    check_residues(*t, op, name);
+  TORCH_CHECK(x.dim() >= 2, "fhetorch.", op, ": x must be (..., Ls, N)");
+  SwitchGeom g;
+  g.Ls = x.size(-2);
+  g.n = x.size(-1);
+  g.log_n = log2_exact(g.n, op);
+  g.B = g.Ls > 0 ? x.numel() / (g.Ls * g.n) : 0;
+  g.D = static_cast<int64_t>(drop_rows.size());
+  g.Ld = static_cast<int64_t>(keep_rows.size());
+  TORCH_CHECK(g.Ls >= 1 && g.Ls <= kMaxSwitchSrc, "fhetorch.", op, ": Ls must be in [1, ", kMaxSwitchSrc, "]");
+  TORCH_CHECK(g.D >= 1 && g.D <= kMaxSwitchRows && g.Ld >= 1 && g.Ld <= kMaxSwitchRows, "fhetorch.", op,
+              ": drop_rows and keep_rows must have 1 to ", kMaxSwitchRows, " entries");
+  for (int64_t v : drop_rows) {
+    TORCH_CHECK(v >= 0 && v < g.Ls, "fhetorch.", op, ": drop row ", v, " outside [0, Ls)");
+    g.drop.push_back(static_cast<int>(v));
+  }
+  for (int64_t v : keep_rows) {
+    TORCH_CHECK(v >= -1 && v < g.Ls, "fhetorch.", op, ": keep row ", v, " outside [-1, Ls)");
+    g.keep.push_back(static_cast<int>(v));
+  }
+  TORCH_CHECK(pre.numel() == g.D, "fhetorch.", op, ": pre must have D entries");
+  check_mod(mod_drop, g.D, op);
+  check_mod(mod_dst, g.Ld, op);
+  TORCH_CHECK(psi_inv_drop.sizes() == at::IntArrayRef({g.D, g.n}), "fhetorch.", op, ": psi_inv_drop must be (D, N)");
+  TORCH_CHECK(psi_dst.sizes() == at::IntArrayRef({g.Ld, g.n}), "fhetorch.", op, ": psi_dst must be (Ld, N)");
+  TORCH_CHECK(mat.sizes() == at::IntArrayRef({g.Ld, g.D}), "fhetorch.", op, ": mat must be (Ld, D)");
+  TORCH_CHECK(c_keep.numel() == g.Ld && c_sub.numel() == g.Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
+  g.Ba = 0;
+  if (addend) {
+    check_residues(*addend, op, "addend");
+    const bool two = addend->dim() == 2, three = addend->dim() == 3;
+    TORCH_CHECK((two || three) && addend->size(-2) == g.Ld && addend->size(-1) == g.n &&
+                    (two || addend->size(0) <= g.B),
+                "fhetorch.", op, ": addend must be (Ld, N) or (Ba, Ld, N) with Ba <= the polynomials of x");
+    g.Ba = two ? 1 : addend->size(0);
+    TORCH_CHECK(g.Ba <= g.B, "fhetorch.", op, ": addend has more polynomials than x");
+    check_devices(op, {&x, &*addend});
+  }
+  check_devices(op, {&x, &pre, &mod_drop, &psi_inv_drop, &mod_dst, &psi_dst, &mat, &c_keep, &c_sub});
+  g.out_shape = x.sizes().vec();
+  g.out_shape[g.out_shape.size() - 2] = g.Ld;
+  return g;
 }
 
 struct ToRnsGeom {

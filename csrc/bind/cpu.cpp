@@ -1,6 +1,8 @@
 // CPU implementations of the ops in schema.cpp: argument checks, output allocation and a
 // split of the work over threads; the arithmetic lives in csrc/cpu/.
 #include <ATen/Parallel.h>
+
+#include <algorithm>
 #include "common.h"
 #include "../cpu/kernels.h"
 
@@ -128,6 +130,114 @@ Tensor keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p
   return out;
 }
 
+// ---- fused key switching: compositions of the CPU kernels (the oracle) -------------------
+
+Tensor mod_up_impl(const ModUpGeom& g, const Tensor& a, const Tensor& pre, const Tensor& mod_ext,
+                   const Tensor& psi_ext, const Tensor& psi_inv_ext, const Tensor& mats) {
+  const int64_t L = g.L, Lext = g.Lext, n = g.n, beta = g.beta;
+  const int log_n = g.log_n;
+  const int32_t* me = mod_ext.data_ptr<int32_t>();
+  // INTT of the whole level with the per-limb BConv constants: standard-form digit inputs.
+  Tensor t = a.clone();
+  int32_t* tp = t.data_ptr<int32_t>();
+  split(L, 1, [&](int64_t r0, int64_t r1) {
+    cpu::intt_rows(tp, r0, r1, static_cast<int>(L), log_n, me, psi_inv_ext.data_ptr<int32_t>(),
+                   pre.data_ptr<int32_t>());
+  });
+  Tensor out = at::empty({beta, Lext, n}, a.options());
+  int32_t* op = out.data_ptr<int32_t>();
+  split(beta * n, 256, [&](int64_t i0, int64_t i1) {
+    cpu::mod_up_bconv(tp, op, i0, i1, g.lo.data(), static_cast<int>(Lext), n, me, mats.data_ptr<int32_t>(),
+                      static_cast<int>(g.alpha_max));
+  });
+  const int32_t* ap = a.data_ptr<int32_t>();
+  split(beta * Lext, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t j = r / Lext, i = r % Lext;
+      if (i >= g.lo[j] && i < g.lo[j + 1]) {
+        std::copy(ap + i * n, ap + (i + 1) * n, op + r * n);
+      } else {
+        cpu::ntt_rows(op + j * Lext * n, i, i + 1, static_cast<int>(Lext), log_n, me, psi_ext.data_ptr<int32_t>());
+      }
+    }
+  });
+  return out;
+}
+
+Tensor mod_up(const Tensor& a, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
+              const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds) {
+  const ModUpGeom g = check_mod_up("mod_up", a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds);
+  return mod_up_impl(g, a, pre, mod_ext, psi_ext, psi_inv_ext, mats);
+}
+
+Tensor mod_up_keyswitch(const Tensor& a, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
+                        const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds, const Tensor& key_q,
+                        const Tensor& key_p, int64_t q_start, int64_t digit_start,
+                        const std::optional<Tensor>& addend, const std::optional<Tensor>& c_add) {
+  const ModUpKsGeom g = check_mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p,
+                                               q_start, digit_start, addend, c_add);
+  const ModUpGeom& m = g.m;
+  const Tensor d = mod_up_impl(m, a, pre, mod_ext, psi_ext, psi_inv_ext, mats);
+  const int64_t Lext = m.Lext, n = m.n;
+  Tensor out = at::empty({2, Lext, n}, a.options());
+  split(Lext * n, 1024, [&](int64_t i0, int64_t i1) {
+    cpu::keyswitch_inner(d.data_ptr<int32_t>(), key_q.data_ptr<int32_t>(), key_p.data_ptr<int32_t>(),
+                         out.data_ptr<int32_t>(), i0, i1, static_cast<int>(m.beta), static_cast<int>(Lext),
+                         static_cast<int>(m.L), static_cast<int>(m.K), static_cast<int>(g.Lq_key),
+                         static_cast<int>(q_start), static_cast<int>(digit_start), n, mod_ext.data_ptr<int32_t>());
+  });
+  if (g.La > 0) {
+    for (int64_t c = 0; c < 2; ++c) {
+      int32_t* o = out.data_ptr<int32_t>() + c * Lext * n;
+      const int32_t* ad = addend->data_ptr<int32_t>() + c * g.La * n;
+      split(g.La * n, 4096, [&](int64_t i0, int64_t i1) {
+        cpu::add_scaled(o, ad, i0, i1, n, mod_ext.data_ptr<int32_t>(), c_add->data_ptr<int32_t>());
+      });
+    }
+  }
+  return out;
+}
+
+Tensor switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows, const Tensor& pre,
+                      const Tensor& mod_drop, const Tensor& psi_inv_drop, const Tensor& mod_dst,
+                      const Tensor& psi_dst, const Tensor& mat, const Tensor& c_keep, const Tensor& c_sub,
+                      const std::optional<Tensor>& addend) {
+  const SwitchGeom g = check_switch_modulus(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst,
+                                            mat, c_keep, c_sub, addend);
+  const int64_t B = g.B, Ls = g.Ls, D = g.D, Ld = g.Ld, n = g.n;
+  Tensor out = at::empty(g.out_shape, x.options());
+  if (B == 0) return out;
+  const int32_t* xp = x.data_ptr<int32_t>();
+  Tensor t = at::empty({B, D, n}, x.options());
+  int32_t* tp = t.data_ptr<int32_t>();
+  split(B * D, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int32_t* src = xp + ((r / D) * Ls + g.drop[r % D]) * n;
+      std::copy(src, src + n, tp + r * n);
+    }
+    cpu::intt_rows(tp, r0, r1, static_cast<int>(D), g.log_n, mod_drop.data_ptr<int32_t>(),
+                   psi_inv_drop.data_ptr<int32_t>(), pre.data_ptr<int32_t>());
+  });
+  Tensor y = at::empty({B, Ld, n}, x.options());
+  int32_t* yp = y.data_ptr<int32_t>();
+  split(B * n, 256, [&](int64_t i0, int64_t i1) {
+    cpu::bconv(tp, yp, i0, i1, static_cast<int>(D), static_cast<int>(Ld), n, mod_drop.data_ptr<int32_t>(),
+               mod_dst.data_ptr<int32_t>(), mat.data_ptr<int32_t>());
+  });
+  split(B * Ld, 1, [&](int64_t r0, int64_t r1) {
+    cpu::ntt_rows(yp, r0, r1, static_cast<int>(Ld), g.log_n, mod_dst.data_ptr<int32_t>(), psi_dst.data_ptr<int32_t>());
+  });
+  int32_t* op = out.data_ptr<int32_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t* add = b < g.Ba ? addend->data_ptr<int32_t>() + b * Ld * n : nullptr;
+    split(Ld * n, 4096, [&](int64_t i0, int64_t i1) {
+      cpu::switch_combine(xp + b * Ls * n, yp + b * Ld * n, add, op + b * Ld * n, i0, i1, g.keep.data(), n,
+                          mod_dst.data_ptr<int32_t>(), c_keep.data_ptr<int32_t>(), c_sub.data_ptr<int32_t>());
+    });
+  }
+  return out;
+}
+
 Tensor to_rns(const Tensor& x, const Tensor& mod, const Tensor& r2) {
   const ToRnsGeom g = check_to_rns(x, mod, r2);
   const int64_t L = g.L, n = g.n;
@@ -194,6 +304,9 @@ TORCH_LIBRARY_IMPL(fhetorch, CPU, m) {
   m.impl("tensor_product", &tensor_product);
   m.impl("automorphism", &automorphism);
   m.impl("keyswitch_inner", &keyswitch_inner);
+  m.impl("mod_up", &mod_up);
+  m.impl("mod_up_keyswitch", &mod_up_keyswitch);
+  m.impl("switch_modulus", &switch_modulus);
   m.impl("to_rns", &to_rns);
   m.impl("crt_digits", &crt_digits);
   m.impl("sample_uniform", &sample_uniform);

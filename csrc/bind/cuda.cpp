@@ -135,6 +135,93 @@ Tensor keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p
   return out;
 }
 
+// ---- fused key switching -----------------------------------------------------------------
+
+// The fused kernels use 16-byte accesses: an input whose data does not start on a 16-byte
+// boundary (a view with an odd storage offset) is copied first.
+Tensor aligned16(const Tensor& t) {
+  return (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15u) == 0 ? t : t.clone();
+}
+
+void check_fused_size(int log_n, const char* op) {
+  if (log_n < 10 || log_n > 17) {
+    fail(std::string("fhetorch.") + op + ": the CUDA kernels need 2^10 <= N <= 2^17, got N = 2^" +
+         std::to_string(log_n) + " (fhetorch.rlwe falls back to the unfused ops there)");
+  }
+}
+
+cuda::ModUpTables mod_up_tables(const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
+                                const Tensor& psi_inv_ext, const Tensor& mats, int64_t alpha_max) {
+  return cuda::ModUpTables{ptr(pre), ptr(mod_ext), ptr(psi_ext), ptr(psi_inv_ext), ptr(mats),
+                           static_cast<int>(alpha_max)};
+}
+
+Tensor mod_up(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext_in,
+              const Tensor& psi_inv_ext_in, const Tensor& mats, at::IntArrayRef bounds) {
+  const char* op = "mod_up";
+  const ModUpGeom g = check_mod_up(op, a_in, pre, mod_ext, psi_ext_in, psi_inv_ext_in, mats, bounds);
+  check_fused_size(g.log_n, op);
+  const c10::cuda::CUDAGuard guard(a_in.device());
+  const Tensor a = aligned16(a_in), psi_ext = aligned16(psi_ext_in), psi_inv_ext = aligned16(psi_inv_ext_in);
+  Tensor out = at::empty({g.beta, g.Lext, g.n}, a.options());
+  Tensor t = at::empty({g.L, g.n}, a.options());
+  check_launch(cuda::mod_up(ptr(a), mptr(out), mptr(t), as_int(g.L, op, "L"), as_int(g.K, op, "K"), g.log_n,
+                            mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, g.alpha_max), g.lo.data(),
+                            static_cast<int>(g.beta), stream()),
+               op);
+  return out;
+}
+
+Tensor mod_up_keyswitch(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext_in,
+                        const Tensor& psi_inv_ext_in, const Tensor& mats, at::IntArrayRef bounds,
+                        const Tensor& key_q_in, const Tensor& key_p_in, int64_t q_start, int64_t digit_start,
+                        const std::optional<Tensor>& addend_in, const std::optional<Tensor>& c_add) {
+  const char* op = "mod_up_keyswitch";
+  const ModUpKsGeom g = check_mod_up_keyswitch(a_in, pre, mod_ext, psi_ext_in, psi_inv_ext_in, mats, bounds, key_q_in,
+                                               key_p_in, q_start, digit_start, addend_in, c_add);
+  const ModUpGeom& m = g.m;
+  check_fused_size(m.log_n, op);
+  const c10::cuda::CUDAGuard guard(a_in.device());
+  const Tensor a = aligned16(a_in), psi_ext = aligned16(psi_ext_in), psi_inv_ext = aligned16(psi_inv_ext_in);
+  const Tensor key_q = aligned16(key_q_in), key_p = aligned16(key_p_in);
+  const Tensor addend = addend_in ? aligned16(*addend_in) : Tensor();
+  Tensor out = at::empty({2, m.Lext, m.n}, a.options());
+  Tensor t = at::empty({m.L, m.n}, a.options());
+  Tensor d = at::empty({m.beta * m.Lext - m.L, m.n}, a.options());
+  const cuda::KeyTables key{ptr(key_q), ptr(key_p), as_int(g.Lq_key, op, "Lq_key"), as_int(q_start, op, "q_start"),
+                            as_int(digit_start, op, "digit_start"), addend_in ? ptr(addend) : nullptr,
+                            addend_in ? ptr(*c_add) : nullptr, static_cast<int>(g.La)};
+  check_launch(cuda::mod_up_keyswitch(ptr(a), mptr(out), mptr(t), mptr(d), as_int(m.L, op, "L"), as_int(m.K, op, "K"),
+                                      m.log_n, mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, m.alpha_max),
+                                      m.lo.data(), static_cast<int>(m.beta), key, stream()),
+               op);
+  return out;
+}
+
+Tensor switch_modulus(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows, const Tensor& pre,
+                      const Tensor& mod_drop, const Tensor& psi_inv_drop_in, const Tensor& mod_dst,
+                      const Tensor& psi_dst_in, const Tensor& mat, const Tensor& c_keep, const Tensor& c_sub,
+                      const std::optional<Tensor>& addend_in) {
+  const char* op = "switch_modulus";
+  const SwitchGeom g = check_switch_modulus(x_in, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop_in, mod_dst,
+                                            psi_dst_in, mat, c_keep, c_sub, addend_in);
+  check_fused_size(g.log_n, op);
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  Tensor out = at::empty(g.out_shape, x_in.options());
+  if (g.B == 0) return out;
+  const Tensor x = aligned16(x_in), psi_inv_drop = aligned16(psi_inv_drop_in), psi_dst = aligned16(psi_dst_in);
+  const Tensor addend = addend_in ? aligned16(*addend_in) : Tensor();
+  Tensor t = at::empty({g.B * g.D, g.n}, x.options());
+  Tensor y = at::empty({g.B * g.Ld, g.n}, x.options());
+  const cuda::SwitchTables tb{ptr(pre), ptr(mod_drop), ptr(psi_inv_drop), ptr(mod_dst), ptr(psi_dst),
+                              ptr(mat), ptr(c_keep), ptr(c_sub)};
+  check_launch(cuda::switch_modulus(ptr(x), mptr(out), mptr(t), mptr(y), g.B, as_int(g.Ls, op, "Ls"), g.log_n,
+                                    g.drop.data(), static_cast<int>(g.D), g.keep.data(), static_cast<int>(g.Ld), tb,
+                                    addend_in ? ptr(addend) : nullptr, g.Ba, stream()),
+               op);
+  return out;
+}
+
 Tensor to_rns(const Tensor& x, const Tensor& mod, const Tensor& r2) {
   const ToRnsGeom g = check_to_rns(x, mod, r2);
   const c10::cuda::CUDAGuard guard(x.device());
@@ -201,6 +288,9 @@ TORCH_LIBRARY_IMPL(fhetorch, CUDA, m) {
   m.impl("tensor_product", &tensor_product);
   m.impl("automorphism", &automorphism);
   m.impl("keyswitch_inner", &keyswitch_inner);
+  m.impl("mod_up", &mod_up);
+  m.impl("mod_up_keyswitch", &mod_up_keyswitch);
+  m.impl("switch_modulus", &switch_modulus);
   m.impl("to_rns", &to_rns);
   m.impl("crt_digits", &crt_digits);
   m.impl("sample_uniform", &sample_uniform);

@@ -45,6 +45,37 @@ TORCH_LIBRARY(fhetorch, m) {
   // last K limbs are key_p (digits, 2, K, N); digit j uses key digit digit_start + j.
   // out (2, Lq + K, N) = sum_j d_j * key_j.
   m.def("keyswitch_inner(Tensor d, Tensor key_q, Tensor key_p, int q_start, int digit_start, Tensor mod) -> Tensor");
+  // ---- fused key switching (csrc/cpu/keyswitch.cpp, csrc/cuda/keyswitch.cu) ----
+  // ModUp of a level polynomial to the extended basis "ext" = level (L limbs) + special
+  // primes (K limbs), one lift per digit. a (L, N): NTT domain, Montgomery form. Tables of
+  // ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N). bounds = [0 = lo_0 < lo_1 < ...
+  // < lo_beta = L]: digit j is limbs [lo_j, lo_(j+1)). pre (L,): INTT post-constants giving
+  // the standard-form BConv input [a * (Q_j/q_i)^-1]_(q_i) of limb i of digit j (N^-1
+  // folded in). mats (beta, L+K, alpha_max): row i of digit j is digit j's centred BConv
+  // matrix row to ext limb i (rows of the digit's own limbs and columns beyond its size
+  // are ignored). out (beta, L+K, N): out[j][i] = a[i] for i in digit j, otherwise
+  // NTT(bconv(INTT(a[digit j]) * pre))[i] -- the digit lifted to ext.
+  m.def("mod_up(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, Tensor mats, "
+        "int[] bounds) -> Tensor");
+  // ModUp and the key-switching inner product in one: out (2, L+K, N) =
+  // keyswitch_inner(mod_up(a, ...), key_q, key_p, q_start, digit_start, mod_ext), plus
+  // addend[c][i] * c_add[i] on the first La limbs when addend (2, La, N), La <= L+K, and
+  // c_add (La,) are given (relinearisation's P * (d0, d1)). Equal to that composition bit
+  // for bit; the beta lifted digits are never stored.
+  m.def("mod_up_keyswitch(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
+        "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
+        "Tensor? addend=None, Tensor? c_add=None) -> Tensor");
+  // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
+  // NTT domain -> out (..., Ld, N) with, for each polynomial b and destination limb i,
+  //   out[b][i] = x[b][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[b][drop_rows]) * pre))[i] * c_sub[i]
+  // (keep_rows[i] = -1: that term is 0, for primes added by rational rescaling), then
+  // + addend[b][i] for b < Ba when addend (Ba, Ld, N) or (Ld, N) (Ba = 1) is given.
+  // D = len(drop_rows) in [1, 256], Ld = len(keep_rows) in [1, 256]. Tables: mod_drop
+  // (D, 2), psi_inv_drop (D, N), pre (D,); mod_dst (Ld, 2), psi_dst (Ld, N); mat (Ld, D)
+  // centred (as bconv's); c_keep, c_sub (Ld,) Montgomery constants.
+  m.def("switch_modulus(Tensor x, int[] drop_rows, int[] keep_rows, Tensor pre, Tensor mod_drop, "
+        "Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, Tensor c_sub, "
+        "Tensor? addend=None) -> Tensor");
   // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
   m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
   // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]

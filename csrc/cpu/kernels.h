@@ -35,6 +35,23 @@ void keyswitch_inner(const int32_t* d, const int32_t* key_q, const int32_t* key_
                      int64_t i0, int64_t i1, int beta, int L, int Lq, int K, int Lq_key,
                      int q_start, int digit_start, int64_t n, const int32_t* mod);
 
+// ---- fused key switching (csrc/cpu/keyswitch.cpp) ----
+// ModUp's base conversion: t (L, n) standard-form INTT outputs; for each digit j (limbs
+// [lo[j], lo[j+1])) and coefficient, the converted values of every ext limb outside the
+// digit go to out[j][i] (out: (beta, Lext, n)). mats: (beta, Lext, alpha_max). Items are
+// (digit, coefficient) pairs.
+void mod_up_bconv(const int32_t* t, int32_t* out, int64_t i0, int64_t i1, const int* lo, int Lext, int64_t n,
+                  const int32_t* mod_ext, const int32_t* mats, int alpha_max);
+// out[i] = x[keep[i]] * c_keep[i] + y[i] * c_sub[i] (+ add[i]) for one polynomial's rows:
+// y (Ld, n) NTT outputs, x (Ls, n), keep[i] = -1: no first term; add may be null. Items
+// are elements of the (Ld, n) plane.
+void switch_combine(const int32_t* x, const int32_t* y, const int32_t* add, int32_t* out, int64_t i0, int64_t i1,
+                    const int* keep, int64_t n, const int32_t* mod_dst, const int32_t* c_keep,
+                    const int32_t* c_sub);
+// out[i] = out[i] + add[i] * c[l] for elements i of a (La, n) plane, limb l = i / n.
+void add_scaled(int32_t* out, const int32_t* add, int64_t i0, int64_t i1, int64_t n, const int32_t* mod,
+                const int32_t* c);
+
 // x: (rows, n) int64 -> out (rows, L, n) Montgomery form; items are (row, coefficient).
 void to_rns(const int64_t* x, int32_t* out, int64_t i0, int64_t i1, int L, int64_t n,
             const int32_t* mod, const int32_t* r2);

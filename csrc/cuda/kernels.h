@@ -40,6 +40,54 @@ cudaError_t keyswitch_inner(const int32_t* d, const int32_t* key_q, const int32_
                             int L, int Lq, int K, int Lq_key, int q_start, int digit_start, int64_t n,
                             const int32_t* mod, cudaStream_t stream);
 
+// ---- fused key switching (keyswitch.cu; semantics: schema.cpp's mod_up, mod_up_keyswitch,
+// switch_modulus). N = 2^log_n with 10 <= log_n <= 17 (else cudaErrorInvalidValue); every
+// device pointer 16-byte aligned; host arrays (bounds, drop, keep) travel in the launch
+// parameters, so nothing is copied to the device and the launches can be graph-captured.
+constexpr int kMaxDigits = 64;        // mod_up: beta <= 64
+constexpr int kMaxSwitchRows = 256;   // switch_modulus: D, Ld <= 256 (Ls < 2^15)
+
+struct ModUpTables {
+  const int32_t* pre;          // (L,)
+  const int32_t* mod_ext;      // (L + K, 2)
+  const int32_t* psi_ext;      // (L + K, N)
+  const int32_t* psi_inv_ext;  // (L + K, N)
+  const int32_t* mats;         // (beta, L + K, alpha_max)
+  int alpha_max;
+};
+// a (L, n) -> out (beta, L + K, n); scratch: L * n words. bounds: beta + 1 values.
+cudaError_t mod_up(const int32_t* a, int32_t* out, int32_t* scratch, int L, int K, int log_n, const ModUpTables& tb,
+                   const int* bounds, int beta, cudaStream_t stream);
+
+struct KeyTables {
+  const int32_t* key_q;  // (digits, 2, Lq_key, n)
+  const int32_t* key_p;  // (digits, 2, K, n)
+  int Lq_key, q_start, digit_start;
+  const int32_t* addend;  // (2, La, n) or null
+  const int32_t* c_add;   // (La,)
+  int La;
+};
+// a (L, n) -> out (2, L + K, n); scratch_t: L * n words, scratch_d: (beta * (L + K) - L) * n.
+cudaError_t mod_up_keyswitch(const int32_t* a, int32_t* out, int32_t* scratch_t, int32_t* scratch_d, int L, int K,
+                             int log_n, const ModUpTables& tb, const int* bounds, int beta, const KeyTables& key,
+                             cudaStream_t stream);
+
+struct SwitchTables {
+  const int32_t* pre;           // (D,)
+  const int32_t* mod_drop;      // (D, 2)
+  const int32_t* psi_inv_drop;  // (D, n)
+  const int32_t* mod_dst;       // (Ld, 2)
+  const int32_t* psi_dst;       // (Ld, n)
+  const int32_t* mat;           // (Ld, D)
+  const int32_t* c_keep;        // (Ld,)
+  const int32_t* c_sub;         // (Ld,)
+};
+// x (B, Ls, n) -> out (B, Ld, n); scratch_t: B * D * n words, scratch_y: B * Ld * n. addend:
+// (Ba, Ld, n) added to the first Ba polynomials, or null.
+cudaError_t switch_modulus(const int32_t* x, int32_t* out, int32_t* scratch_t, int32_t* scratch_y, int64_t B, int Ls,
+                           int log_n, const int* drop, int D, const int* keep, int Ld, const SwitchTables& tb,
+                           const int32_t* addend, int64_t Ba, cudaStream_t stream);
+
 // x: (rows, n) int64 -> out (rows, L, n) Montgomery form.
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,
                    const int32_t* r2, cudaStream_t stream);

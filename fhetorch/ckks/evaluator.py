@@ -14,7 +14,7 @@ import torch
 
 from .. import _ops
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError
-from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus
+from ..rlwe import key_switch, key_switch_inner, mod_up, mod_up_key_switch_inner, switch_modulus
 from .ciphertext import Ciphertext
 from .context import CKKSContext, galois_element
 
@@ -121,8 +121,9 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
     if ctx.relin_key is None:
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
     r = ctx.level_idx(a.level)
-    u = key_switch(ctx.ring, a.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha)
-    return a.replace(data=_ops.add(a.data[:2].contiguous(), u, _mod(ctx, a.level)))
+    # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
+    u = key_switch(ctx.ring, a.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha, addend=a.data[:2])
+    return a.replace(data=u)
 
 
 def rescale(ctx, a: Ciphertext) -> Ciphertext:
@@ -155,12 +156,9 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
         return rescale(ctx, relinearize(ctx, d))
     r = ctx.level_idx(d.level)
     ext = tuple(r) + tuple(ctx.special_idx)
-    u = key_switch_inner(ctx.ring, mod_up(ctx.ring, d.data[2], r, ctx.special_idx, ctx.params.alpha), ctx.relin_key,
-                         r, ctx.special_idx, ctx.params.alpha)
-    b_lvl = ctx.basis(d.level)
-    p_mod_q = _special_product_consts(ctx, d.level)
-    u_q = _ops.axpby(d.data[:2].contiguous(), p_mod_q, u.narrow(1, 0, len(r)).contiguous(), b_lvl.one, b_lvl.mod)
-    u = torch.cat([u_q, u.narrow(1, len(r), len(ctx.special_idx))], dim=1)
+    # ModUp, the inner product with the key and + P * (d0, d1) on the level's limbs: one op.
+    u = mod_up_key_switch_inner(ctx.ring, d.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+                                addend=d.data[:2], c_add=_special_product_consts(ctx, d.level))
     dst = tuple(ctx.level_idx(d.level - 1))
     data = switch_modulus(ctx.ring, u, ext, dst)
     return d.replace(data=data, level=d.level - 1, scale=d.scale * _ratio(ctx, tuple(r), dst))
@@ -266,8 +264,7 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str) -> Ciphertext:
     r = ctx.level_idx(a.level)
     c0 = _ops.automorphism(a.data[0], g)
     c1 = _ops.automorphism(a.data[1], g)
-    u = key_switch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha)
-    u[0] = _ops.add(u[0].contiguous(), c0, _mod(ctx, a.level))
+    u = key_switch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
     return a.replace(data=u)
 
 
@@ -292,8 +289,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)")
         u = key_switch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
-        u = switch_modulus(ctx.ring, u, ext, tuple(r))
-        u[0] = _ops.add(u[0].contiguous(), _ops.automorphism(a.data[0], g), _mod(ctx, a.level))
+        u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.data[0], g))
         out[s] = a.replace(data=u)
     return out
 

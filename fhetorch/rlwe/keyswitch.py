@@ -7,6 +7,13 @@ A level is a contiguous run of Q_max indices; key-switching digit j is the run
 Each (source, destination) pair gets a cached plan holding its index tensors and
 constants, so a switch makes no host-to-device copy (it can be captured in a CUDA graph)
 and little Python work.
+
+The hot paths are fused ops (csrc/bind/schema.cpp): `mod_up` lifts every digit in one
+INTT, one BConv and one NTT launch; `mod_up_keyswitch` also folds the inner product with
+the key into the NTT's last phase (the lifted digits are never stored); `switch_modulus`
+gathers, converts and combines in one op. The per-step compositions they replace stay
+here (`*_reference`) as the specification the fused ops are tested against, and as the
+path for CUDA sizes the fused kernels do not cover (N outside [2^10, 2^17]).
 """
 from __future__ import annotations
 
@@ -39,6 +46,11 @@ def _runs(positions):
     return [tuple(r) for r in runs]
 
 
+def fused_ok(ring: Ring) -> bool:
+    """Whether the fused key-switching ops serve this ring (CPU: always; CUDA: 2^10 <= N <= 2^17)."""
+    return ring.device.type != "cuda" or 10 <= ring.log_n <= 17
+
+
 def _gather(x: torch.Tensor, runs, index: torch.Tensor | None) -> torch.Tensor:
     if len(runs) == 1:
         return x.narrow(-2, runs[0][0], runs[0][1]).contiguous()
@@ -60,6 +72,8 @@ class SwitchPlan:
     matrix: torch.Tensor
     c_keep: torch.Tensor  # A / D on every destination limb
     c_sub: torch.Tensor  # -1 / D
+    drop_rows: list  # positions in src of the dropped limbs (the fused op's arguments)
+    keep_rows: list  # per destination limb: its position in src, or -1 (an added prime)
 
 
 def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
@@ -85,18 +99,44 @@ def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
         pad=(front, len(dst) - front - len(kept_dst)), b_drop=b_drop, b_dst=b_dst,
         pre=ring.bconv_pre(b_drop, prod_a), matrix=ring.bconv_matrix(b_drop, b_dst),
         c_keep=b_dst.const([prod_a * pow(prod_d, -1, q) % q for q in b_dst.primes]),
-        c_sub=b_dst.const([(-pow(prod_d, -1, q)) % q for q in b_dst.primes]))
+        c_sub=b_dst.const([(-pow(prod_d, -1, q)) % q for q in b_dst.primes]),
+        drop_rows=drop_pos, keep_rows=[pos.get(i, -1) for i in dst])
     ring.cache[key] = plan
     return plan
 
 
-def switch_modulus(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple) -> torch.Tensor:
+def switch_modulus(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple,
+                   addend: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., len(src), N) over limbs src -> x * A / D over limbs dst, NTT form.
 
     D = src - dst (dropped), A = dst - src (added): rescaling (D = top primes, rational
     rescaling adds A), ModDown (D = P) and both at once. The result carries a small
     additive error (the fast base conversion's u), as usual for approximate rescaling.
+    addend (k, len(dst), N) or (len(dst), N), over dst: added to the first k polynomials
+    of the result (relinearisation's (d0, d1), a rotation's sigma(c0)) in the same op.
     """
+    p = switch_plan(ring, src, dst)
+    if p.drop_rows and fused_ok(ring):
+        x = x.contiguous()
+        b_drop, b_dst = p.b_drop, p.b_dst
+        return _ops.switch_modulus(x, p.drop_rows, p.keep_rows, p.pre, b_drop.mod, b_drop.psi_inv, b_dst.mod,
+                                   b_dst.psi, p.matrix, p.c_keep, p.c_sub,
+                                   None if addend is None else addend.contiguous())
+    y = switch_modulus_reference(ring, x, src, dst)
+    return y if addend is None else _add_front(y, addend, p.b_dst.mod)
+
+
+def _add_front(y: torch.Tensor, addend: torch.Tensor, mod: torch.Tensor) -> torch.Tensor:
+    """y with addend added to its first addend.shape[0] polynomials (one when addend is 2-D)."""
+    a = addend if addend.dim() == 3 else addend.unsqueeze(0)
+    k = a.shape[0]
+    if k == y.shape[0]:
+        return _ops.add(y.contiguous(), a.contiguous(), mod)
+    return torch.cat([_ops.add(y[:k].contiguous(), a.contiguous(), mod), y[k:]])
+
+
+def switch_modulus_reference(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple) -> torch.Tensor:
+    """switch_modulus as a composition of the unfused ops (the fused op's specification)."""
     p = switch_plan(ring, src, dst)
     t = ring.intt(_gather(x, p.drop_runs, p.drop_index), p.b_drop, post=p.pre)
     y = ring.ntt(_ops.bconv(t, p.b_drop.mod, p.b_dst.mod, p.matrix), p.b_dst)
@@ -113,6 +153,10 @@ def switch_modulus(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple) -> torch
 class ModUpPlan:
     ext: object  # basis of level + P
     parts: list  # per digit: (offset in level, length, digit basis, others basis, pre, matrix)
+    pre: torch.Tensor  # (L,): every digit's INTT post-constants, in level order
+    mats: torch.Tensor  # (beta, L + K, alpha_max): digit j's BConv rows to every ext limb (own rows 0)
+    bounds: list  # [0, ..., L]: digit j is level positions [bounds[j], bounds[j+1])
+    digit_start: int  # the key digit of the level's first digit
 
 
 def mod_up_plan(ring: Ring, level_idx: range, special_idx: range, alpha: int) -> ModUpPlan:
@@ -120,18 +164,36 @@ def mod_up_plan(ring: Ring, level_idx: range, special_idx: range, alpha: int) ->
     plan = ring.cache.get(key)
     if plan is None:
         ext = tuple(level_idx) + tuple(special_idx)
-        parts = []
-        for _, d in digits(level_idx, alpha):
+        b_ext = ring.basis(ext)
+        parts, pres, bounds = [], [], [0]
+        amax = max(len(d) for _, d in digits(level_idx, alpha))
+        mats = torch.zeros((len(digits(level_idx, alpha)), len(ext), amax), dtype=torch.int32, device=ring.device)
+        for j, (_, d) in enumerate(digits(level_idx, alpha)):
             bd = ring.basis(tuple(d))
             bo = ring.basis(tuple(i for i in ext if i not in d))
-            parts.append((d.start - level_idx.start, len(d), bd, bo, ring.bconv_pre(bd), ring.bconv_matrix(bd, bo)))
-        plan = ModUpPlan(ring.basis(ext), parts)
+            lo = d.start - level_idx.start
+            parts.append((lo, len(d), bd, bo, ring.bconv_pre(bd), ring.bconv_matrix(bd, bo)))
+            pres.append(ring.bconv_pre(bd))
+            bounds.append(lo + len(d))
+            m = ring.bconv_matrix(bd, b_ext)
+            mats[j, :, : len(d)] = m
+            mats[j, lo : lo + len(d)] = 0  # the digit's own limbs are copied, not converted
+        plan = ModUpPlan(b_ext, parts, torch.cat(pres).contiguous(), mats, bounds, level_idx.start // alpha)
         ring.cache[key] = plan
     return plan
 
 
 def mod_up(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
     """a (L, N) over the level -> (beta, L + K, N) over level + P, one lift per digit."""
+    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
+    if a.dim() == 2 and fused_ok(ring):
+        e = plan.ext
+        return _ops.mod_up(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds)
+    return mod_up_reference(ring, a, level_idx, special_idx, alpha)
+
+
+def mod_up_reference(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
+    """mod_up as a composition of the unfused ops, digit by digit (the fused op's specification)."""
     plan = mod_up_plan(ring, level_idx, special_idx, alpha)
     out = []
     for lo, cnt, bd, bo, pre, mat in plan.parts:
@@ -147,10 +209,33 @@ def key_switch_inner(ring: Ring, d: torch.Tensor, key, level_idx: range, special
     return _ops.keyswitch_inner(d, key.key_q, key.key_p, level_idx.start, level_idx.start // alpha, ext.mod)
 
 
+def mod_up_key_switch_inner(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
+                            addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None):
+    """key_switch_inner(mod_up(a)) over level + P: (2, L + K, N), in one fused op.
+
+    With addend (2, La, N) and c_add (La,) (Montgomery constants), addend * c_add is added
+    to the first La limbs (multiply's P * (d0, d1) on the level's limbs)."""
+    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
+    if a.dim() == 2 and fused_ok(ring):
+        e = plan.ext
+        return _ops.mod_up_keyswitch(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
+                                     key.key_q, key.key_p, level_idx.start, plan.digit_start,
+                                     None if addend is None else addend.contiguous(), c_add)
+    u = key_switch_inner(ring, mod_up_reference(ring, a, level_idx, special_idx, alpha), key, level_idx,
+                         special_idx, alpha)
+    if addend is None:
+        return u
+    La = addend.shape[-2]
+    b = ring.basis(plan.ext.idx[:La])
+    head = _ops.axpby(addend.contiguous(), c_add, u.narrow(1, 0, La).contiguous(), b.one, b.mod)
+    return torch.cat([head, u.narrow(1, La, u.shape[1] - La)], dim=1) if La < u.shape[1] else head
+
+
 def key_switch(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
-               dst_idx: tuple | None = None):
-    """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level)."""
-    d = mod_up(ring, a, level_idx, special_idx, alpha)
-    u = key_switch_inner(ring, d, key, level_idx, special_idx, alpha)
+               dst_idx: tuple | None = None, addend: torch.Tensor | None = None):
+    """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).
+
+    addend (k, len(dst), N) or (len(dst), N): added to the first k result polynomials."""
+    u = mod_up_key_switch_inner(ring, a, key, level_idx, special_idx, alpha)
     return switch_modulus(ring, u, tuple(level_idx) + tuple(special_idx),
-                          tuple(level_idx) if dst_idx is None else dst_idx)
+                          tuple(level_idx) if dst_idx is None else dst_idx, addend)

@@ -259,10 +259,27 @@ inline ModUpKsGeom check_mod_up_keyswitch(const at::Tensor& a, const at::Tensor&
                                           const at::Tensor& mats, at::IntArrayRef bounds, const at::Tensor& key_q,
                                           const at::Tensor& key_p, int64_t q_start, int64_t digit_start,
                                           const std::optional<at::Tensor>& addend,
-                                          const std::optional<at::Tensor>& c_add) {
+                                          const std::optional<at::Tensor>& c_add,
+                                          const std::optional<at::Tensor>& b) {
   const char* op = "mod_up_keyswitch";
-  ModUpKsGeom g{check_mod_up(op, a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds), 0, 0};
+  if (b) {
+    check_residues(a, op, "a");
+    check_residues(*b, op, "b");
+    TORCH_CHECK(a.dim() == 3 && a.size(0) == 2 && b->sizes() == a.sizes(), "fhetorch.", op,
+                ": with b, a and b must be ciphertexts (2, L, N) of one shape");
+    TORCH_CHECK(!addend.has_value() && c_add.has_value(), "fhetorch.", op,
+                ": with b, the addend is the tensor product's (d0, d1): pass c_add and no addend");
+    check_devices(op, {&a, &*b});
+  }
+  const at::Tensor a1 = b ? a.select(0, 1) : a;
+  ModUpKsGeom g{check_mod_up(op, a1, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds), 0, 0};
   const ModUpGeom& m = g.m;
+  if (b) {
+    check_residues(*c_add, op, "c_add");
+    TORCH_CHECK(c_add->numel() == m.L, "fhetorch.", op, ": with b, c_add must have L entries");
+    check_devices(op, {&a, &*c_add});
+    g.La = m.L;
+  }
   check_residues(key_q, op, "key_q");
   check_residues(key_p, op, "key_p");
   TORCH_CHECK(key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2 &&
@@ -272,7 +289,8 @@ inline ModUpKsGeom check_mod_up_keyswitch(const at::Tensor& a, const at::Tensor&
   g.Lq_key = key_q.size(2);
   TORCH_CHECK(q_start >= 0 && q_start + m.L <= g.Lq_key && digit_start >= 0 && digit_start + m.beta <= key_q.size(0),
               "fhetorch.", op, ": q_start / digit_start out of the key's range");
-  TORCH_CHECK(addend.has_value() == c_add.has_value(), "fhetorch.", op, ": addend and c_add go together");
+  TORCH_CHECK(b.has_value() || addend.has_value() == c_add.has_value(), "fhetorch.", op,
+              ": addend and c_add go together");
   if (addend) {
     check_residues(*addend, op, "addend");
     check_residues(*c_add, op, "c_add");

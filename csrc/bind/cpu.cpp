@@ -173,11 +173,15 @@ Tensor mod_up(const Tensor& a, const Tensor& pre, const Tensor& mod_ext, const T
 Tensor mod_up_keyswitch(const Tensor& a, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
                         const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds, const Tensor& key_q,
                         const Tensor& key_p, int64_t q_start, int64_t digit_start,
-                        const std::optional<Tensor>& addend, const std::optional<Tensor>& c_add) {
+                        const std::optional<Tensor>& addend_in, const std::optional<Tensor>& c_add,
+                        const std::optional<Tensor>& b) {
   const ModUpKsGeom g = check_mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p,
-                                               q_start, digit_start, addend, c_add);
+                                               q_start, digit_start, addend_in, c_add, b);
   const ModUpGeom& m = g.m;
-  const Tensor d = mod_up_impl(m, a, pre, mod_ext, psi_ext, psi_inv_ext, mats);
+  // Tensor-product mode: the op on d[2] with addend d[:2], d = tensor_product(a, b).
+  const Tensor tp = b ? tensor_product(a, *b, mod_ext.narrow(0, 0, m.L).contiguous()) : Tensor();
+  const std::optional<Tensor> addend = b ? std::optional<Tensor>(tp.narrow(0, 0, 2)) : addend_in;
+  const Tensor d = mod_up_impl(m, b ? tp.select(0, 2) : a, pre, mod_ext, psi_ext, psi_inv_ext, mats);
   const int64_t Lext = m.Lext, n = m.n;
   Tensor out = at::empty({2, Lext, n}, a.options());
   split(Lext * n, 1024, [&](int64_t i0, int64_t i1) {

@@ -175,22 +175,24 @@ Tensor mod_up(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, cons
 Tensor mod_up_keyswitch(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext_in,
                         const Tensor& psi_inv_ext_in, const Tensor& mats, at::IntArrayRef bounds,
                         const Tensor& key_q_in, const Tensor& key_p_in, int64_t q_start, int64_t digit_start,
-                        const std::optional<Tensor>& addend_in, const std::optional<Tensor>& c_add) {
+                        const std::optional<Tensor>& addend_in, const std::optional<Tensor>& c_add,
+                        const std::optional<Tensor>& b_in) {
   const char* op = "mod_up_keyswitch";
   const ModUpKsGeom g = check_mod_up_keyswitch(a_in, pre, mod_ext, psi_ext_in, psi_inv_ext_in, mats, bounds, key_q_in,
-                                               key_p_in, q_start, digit_start, addend_in, c_add);
+                                               key_p_in, q_start, digit_start, addend_in, c_add, b_in);
   const ModUpGeom& m = g.m;
   check_fused_size(m.log_n, op);
   const c10::cuda::CUDAGuard guard(a_in.device());
   const Tensor a = aligned16(a_in), psi_ext = aligned16(psi_ext_in), psi_inv_ext = aligned16(psi_inv_ext_in);
   const Tensor key_q = aligned16(key_q_in), key_p = aligned16(key_p_in);
   const Tensor addend = addend_in ? aligned16(*addend_in) : Tensor();
+  const Tensor b = b_in ? aligned16(*b_in) : Tensor();
   Tensor out = at::empty({2, m.Lext, m.n}, a.options());
   Tensor t = at::empty({m.L, m.n}, a.options());
   Tensor d = at::empty({m.beta * m.Lext - m.L, m.n}, a.options());
   const cuda::KeyTables key{ptr(key_q), ptr(key_p), as_int(g.Lq_key, op, "Lq_key"), as_int(q_start, op, "q_start"),
                             as_int(digit_start, op, "digit_start"), addend_in ? ptr(addend) : nullptr,
-                            addend_in ? ptr(*c_add) : nullptr, static_cast<int>(g.La)};
+                            c_add ? ptr(*c_add) : nullptr, static_cast<int>(g.La), b_in ? ptr(b) : nullptr};
   check_launch(cuda::mod_up_keyswitch(ptr(a), mptr(out), mptr(t), mptr(d), as_int(m.L, op, "L"), as_int(m.K, op, "K"),
                                       m.log_n, mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, m.alpha_max),
                                       m.lo.data(), static_cast<int>(m.beta), key, stream()),

@@ -61,10 +61,13 @@ TORCH_LIBRARY(fhetorch, m) {
   // keyswitch_inner(mod_up(a, ...), key_q, key_p, q_start, digit_start, mod_ext), plus
   // addend[c][i] * c_add[i] on the first La limbs when addend (2, La, N), La <= L+K, and
   // c_add (La,) are given (relinearisation's P * (d0, d1)). Equal to that composition bit
-  // for bit; the beta lifted digits are never stored.
+  // for bit; the beta lifted digits are never stored. With b (HMult's tensor product fused
+  // in): a and b are ciphertexts (2, L, N), the lifted polynomial is a1 * b1 and the addend
+  // is (a0 b0, a0 b1 + a1 b0) (then `addend` must be None and c_add (L,) given) -- the same
+  // as tensor_product followed by the op on d[2] with addend d[:2].
   m.def("mod_up_keyswitch(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
         "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
-        "Tensor? addend=None, Tensor? c_add=None) -> Tensor");
+        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None) -> Tensor");
   // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
   // NTT domain -> out (..., Ld, N) with, for each polynomial b and destination limb i,
   //   out[b][i] = x[b][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[b][drop_rows]) * pre))[i] * c_sub[i]

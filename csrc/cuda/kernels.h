@@ -66,8 +66,10 @@ struct KeyTables {
   const int32_t* addend;  // (2, La, n) or null
   const int32_t* c_add;   // (La,)
   int La;
+  const int32_t* b;  // tensor-product mode (a and b (2, L, n); addend null, c_add (L,)), or null
 };
 // a (L, n) -> out (2, L + K, n); scratch_t: L * n words, scratch_d: (beta * (L + K) - L) * n.
+// Tensor-product mode: ModUp of a1 * b1, addend (a0 b0, a0 b1 + a1 b0) times c_add.
 cudaError_t mod_up_keyswitch(const int32_t* a, int32_t* out, int32_t* scratch_t, int32_t* scratch_d, int L, int K,
                              int log_n, const ModUpTables& tb, const int* bounds, int beta, const KeyTables& key,
                              cudaStream_t stream);

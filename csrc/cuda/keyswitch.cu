@@ -8,10 +8,10 @@ namespace {
 
 using namespace ks_detail;
 
-// One launch of a program: blocks in a 1-D grid, steps separated by __syncthreads().
+constexpr int kStaticSmemWords = 12288;  // 48 KB: more needs dynamic shared memory
+
 template <class P>
-__global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(const __grid_constant__ typename P::Args a) {
-  __shared__ __align__(16) uint32_t sm[P::SMEM];
+__device__ __forceinline__ void program_body(const typename P::Args& a, uint32_t* sm) {
   const typename P::Blk b = P::setup(a, blockIdx.x, sm);
   typename P::State st{};
   const int ns = P::num_steps(a, b);
@@ -19,6 +19,21 @@ __global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(cons
     if (s > 0) __syncthreads();
     P::step(a, b, s, threadIdx.x, st);
   }
+}
+
+// One launch of a program: blocks in a 1-D grid, steps separated by __syncthreads().
+template <class P>
+__global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(const __grid_constant__ typename P::Args a) {
+  __shared__ __align__(16) uint32_t sm[P::SMEM <= kStaticSmemWords ? P::SMEM : 1];
+  program_body<P>(a, sm);
+}
+
+// The same with dynamic shared memory (P::SMEM words, above the static limit).
+extern __shared__ __align__(16) uint32_t ft_dynamic_smem[];
+template <class P>
+__global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS)
+    program_kernel_dyn(const __grid_constant__ typename P::Args a) {
+  program_body<P>(a, ft_dynamic_smem);
 }
 
 struct CudaExec {
@@ -29,7 +44,24 @@ struct CudaExec {
     if (blocks <= 0) return cudaSuccess;
     const unsigned grid = grid_for(blocks, 1);
     if (grid == 0) return cudaErrorInvalidConfiguration;
-    program_kernel<P><<<grid, P::THREADS, 0, stream>>>(a);
+    if constexpr (P::SMEM > kStaticSmemWords) {
+      // Raise the kernel's dynamic shared-memory limit once per device (outside graph capture:
+      // the first call of an op is an eager one).
+      const size_t dyn = sizeof(uint32_t) * P::SMEM;
+      static bool raised[64] = {};
+      int dev = 0;
+      cudaError_t err = cudaGetDevice(&dev);
+      if (err != cudaSuccess) return err;
+      if (dev < 0 || dev >= 64 || !raised[dev]) {
+        err = cudaFuncSetAttribute(program_kernel_dyn<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(dyn));
+        if (err != cudaSuccess) return err;
+        if (dev >= 0 && dev < 64) raised[dev] = true;
+      }
+      program_kernel_dyn<P><<<grid, P::THREADS, dyn, stream>>>(a);
+    } else {
+      program_kernel<P><<<grid, P::THREADS, 0, stream>>>(a);
+    }
     FT_LAUNCH_CHECK();
     return cudaSuccess;
   }

@@ -45,8 +45,12 @@ constexpr int kCap = 4;  // as ntt.cu: rounds of up to 4 stages
 template <int LOG_N, bool LARGE>
 using Geo = ntt_detail::Geo<LOG_N, LARGE, kCap>;
 
+// Occupancy targets (__launch_bounds__'s second argument; without a target ptxas may take up
+// to 255 registers): NTT phases 64 registers per thread, as ntt.cu's kernels get.
+constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 / threads; }
+
 #ifndef FT_MUKS_MIN_BLOCKS
-#define FT_MUKS_MIN_BLOCKS 1
+#define FT_MUKS_MIN_BLOCKS 1  // the beta > 4 fallback: its accumulators live across steps
 #endif
 
 FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* mod, const int32_t* tw, int limb,
@@ -69,7 +73,8 @@ FT_HD uint32_t add_2q(uint32_t a, uint32_t b, uint32_t q) { return reduce_2q(a +
 // ---- mod_up / mod_up_keyswitch ---------------------------------------------------------
 
 struct MuArgs {
-  const int32_t* a;     // (L, N) NTT domain
+  const int32_t* a;     // (L, N) NTT domain; (2, L, N) when b is set
+  const int32_t* b;     // tensor-product mode: (2, L, N); ModUp input a1 * b1, addend (a0 b0, a0 b1 + a1 b0)
   int32_t* t;           // (L, N) INTT outputs, standard form
   int32_t* d;           // lifted digits: (beta, Lext, N), or compact (the converted rows only)
   const int32_t* mod;   // ext (Lext, 2)
@@ -115,12 +120,51 @@ FT_HD const int32_t* mu_key_row(const MuArgs& a, int j, int c, int i, int64_t n)
   return a.key_p + ((dig * 2 + c) * K + (i - a.L)) * n;
 }
 
+FT_HD uint32_t mmul(uint32_t x, uint32_t y, uint32_t q, uint32_t nqinv) {  // x, y < q: canonical
+  return reduce_2q(mont_lazy(x, y, q, nqinv), q);
+}
+// x < 2q (a lazy NTT output), y < q: canonical x * y * 2^-32 mod q.
+FT_HD uint32_t mmul_lazy_ok(uint32_t x, uint32_t y, uint32_t q, uint32_t nqinv) {
+  return reduce_2q(mont_lazy(x, y, q, nqinv), q);
+}
+
+// 4 values of the ModUp input at limb i, coefficients x..x+3: a[i], or a1[i] * b1[i].
+FT_HD int4 mu_input4(const MuArgs& a, int i, int x, int64_t n, uint32_t q, uint32_t nqinv) {
+  if (!a.b) return ldg4(a.a + static_cast<int64_t>(i) * n + x);
+  const int64_t off = (static_cast<int64_t>(a.L) + i) * n + x;
+  int4 u = ldg4(a.a + off), v = ldg4(a.b + off), r;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+    elem(r, m) = static_cast<int32_t>(mmul(static_cast<uint32_t>(elem(u, m)), static_cast<uint32_t>(elem(v, m)), q, nqinv));
+  return r;
+}
+
+// Component c of the addend at limb i < La, coefficients x..x+3 (before the c_add factor).
+FT_HD int4 mu_addend4(const MuArgs& a, int c, int i, int x, int64_t n, uint32_t q, uint32_t nqinv) {
+  if (!a.b) return ldg4(a.addend + (static_cast<int64_t>(c) * a.La + i) * n + x);
+  const int64_t o0 = static_cast<int64_t>(i) * n + x, o1 = o0 + static_cast<int64_t>(a.L) * n;
+  int4 a0 = ldg4(a.a + o0), b0 = ldg4(a.b + o0), r;
+  if (c == 0) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+      elem(r, m) = static_cast<int32_t>(mmul(static_cast<uint32_t>(elem(a0, m)), static_cast<uint32_t>(elem(b0, m)), q, nqinv));
+    return r;
+  }
+  int4 a1 = ldg4(a.a + o1), b1 = ldg4(a.b + o1);
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+    elem(r, m) = static_cast<int32_t>(
+        add_2q(mmul(static_cast<uint32_t>(elem(a0, m)), static_cast<uint32_t>(elem(b1, m)), q, nqinv),
+               mmul(static_cast<uint32_t>(elem(a1, m)), static_cast<uint32_t>(elem(b0, m)), q, nqinv), q));
+  return r;
+}
+
 // Forward NTT, first (large) phase, over the converted rows of d, in place.
 template <int LOG_N>
 struct MuNtt1 {
   using Args = MuArgs;
   using G = Geo<LOG_N, true>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
     Ctx c;
@@ -145,7 +189,7 @@ template <int LOG_N>
 struct MuNtt2 {
   using Args = MuArgs;
   using G = Geo<LOG_N, false>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
     Ctx c;
@@ -215,14 +259,13 @@ struct MuKs {
   FT_HD static void accumulate(const Args& a, const Blk& b, int j, bool own, int tid, State& st) {
     const int32_t* k0 = mu_key_row(a, j, 0, b.i, G::N);
     const int32_t* k1 = mu_key_row(a, j, 1, b.i, G::N);
-    const int32_t* src = a.a + static_cast<int64_t>(b.i) * G::N;
     const uint32_t q = b.c.q, nqinv = b.c.nqinv;
 #pragma unroll
     for (int k = 0; k < CH; ++k) {
       const int e = 4 * (tid + k * THREADS), x = G::x_of(e, b.c.blk);
       uint32_t v[4];
       if (own) {
-        const int4 w = ldg4(src + x);
+        const int4 w = mu_input4(a, b.i, x, G::N, q, nqinv);
         v[0] = static_cast<uint32_t>(w.x);
         v[1] = static_cast<uint32_t>(w.y);
         v[2] = static_cast<uint32_t>(w.z);
@@ -248,13 +291,12 @@ struct MuKs {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       int32_t* orow = a.out + (static_cast<int64_t>(c) * a.Lext + b.i) * G::N;
-      const int32_t* arow = add ? a.addend + (static_cast<int64_t>(c) * a.La + b.i) * G::N : nullptr;
 #pragma unroll
       for (int k = 0; k < CH; ++k) {
         const int x = G::x_of(4 * (tid + k * THREADS), b.c.blk);
         int4 r;
         if (add) {
-          int4 w = ldg4(arow + x);
+          int4 w = mu_addend4(a, c, b.i, x, G::N, q, nqinv);
 #pragma unroll
           for (int m = 0; m < 4; ++m)
             elem(r, m) = static_cast<int32_t>(
@@ -288,6 +330,100 @@ struct MuKs {
       return;
     }
     store(a, b, tid, st);
+  }
+};
+
+// As MuKs, with the tiles of every digit (beta <= kKsTiles) in shared memory at once: the
+// NTT steps run on all of them between two barriers and one final step accumulates
+// sum_j d_j * key_j per chunk in registers (no state across steps, loads batched per chunk).
+constexpr int kKsTiles = 4;
+
+template <int LOG_N>
+struct MuKsAll {
+  using Args = MuArgs;
+  using G = Geo<LOG_N, false>;
+  // 64 KB of tiles: at most 3 blocks per SM; 2 (<= 128 registers at 256 threads) spill-free.
+  static constexpr int THREADS = G::THREADS, SMEM = kKsTiles * G::T, MIN_BLOCKS = THREADS >= 512 ? 1 : 2;
+  static constexpr int CH = G::T / 4 / THREADS;
+  static constexpr int JSTEPS = G::STEPS - 1;
+  struct State {};
+  struct Blk {
+    Ctx c;    // limb i's tables
+    int i;
+    int own;  // the digit holding limb i, or -1 (a special prime)
+  };
+  FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.Lext) * G::BLOCKS_PER_ROW; }
+  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
+    Blk b;
+    b.i = static_cast<int>(block / G::BLOCKS_PER_ROW);
+    b.c = row_ctx(sm, nullptr, nullptr, a.mod, a.psi, b.i, G::N, 0u, static_cast<int>(block % G::BLOCKS_PER_ROW));
+    b.own = -1;
+    for (int j = 0; j < a.beta; ++j)
+      if (mu_own(a, j, b.i)) b.own = j;
+    return b;
+  }
+  FT_HD static int num_steps(const Args&, const Blk&) { return JSTEPS + 1; }
+  FT_HD static int slot(const Blk& b, int j) { return b.own >= 0 && j > b.own ? j - 1 : j; }
+  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
+    if (s < JSTEPS) {
+#pragma unroll
+      for (int j = 0; j < kKsTiles; ++j) {
+        if (j >= a.beta || j == b.own) continue;
+        Ctx c = b.c;
+        c.sm = b.c.sm + slot(b, j) * G::T;
+        c.in = a.d + mu_drow(a, j, b.i) * G::N;
+        ntt_detail::ntt_step<LOG_N, false, kCap, false>(s, c, tid);  // load (s = 0) and rounds
+      }
+      return;
+    }
+    const uint32_t q = b.c.q, nqinv = b.c.nqinv;
+    const bool add = b.i < a.La;
+    const uint32_t ca = add ? static_cast<uint32_t>(ldg(a.c_add + b.i)) : 0u;
+    const int32_t* k0[kKsTiles];
+    const int32_t* k1[kKsTiles];
+#pragma unroll
+    for (int j = 0; j < kKsTiles; ++j) {
+      k0[j] = j < a.beta ? mu_key_row(a, j, 0, b.i, G::N) : nullptr;
+      k1[j] = j < a.beta ? mu_key_row(a, j, 1, b.i, G::N) : nullptr;
+    }
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+      const int e = 4 * (tid + k * THREADS), x = G::x_of(e, b.c.blk);
+      int4 ka[kKsTiles], kb[kKsTiles], w = make_int4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < kKsTiles; ++j) {
+        if (j < a.beta) {
+          ka[j] = ldg4(k0[j] + x);
+          kb[j] = ldg4(k1[j] + x);
+        }
+      }
+      if (b.own >= 0) w = mu_input4(a, b.i, x, G::N, q, nqinv);
+      uint32_t acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int j = 0; j < kKsTiles; ++j) {
+        if (j >= a.beta) continue;
+        const uint32_t* tile = b.c.sm + slot(b, j) * G::T;
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const uint32_t v = j == b.own ? static_cast<uint32_t>(elem(w, m)) : tile[swz(e + m)];
+          acc0[m] = add_2q(acc0[m], mmul_lazy_ok(v, static_cast<uint32_t>(elem(ka[j], m)), q, nqinv), q);
+          acc1[m] = add_2q(acc1[m], mmul_lazy_ok(v, static_cast<uint32_t>(elem(kb[j], m)), q, nqinv), q);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        uint32_t* acc = c == 0 ? acc0 : acc1;
+        int4 r;
+        if (add) {
+          int4 ad = mu_addend4(a, c, b.i, x, G::N, q, nqinv);
+#pragma unroll
+          for (int m = 0; m < 4; ++m) acc[m] = add_2q(acc[m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, nqinv), q);
+        }
+#pragma unroll
+        for (int m = 0; m < 4; ++m) elem(r, m) = static_cast<int32_t>(acc[m]);
+        st4(a.out + (static_cast<int64_t>(c) * a.Lext + b.i) * G::N + x, r);
+      }
+    }
   }
 };
 
@@ -338,7 +474,7 @@ struct MuBcMap {
 template <int LOG_N, int LA4, class Map>
 struct Bconv {
   using Args = typename Map::Args;
-  static constexpr int THREADS = kBcThreads, MIN_BLOCKS = 1;
+  static constexpr int THREADS = kBcThreads, MIN_BLOCKS = 5;  // <= 102 registers
   static constexpr int SMEM = static_cast<int>(sizeof(BcSmem) / 4);
   static constexpr int64_t N = int64_t(1) << LOG_N;
   struct State {};
@@ -478,7 +614,7 @@ template <int LOG_N>
 struct SwIntt1 {
   using Args = SwArgs;
   using G = Geo<LOG_N, false>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
     Ctx c;
@@ -502,7 +638,7 @@ template <int LOG_N>
 struct SwIntt2 {
   using Args = SwArgs;
   using G = Geo<LOG_N, true>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
     Ctx c;
@@ -547,7 +683,7 @@ template <int LOG_N>
 struct SwNtt1 {
   using Args = SwArgs;
   using G = Geo<LOG_N, true>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
     Ctx c;
@@ -571,7 +707,7 @@ template <int LOG_N>
 struct SwNtt2 {
   using Args = SwArgs;
   using G = Geo<LOG_N, false>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS) * 3 / 4 > 0 ? phase_min_blocks(G::THREADS) * 3 / 4 : 1;
   struct State {};
   struct Blk {
     Ctx c;
@@ -600,11 +736,18 @@ struct SwNtt2 {
       return;
     }
     const uint32_t q = b.c.q, nqinv = b.c.nqinv;
-    for (int ch = tid; ch < G::T / 4; ch += THREADS) {
-      const int e = 4 * ch, x = G::x_of(e, b.c.blk);
-      int4 kv = make_int4(0, 0, 0, 0), av = make_int4(0, 0, 0, 0), r;
-      if (b.keep) kv = ldg4(b.keep + x);
-      if (b.add) av = ldg4(b.add + x);
+    constexpr int CH = G::T / 4 / THREADS;
+    int4 kvs[CH], avs[CH];  // every load of this step issued first
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+      const int x = G::x_of(4 * (tid + k * THREADS), b.c.blk);
+      kvs[k] = b.keep ? ldg4(b.keep + x) : make_int4(0, 0, 0, 0);
+      avs[k] = b.add ? ldg4(b.add + x) : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+      const int e = 4 * (tid + k * THREADS), x = G::x_of(e, b.c.blk);
+      int4 kv = kvs[k], av = avs[k], r;
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         uint32_t v = reduce_2q(mont_lazy(b.c.sm[swz(e + m)], b.cs, q, nqinv), q);
@@ -623,22 +766,35 @@ template <int LOG_N, bool LARGE>
 struct MuIntt {
   using Args = MuArgs;
   using G = Geo<LOG_N, LARGE>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = 1;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
     Ctx c;
+    int i;
   };
   FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.L) * G::BLOCKS_PER_ROW; }
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
     const int64_t r = block / G::BLOCKS_PER_ROW;
     const int i = static_cast<int>(r);
     int32_t* row = a.t + r * G::N;
-    const int32_t* in = LARGE ? row : a.a + r * G::N;
+    const int32_t* in = LARGE ? row : a.a + r * G::N;  // (unused in tensor-product mode)
     return Blk{row_ctx(sm, in, row, a.mod, a.psi_inv, i, G::N, LARGE ? static_cast<uint32_t>(ldg(a.pre + i)) : 0u,
-                       static_cast<int>(block % G::BLOCKS_PER_ROW))};
+                       static_cast<int>(block % G::BLOCKS_PER_ROW)),
+               i};
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
-  FT_HD static void step(const Args&, const Blk& b, int s, int tid, State&) {
+  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
+    if (!LARGE && s == 0 && a.b) {  // tensor-product mode: load a1 * b1
+      for (int ch = tid; ch < G::T / 4; ch += THREADS) {
+        const int e = 4 * ch;
+        const int4 v = mu_input4(a, b.i, G::x_of(e, b.c.blk), G::N, b.c.q, b.c.nqinv);
+        b.c.sm[swz(e)] = static_cast<uint32_t>(v.x);
+        b.c.sm[swz(e + 1)] = static_cast<uint32_t>(v.y);
+        b.c.sm[swz(e + 2)] = static_cast<uint32_t>(v.z);
+        b.c.sm[swz(e + 3)] = static_cast<uint32_t>(v.w);
+      }
+      return;
+    }
     ntt_detail::ntt_step<LOG_N, LARGE, kCap, true>(s, b.c, tid);
   }
 };
@@ -675,6 +831,11 @@ inline bool mu_fill(MuArgs& a, const int32_t* x, int32_t* t, int32_t* d, int L, 
     a.addend = key->addend;
     a.c_add = key->c_add;
     a.La = key->addend ? key->La : 0;
+    a.b = key->b;
+    if (key->b) {  // tensor-product mode: x and b are (2, L, N); the addend is computed
+      if (key->addend || !key->c_add) return false;
+      a.La = L;
+    }
     if (a.La < 0 || a.La > a.Lext) return false;
   }
   return true;
@@ -765,7 +926,10 @@ cudaError_t mod_up_pipeline(Exec& ex, MuArgs a, bool fused_ks) {
     FT_TRY((run_bconv<LOG_N, MuBcMap>(ex, a, widest)));
     FT_TRY(ex.template run<MuNtt1<LOG_N>>(a));
   }
-  if (fused_ks) return ex.template run<MuKs<LOG_N>>(a);
+  if (fused_ks) {
+    if (a.beta <= kKsTiles) return ex.template run<MuKsAll<LOG_N>>(a);
+    return ex.template run<MuKs<LOG_N>>(a);
+  }
   return ex.template run<MuNtt2<LOG_N>>(a);
 }
 

@@ -74,9 +74,9 @@ def mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
 
 
 def mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start: int,
-                     digit_start: int, addend=None, c_add=None):
-    return _ops.mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(b) for b in bounds], key_q, key_p,
-                                 int(q_start), int(digit_start), addend, c_add)
+                     digit_start: int, addend=None, c_add=None, b=None):
+    return _ops.mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(v) for v in bounds], key_q, key_p,
+                                 int(q_start), int(digit_start), addend, c_add, b)
 
 
 def switch_modulus(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub,
@@ -130,7 +130,7 @@ def _register_fakes():
 
     @reg("fhetorch::mod_up_keyswitch")
     def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend=None,
-          c_add=None):
+          c_add=None, b=None):
         return a.new_empty((2, mod_ext.shape[0], a.shape[-1]))
 
     @reg("fhetorch::switch_modulus")

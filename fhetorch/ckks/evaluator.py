@@ -14,7 +14,7 @@ import torch
 
 from .. import _ops
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError
-from ..rlwe import key_switch, key_switch_inner, mod_up, mod_up_key_switch_inner, switch_modulus
+from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
 from .ciphertext import Ciphertext
 from .context import CKKSContext, galois_element
 
@@ -106,11 +106,17 @@ def _round_scaled(c: float, scale: float, what: str) -> int:
 
 
 # --- multiplication ---------------------------------------------------------------
-def mul_raw(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
-    """Tensor product (3 components), no relinearisation, no rescale; scale a.scale * b.scale."""
+def _mul_operands(ctx, a: Ciphertext, b: Ciphertext):
+    """a and b at one level and layout, both of 2 components."""
     a, b = match(ctx, a, b, "multiply") if a.level != b.level or a.slots != b.slots else (a, b)
     if a.size != 2 or b.size != 2:
         a, b = relinearize(ctx, a), relinearize(ctx, b)
+    return a, b
+
+
+def mul_raw(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    """Tensor product (3 components), no relinearisation, no rescale; scale a.scale * b.scale."""
+    a, b = _mul_operands(ctx, a, b)
     data = _ops.tensor_product(a.data, b.data, _mod(ctx, a.level))
     return a.replace(data=data, scale=a.scale * b.scale)
 
@@ -149,19 +155,20 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
     Q_l * P to Q_(l-1) drops P and the level's top primes together.
     """
     _need_level(min(a, b, key=lambda c: c.level), "multiply")
-    d = mul_raw(ctx, a, b)
     if not rescale_result:
-        return relinearize(ctx, d)
+        return relinearize(ctx, mul_raw(ctx, a, b))
     if ctx.relin_key is None:
-        return rescale(ctx, relinearize(ctx, d))
-    r = ctx.level_idx(d.level)
+        return rescale(ctx, relinearize(ctx, mul_raw(ctx, a, b)))
+    a, b = _mul_operands(ctx, a, b)
+    r = ctx.level_idx(a.level)
     ext = tuple(r) + tuple(ctx.special_idx)
-    # ModUp, the inner product with the key and + P * (d0, d1) on the level's limbs: one op.
-    u = mod_up_key_switch_inner(ctx.ring, d.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
-                                addend=d.data[:2], c_add=_special_product_consts(ctx, d.level))
-    dst = tuple(ctx.level_idx(d.level - 1))
+    # The tensor product d, ModUp of d2, the inner product with the key and + P * (d0, d1) on
+    # the level's limbs: one op.
+    u = tensor_key_switch_inner(ctx.ring, a.data, b.data, ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+                                c_add=_special_product_consts(ctx, a.level))
+    dst = tuple(ctx.level_idx(a.level - 1))
     data = switch_modulus(ctx.ring, u, ext, dst)
-    return d.replace(data=data, level=d.level - 1, scale=d.scale * _ratio(ctx, tuple(r), dst))
+    return a.replace(data=data, level=a.level - 1, scale=a.scale * b.scale * _ratio(ctx, tuple(r), dst))
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:

@@ -231,6 +231,22 @@ def mod_up_key_switch_inner(ring: Ring, a: torch.Tensor, key, level_idx: range, 
     return torch.cat([head, u.narrow(1, La, u.shape[1] - La)], dim=1) if La < u.shape[1] else head
 
 
+def tensor_key_switch_inner(ring: Ring, x: torch.Tensor, y: torch.Tensor, key, level_idx: range, special_idx: range,
+                            alpha: int, c_add: torch.Tensor):
+    """HMult's tensor product and key switching before ModDown, in one fused op.
+
+    x, y (2, L, N) over the level; d = x (tensor) y. Returns (2, L + K, N):
+    key_switch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs."""
+    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
+    if x.dim() == 3 and fused_ok(ring):
+        e = plan.ext
+        return _ops.mod_up_keyswitch(x.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
+                                     key.key_q, key.key_p, level_idx.start, plan.digit_start, None, c_add,
+                                     y.contiguous())
+    d = _ops.tensor_product(x.contiguous(), y.contiguous(), ring.basis(tuple(level_idx)).mod)
+    return mod_up_key_switch_inner(ring, d[2], key, level_idx, special_idx, alpha, addend=d[:2], c_add=c_add)
+
+
 def key_switch(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
                dst_idx: tuple | None = None, addend: torch.Tensor | None = None):
     """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).

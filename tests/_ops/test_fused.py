@@ -8,6 +8,8 @@ keyswitch_inner, axpby, add), on random inputs.
   start, one digit, one-limb digits; the evaluator (multiply, relinearize, rotate, hoisted
   rotations) fused against unfused, bit for bit; argument errors; a non-power-of-two N
   raising RuntimeError in-process.
+* Tensor-product mode (HMult: tensor product, ModUp, inner product, + P (d0, d1)) against
+  tensor_product followed by the composition.
 * Host emulation (marked slow, needs nvcc): the CUDA programs of csrc/cuda/keyswitch_core.cuh
   run on the host, step by step, against the CPU ops, N = 2^10 .. 2^17.
 * CUDA (marked cuda): GPU against CPU, bit for bit, up to the 48 x 12 benchmark shape, and
@@ -133,6 +135,27 @@ def test_mod_up_keyswitch_matches_composition(seed, log_n, n_q, K, alpha, start,
         expect_equal(got, want, f"rlwe.mod_up_key_switch_inner La={La}", seed)
 
 
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
+def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, start, stop):
+    """mod_up_keyswitch(x, ..., b=y) == tensor_product, then ModUp of d2 + inner product + d[:2] * c_add."""
+    ring = make_ring(log_n, n_q, K)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    L = stop - start
+    plan = ks.mod_up_plan(ring, lvl, sp, alpha)
+    e, bl = plan.ext, ring.basis(tuple(lvl))
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    x, y = rand_res((2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)
+    c_add = bl.const([random.randrange(q) for q in bl.primes])
+    d = _ops.tensor_product(x, y, bl.mod)
+    inner = _ops.keyswitch_inner(ks.mod_up_reference(ring, d[2], lvl, sp, alpha), key.key_q, key.key_p, start,
+                                 start // alpha, e.mod)
+    head = _ops.axpby(d[:2].contiguous(), c_add, inner[:, :L].contiguous(), bl.one, bl.mod)
+    want = torch.cat([head, inner[:, L:]], dim=1)
+    got = _ops.mod_up_keyswitch(x, *mod_up_args(plan), key.key_q, key.key_p, start, plan.digit_start, None, c_add, y)
+    expect_equal(got, want, "mod_up_keyswitch(b=...)", seed)
+    expect_equal(ks.tensor_key_switch_inner(ring, x, y, key, lvl, sp, alpha, c_add), want, "rlwe", seed)
+
+
 # ring primes: 0..5 a chain, 6, 7 special, 8, 9 extra (as tests/_ops/test_bconv.py)
 SWITCH_CASES = [
     ("rescale by one", tuple(range(6)), tuple(range(5))),
@@ -250,6 +273,11 @@ def test_argument_errors():
         ops.mod_up_keyswitch(a, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, 0, 1)
     with pytest.raises(RuntimeError, match="go together"):
         ops.mod_up_keyswitch(a, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, 0, 0, a[None, :2])
+    ct = torch.stack([a, a])
+    with pytest.raises(RuntimeError, match="pass c_add and no addend"):
+        ops.mod_up_keyswitch(ct, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, 0, 0, ct, pre, ct)
+    with pytest.raises(RuntimeError, match="ciphertexts"):
+        ops.mod_up_keyswitch(a, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, 0, 0, None, pre, a)
     p = ks.switch_plan(ring, tuple(range(6)), tuple(range(5)))
     x = rand_res((2, 6, ring.n), ring.basis(tuple(range(6))).primes)
     for drop, keep, msg in [([6], list(range(5)), "drop row"), ([5], [0, 1, 2, 3, -2], "keep row"),
@@ -306,6 +334,7 @@ def _ints(v):
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [
     (10, 8, 3, 3, 1, 8), (11, 6, 2, 2, 0, 6), (12, 9, 4, 4, 2, 9), (13, 40, 2, 20, 3, 40), (10, 4, 1, 1, 0, 4),
     (14, 6, 2, 3, 0, 6), (15, 6, 2, 3, 0, 6), (16, 6, 2, 3, 1, 6), (17, 4, 2, 2, 0, 4),
+    (11, 10, 2, 2, 0, 10), (10, 7, 1, 1, 1, 7),  # beta = 5, 6: the digit-by-digit kernel
 ])
 def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop):
     ring = make_ring(log_n, n_q, K)
@@ -330,8 +359,19 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop):
         got = torch.empty_like(want)
         assert emu.emu_mod_up_keyswitch(_p(a), _p(got), L, K, log_n, _p(pre), _p(mod), _p(psi), _p(psi_inv),
                                         _p(mats), mats.shape[2], _ints(bounds), beta, _p(key.key_q), _p(key.key_p),
-                                        n_q, start, plan.digit_start, _p(addend), _p(c_add), La) > 0
+                                        n_q, start, plan.digit_start, _p(addend), _p(c_add), La, None) > 0
         expect_equal(got, want, f"emulated mod_up_keyswitch La={La}", seed)
+    # tensor-product mode
+    bl = ring.basis(tuple(lvl))
+    x, y = rand_res((2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)
+    c_add = bl.const([random.randrange(q) for q in bl.primes])
+    want = _ops.mod_up_keyswitch(x, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, start,
+                                 plan.digit_start, None, c_add, y)
+    got = torch.empty_like(want)
+    assert emu.emu_mod_up_keyswitch(_p(x), _p(got), L, K, log_n, _p(pre), _p(mod), _p(psi), _p(psi_inv), _p(mats),
+                                    mats.shape[2], _ints(bounds), beta, _p(key.key_q), _p(key.key_p), n_q, start,
+                                    plan.digit_start, None, _p(c_add), 0, _p(y)) > 0
+    expect_equal(got, want, "emulated mod_up_keyswitch, tensor-product mode", seed)
 
 
 @pytest.mark.slow
@@ -370,6 +410,7 @@ def _gpu_ok():
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [
     (10, 8, 3, 3, 1, 8), (12, 9, 4, 4, 2, 9), (13, 40, 2, 20, 3, 40), (11, 4, 1, 1, 0, 4),
     (16, 48, 12, 12, 0, 48), (16, 24, 12, 12, 0, 24), (16, 47, 12, 12, 4, 47), (17, 6, 2, 3, 0, 6),
+    (12, 10, 2, 2, 0, 10),  # beta = 5: the digit-by-digit kernel
 ])
 def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop):
     if not _gpu_ok():
@@ -393,6 +434,12 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop):
                                          None if addend is None else addend.to(GPU),
                                          None if c_add is None else c_add.to(GPU))
         expect_equal(got, want, f"cuda mod_up_keyswitch La={La}", seed)
+    bl = ring.basis(tuple(lvl))
+    x, y = rand_res((2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)
+    c_add = bl.const([random.randrange(q) for q in bl.primes])
+    want = ks.tensor_key_switch_inner(ring, x, y, key, lvl, sp, alpha, c_add)
+    got = ks.tensor_key_switch_inner(gring, x.to(GPU), y.to(GPU), gkey, lvl, sp, alpha, c_add.to(GPU))
+    expect_equal(got, want, "cuda tensor-product mode", seed)
 
 
 @pytest.mark.cuda

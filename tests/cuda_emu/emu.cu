@@ -78,13 +78,13 @@ long long emu_mod_up_keyswitch(const int32_t* a, int32_t* out, int L, int K, int
                                const int32_t* mod_ext, const int32_t* psi_ext, const int32_t* psi_inv_ext,
                                const int32_t* mats, int alpha_max, const int* bounds, int beta, const int32_t* key_q,
                                const int32_t* key_p, int Lq_key, int q_start, int digit_start, const int32_t* addend,
-                               const int32_t* c_add, int La) {
+                               const int32_t* c_add, int La, const int32_t* b) {
   const int64_t n = int64_t(1) << log_n;
   std::vector<int32_t> t(static_cast<size_t>(L * n), static_cast<int32_t>(kPoison));
   std::vector<int32_t> d(static_cast<size_t>((int64_t(beta) * (L + K) - L) * n), static_cast<int32_t>(kPoison));
   std::memset(out, 0x7f, sizeof(int32_t) * 2 * (L + K) * n);
   ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max};
-  KeyTables key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, La};
+  KeyTables key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, La, b};
   MuArgs args;
   if (!mu_fill(args, a, t.data(), d.data(), L, K, tb, bounds, beta, &key, out)) return -1;
   EmuExec ex;

@@ -14,7 +14,7 @@ python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log"
 echo "build: $(( $(date +%s) - t0 )) s"
 python3 -c "import fhetorch; assert fhetorch._ops.has_cuda(), 'CUDA kernels missing'" || exit 1
 if [ "$STAGE" != bench ]; then
-  timeout 150 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/_ops/test_fused.py 2>&1 \
+  timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/_ops/test_fused.py 2>&1 \
     | tee "$OUT/fused_cuda.log" | tail -6
 fi
 if [ "$STAGE" != tests ]; then

@@ -18,10 +18,13 @@
 //    the lifted rows, then the forward NTT's two phases over exactly the converted rows (a row
 //    map: (digit j, ext limb i) for i outside digit j); the last phase copies the digit's own
 //    rows of a.
-//  * mod_up_keyswitch: the same up to the first forward phase; the last phase of the forward
-//    NTT runs per (ext limb i, tile) over every digit in turn and, instead of storing the
-//    lifted digit, accumulates sum_j d_j[i] * key_j[c][i] in registers (Cheddar-style
-//    fusion), adds addend * c_add, and stores only the two output polynomials.
+//  * mod_up_keyswitch: the same up to the first forward phase; then either (MuKsAll, beta <= 4)
+//    the last phase of the forward NTT runs per (ext limb i, tile) on every digit's tile at
+//    once and, instead of storing the lifted digits, accumulates sum_j d_j[i] * key_j[c][i]
+//    (Cheddar-style fusion), adds addend * c_add, and stores only the two output polynomials;
+//    or (FHETORCH_KS_KERNEL=split, or beta > 4) the last phase finishes the converted rows in
+//    place and KsStream forms the same sums. Tensor-product mode (HMult) computes a1 * b1 in
+//    the INTT's load and (a0 b0, a0 b1 + a1 b0) in the epilogue.
 //  * switch_modulus: the inverse NTT's first phase gathers the dropped rows of x itself; BConv;
 //    forward NTT whose last phase combines x[keep] * c_keep + ntt * c_sub (+ addend) in its
 //    store.
@@ -29,6 +32,8 @@
 // result is canonical, so outputs equal the CPU's bit for bit.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include "bconv_core.cuh"
 #include "kernels.h"  // kMaxDigits, kMaxSwitchRows
 #include "ntt_core.cuh"
@@ -49,9 +54,7 @@ using Geo = ntt_detail::Geo<LOG_N, LARGE, kCap>;
 // to 255 registers): NTT phases 64 registers per thread, as ntt.cu's kernels get.
 constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 / threads; }
 
-#ifndef FT_MUKS_MIN_BLOCKS
-#define FT_MUKS_MIN_BLOCKS 1  // the beta > 4 fallback: its accumulators live across steps
-#endif
+
 
 FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* mod, const int32_t* tw, int limb,
                   int64_t n, uint32_t post, int blk) {
@@ -89,6 +92,7 @@ struct MuArgs {
   const int32_t* c_add;   // (La,)
   int L, Lext, amax, beta, Lq_key, q_start, digit_start, La;
   int compact;
+  int ks_split;  // mod_up_keyswitch: finish the NTT, then KsStream (instead of MuKsAll)
   int bc_tiles, bc_chunks, bc_outs;  // BConv grid: coefficient tiles, output chunks, outputs per chunk
   int lo[kMaxDigits + 1];
 };
@@ -159,11 +163,11 @@ FT_HD int4 mu_addend4(const MuArgs& a, int c, int i, int x, int64_t n, uint32_t 
   return r;
 }
 
-// Forward NTT, first (large) phase, over the converted rows of d, in place.
-template <int LOG_N>
-struct MuNtt1 {
+// A forward NTT phase (LARGE: the first) over the converted rows of d, in place.
+template <int LOG_N, bool LARGE>
+struct MuNttConv {
   using Args = MuArgs;
-  using G = Geo<LOG_N, true>;
+  using G = Geo<LOG_N, LARGE>;
   static constexpr int THREADS = G::THREADS, SMEM = G::T, MIN_BLOCKS = phase_min_blocks(G::THREADS);
   struct State {};
   struct Blk {
@@ -179,7 +183,7 @@ struct MuNtt1 {
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
   FT_HD static void step(const Args&, const Blk& b, int s, int tid, State&) {
-    ntt_detail::ntt_step<LOG_N, true, kCap, false>(s, b.c, tid);
+    ntt_detail::ntt_step<LOG_N, LARGE, kCap, false>(s, b.c, tid);
   }
 };
 
@@ -222,121 +226,75 @@ struct MuNtt2 {
   }
 };
 
-// Forward NTT, last (small) phase, fused with the key-switching inner product: block (ext
-// limb i, tile); for each digit j in turn the tile of d_j[i] (a[i] itself for the digit's
-// own limbs) is finished in shared memory and multiplied into the accumulators.
+// The key-switching inner product over finished (canonical) lifted digits: one thread per
+// 4 coefficients of ext limb i, sum_j d_j[i] * key_j[c][i] for c = 0, 1, with a digit's own
+// limb read from a (or a1 * b1) and the addend (or the tensor product's (d0, d1)) times
+// c_add added. Used after MuNttConv<false> when beta > kKsTiles or FHETORCH_KS_KERNEL=split.
 template <int LOG_N>
-struct MuKs {
+struct KsStream {
   using Args = MuArgs;
-  using G = Geo<LOG_N, false>;
-  static constexpr int THREADS = G::THREADS, SMEM = G::T;
-  static constexpr int MIN_BLOCKS = FT_MUKS_MIN_BLOCKS;
-  static constexpr int CH = G::T / 4 / THREADS;  // 4-coefficient chunks per thread
-  static constexpr int JSTEPS = G::STEPS - 1;    // load + rounds (the store is the accumulation)
-  static_assert(CH >= 1 && CH * THREADS * 4 == G::T, "tile split");
-  struct State {
-    uint32_t acc[2][4 * CH];
-  };
+  static constexpr int THREADS = 256, SMEM = 4, MIN_BLOCKS = 4;  // <= 64 registers
+  static constexpr int64_t N = int64_t(1) << LOG_N;
+  static constexpr int PER_LIMB = static_cast<int>(N / (4 * THREADS));  // N >= 2^10
+  struct State {};
   struct Blk {
-    Ctx c;  // limb i's tables; c.in set per digit
-    int i;
+    int i, x0, own;
+    uint32_t q, nqinv;
   };
-  FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.Lext) * G::BLOCKS_PER_ROW; }
-  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
-    const int i = static_cast<int>(block / G::BLOCKS_PER_ROW);
+  FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.Lext) * PER_LIMB; }
+  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t*) {
     Blk b;
-    b.c = row_ctx(sm, nullptr, nullptr, a.mod, a.psi, i, G::N, 0u, static_cast<int>(block % G::BLOCKS_PER_ROW));
-    b.i = i;
+    b.i = static_cast<int>(block / PER_LIMB);
+    b.x0 = static_cast<int>(block % PER_LIMB) * 4 * THREADS;
+    b.own = -1;
+    for (int j = 0; j < a.beta; ++j)
+      if (mu_own(a, j, b.i)) b.own = j;
+    b.q = static_cast<uint32_t>(ldg(a.mod + 2 * b.i));
+    b.nqinv = 0u - static_cast<uint32_t>(ldg(a.mod + 2 * b.i + 1));
     return b;
   }
-  FT_HD static int digit_steps(const Args& a, int j, int i) { return mu_own(a, j, i) ? 1 : JSTEPS + 1; }
-  FT_HD static int num_steps(const Args& a, const Blk& b) {
-    int n = 1;  // the final store
-    for (int j = 0; j < a.beta; ++j) n += digit_steps(a, j, b.i);
-    return n;
-  }
-  // acc[c] += v * key_j[c][i] over this thread's chunks; v from shared memory (lazy) or a.
-  FT_HD static void accumulate(const Args& a, const Blk& b, int j, bool own, int tid, State& st) {
-    const int32_t* k0 = mu_key_row(a, j, 0, b.i, G::N);
-    const int32_t* k1 = mu_key_row(a, j, 1, b.i, G::N);
-    const uint32_t q = b.c.q, nqinv = b.c.nqinv;
-#pragma unroll
-    for (int k = 0; k < CH; ++k) {
-      const int e = 4 * (tid + k * THREADS), x = G::x_of(e, b.c.blk);
-      uint32_t v[4];
-      if (own) {
-        const int4 w = mu_input4(a, b.i, x, G::N, q, nqinv);
-        v[0] = static_cast<uint32_t>(w.x);
-        v[1] = static_cast<uint32_t>(w.y);
-        v[2] = static_cast<uint32_t>(w.z);
-        v[3] = static_cast<uint32_t>(w.w);
-      } else {
-#pragma unroll
-        for (int m = 0; m < 4; ++m) v[m] = b.c.sm[swz(e + m)];
-      }
-      int4 ka = ldg4(k0 + x), kb = ldg4(k1 + x);
+  FT_HD static int num_steps(const Args&, const Blk&) { return 1; }
+  FT_HD static void step(const Args& a, const Blk& b, int, int tid, State&) {
+    const int x = b.x0 + 4 * tid;
+    const uint32_t q = b.q, nqinv = b.nqinv;
+    uint32_t acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
+    for (int j = 0; j < a.beta; ++j) {
+      int4 v = j == b.own ? mu_input4(a, b.i, x, N, q, nqinv) : ldg4(a.d + mu_drow(a, j, b.i) * N + x);
+      int4 ka = ldg4(mu_key_row(a, j, 0, b.i, N) + x), kb = ldg4(mu_key_row(a, j, 1, b.i, N) + x);
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
-        const uint32_t p0 = reduce_2q(mont_lazy(v[m], static_cast<uint32_t>(elem(ka, m)), q, nqinv), q);
-        const uint32_t p1 = reduce_2q(mont_lazy(v[m], static_cast<uint32_t>(elem(kb, m)), q, nqinv), q);
-        st.acc[0][4 * k + m] = add_2q(st.acc[0][4 * k + m], p0, q);
-        st.acc[1][4 * k + m] = add_2q(st.acc[1][4 * k + m], p1, q);
+        const uint32_t vm = static_cast<uint32_t>(elem(v, m));
+        acc0[m] = add_2q(acc0[m], mmul(vm, static_cast<uint32_t>(elem(ka, m)), q, nqinv), q);
+        acc1[m] = add_2q(acc1[m], mmul(vm, static_cast<uint32_t>(elem(kb, m)), q, nqinv), q);
       }
     }
-  }
-  FT_HD static void store(const Args& a, const Blk& b, int tid, State& st) {
-    const uint32_t q = b.c.q, nqinv = b.c.nqinv;
     const bool add = b.i < a.La;
     const uint32_t ca = add ? static_cast<uint32_t>(ldg(a.c_add + b.i)) : 0u;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      int32_t* orow = a.out + (static_cast<int64_t>(c) * a.Lext + b.i) * G::N;
+      uint32_t* acc = c == 0 ? acc0 : acc1;
+      int4 r;
+      if (add) {
+        int4 ad = mu_addend4(a, c, b.i, x, N, q, nqinv);
 #pragma unroll
-      for (int k = 0; k < CH; ++k) {
-        const int x = G::x_of(4 * (tid + k * THREADS), b.c.blk);
-        int4 r;
-        if (add) {
-          int4 w = mu_addend4(a, c, b.i, x, G::N, q, nqinv);
-#pragma unroll
-          for (int m = 0; m < 4; ++m)
-            elem(r, m) = static_cast<int32_t>(
-                add_2q(st.acc[c][4 * k + m],
-                       reduce_2q(mont_lazy(static_cast<uint32_t>(elem(w, m)), ca, q, nqinv), q), q));
-        } else {
-#pragma unroll
-          for (int m = 0; m < 4; ++m) elem(r, m) = static_cast<int32_t>(st.acc[c][4 * k + m]);
-        }
-        st4(orow + x, r);
+        for (int m = 0; m < 4; ++m) acc[m] = add_2q(acc[m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, nqinv), q);
       }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) elem(r, m) = static_cast<int32_t>(acc[m]);
+      st4(a.out + (static_cast<int64_t>(c) * a.Lext + b.i) * N + x, r);
     }
-  }
-  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State& st) {
-    for (int j = 0; j < a.beta; ++j) {
-      const bool own = mu_own(a, j, b.i);
-      const int n = own ? 1 : JSTEPS + 1;
-      if (s >= n) {
-        s -= n;
-        continue;
-      }
-      if (own) {
-        accumulate(a, b, j, true, tid, st);
-      } else if (s < JSTEPS) {
-        Ctx c = b.c;
-        c.in = a.d + mu_drow(a, j, b.i) * G::N;
-        ntt_detail::ntt_step<LOG_N, false, kCap, false>(s, c, tid);  // load (s = 0) and rounds
-      } else {
-        accumulate(a, b, j, false, tid, st);
-      }
-      return;
-    }
-    store(a, b, tid, st);
   }
 };
 
-// As MuKs, with the tiles of every digit (beta <= kKsTiles) in shared memory at once: the
-// NTT steps run on all of them between two barriers and one final step accumulates
-// sum_j d_j * key_j per chunk in registers (no state across steps, loads batched per chunk).
+// The forward NTT's last (small) phase fused with the key-switching inner product: block (ext
+// limb i, tile) holds the tiles of every digit (beta <= kKsTiles) in shared memory at once
+// (d_j[i], or nothing for the digit owning limb i, whose values are a[i] itself); the NTT
+// steps run on all of them between two barriers and one final step accumulates
+// sum_j d_j * key_j per chunk in registers, adds the addend and stores only the two outputs.
 constexpr int kKsTiles = 4;
+// Which inner product mod_up_keyswitch uses for beta <= kKsTiles by default: MuKsAll (false)
+// or MuNttConv<false> + KsStream (true); FHETORCH_KS_KERNEL=tiles|split overrides it.
+constexpr bool kKsSplitDefault = false;
 
 template <int LOG_N>
 struct MuKsAll {
@@ -832,6 +790,10 @@ inline bool mu_fill(MuArgs& a, const int32_t* x, int32_t* t, int32_t* d, int L, 
     a.c_add = key->c_add;
     a.La = key->addend ? key->La : 0;
     a.b = key->b;
+    // FHETORCH_KS_KERNEL=tiles|split overrides the default inner-product variant (beta <= 4).
+    const char* kind = std::getenv("FHETORCH_KS_KERNEL");
+    a.ks_split = kind && std::strcmp(kind, "split") == 0 ? 1 : kind && std::strcmp(kind, "tiles") == 0 ? 0
+                                                                                                    : kKsSplitDefault;
     if (key->b) {  // tensor-product mode: x and b are (2, L, N); the addend is computed
       if (key->addend || !key->c_add) return false;
       a.La = L;
@@ -924,11 +886,12 @@ cudaError_t mod_up_pipeline(Exec& ex, MuArgs a, bool fused_ks) {
   FT_TRY((ex.template run<MuIntt<LOG_N, true>>(a)));
   if (mu_conv_rows(a) > 0) {
     FT_TRY((run_bconv<LOG_N, MuBcMap>(ex, a, widest)));
-    FT_TRY(ex.template run<MuNtt1<LOG_N>>(a));
+    FT_TRY((ex.template run<MuNttConv<LOG_N, true>>(a)));
   }
   if (fused_ks) {
-    if (a.beta <= kKsTiles) return ex.template run<MuKsAll<LOG_N>>(a);
-    return ex.template run<MuKs<LOG_N>>(a);
+    if (a.beta <= kKsTiles && !a.ks_split) return ex.template run<MuKsAll<LOG_N>>(a);
+    if (mu_conv_rows(a) > 0) FT_TRY((ex.template run<MuNttConv<LOG_N, false>>(a)));
+    return ex.template run<KsStream<LOG_N>>(a);
   }
   return ex.template run<MuNtt2<LOG_N>>(a);
 }

@@ -330,13 +330,20 @@ def _ints(v):
     return (ctypes.c_int * len(v))(*v)
 
 
+@pytest.fixture(params=["tiles", "split"])
+def ks_kernel(request, monkeypatch):
+    """Both CUDA inner-product variants (FHETORCH_KS_KERNEL, read at each call)."""
+    monkeypatch.setenv("FHETORCH_KS_KERNEL", request.param)
+    return request.param
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [
     (10, 8, 3, 3, 1, 8), (11, 6, 2, 2, 0, 6), (12, 9, 4, 4, 2, 9), (13, 40, 2, 20, 3, 40), (10, 4, 1, 1, 0, 4),
     (14, 6, 2, 3, 0, 6), (15, 6, 2, 3, 0, 6), (16, 6, 2, 3, 1, 6), (17, 4, 2, 2, 0, 4),
-    (11, 10, 2, 2, 0, 10), (10, 7, 1, 1, 1, 7),  # beta = 5, 6: the digit-by-digit kernel
+    (11, 10, 2, 2, 0, 10), (10, 7, 1, 1, 1, 7),  # beta = 5, 6: always the split variant
 ])
-def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop):
+def test_emulated_mod_up(emu, ks_kernel, seed, log_n, n_q, K, alpha, start, stop):
     ring = make_ring(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
@@ -410,9 +417,9 @@ def _gpu_ok():
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [
     (10, 8, 3, 3, 1, 8), (12, 9, 4, 4, 2, 9), (13, 40, 2, 20, 3, 40), (11, 4, 1, 1, 0, 4),
     (16, 48, 12, 12, 0, 48), (16, 24, 12, 12, 0, 24), (16, 47, 12, 12, 4, 47), (17, 6, 2, 3, 0, 6),
-    (12, 10, 2, 2, 0, 10),  # beta = 5: the digit-by-digit kernel
+    (12, 10, 2, 2, 0, 10),  # beta = 5: always the split variant
 ])
-def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop):
+def test_cuda_mod_up(ks_kernel, seed, log_n, n_q, K, alpha, start, stop):
     if not _gpu_ok():
         pytest.skip("fhetorch built without CUDA kernels")
     ring = make_ring(log_n, n_q, K)
@@ -489,7 +496,7 @@ def test_cuda_small_n_falls_back_and_op_refuses(seed):
 
 
 @pytest.mark.cuda
-def test_cuda_graph_capture(seed):
+def test_cuda_graph_capture(ks_kernel, seed):
     """The fused ops are capturable: a replayed graph gives the eager result."""
     if not _gpu_ok():
         pytest.skip("fhetorch built without CUDA kernels")

@@ -168,7 +168,7 @@ def main():
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1, default=str)
-    print("\nsummary (graph medians, us; fused = MuKsAll inner product, fused_split = NTT + KsStream):")
+    print("\nsummary (graph medians, us; fused = MuKsAll inner product, fused_split = NTT + KsStream, the default):")
     print(f"{'shape':<8} {'op':<14} " + " ".join(f"{m:>11}" for m in MODES) + f" {'best x':>7}")
     for r in results:
         for op in OPS:

@@ -18,12 +18,13 @@
 //    the lifted rows, then the forward NTT's two phases over exactly the converted rows (a row
 //    map: (digit j, ext limb i) for i outside digit j); the last phase copies the digit's own
 //    rows of a.
-//  * mod_up_keyswitch: the same up to the first forward phase; then either (MuKsAll, beta <= 4)
+//  * mod_up_keyswitch: the same up to the first forward phase; then either (MuKsAll, beta <= 4,
+//    FHETORCH_KS_KERNEL=tiles)
 //    the last phase of the forward NTT runs per (ext limb i, tile) on every digit's tile at
 //    once and, instead of storing the lifted digits, accumulates sum_j d_j[i] * key_j[c][i]
 //    (Cheddar-style fusion), adds addend * c_add, and stores only the two output polynomials;
-//    or (FHETORCH_KS_KERNEL=split, or beta > 4) the last phase finishes the converted rows in
-//    place and KsStream forms the same sums. Tensor-product mode (HMult) computes a1 * b1 in
+//    or (the default, see kKsSplitDefault) the last phase finishes the converted rows in place
+//    and KsStream forms the same sums. Tensor-product mode (HMult) computes a1 * b1 in
 //    the INTT's load and (a0 b0, a0 b1 + a1 b0) in the epilogue.
 //  * switch_modulus: the inverse NTT's first phase gathers the dropped rows of x itself; BConv;
 //    forward NTT whose last phase combines x[keep] * c_keep + ntt * c_sub (+ addend) in its
@@ -293,8 +294,11 @@ struct KsStream {
 // sum_j d_j * key_j per chunk in registers, adds the addend and stores only the two outputs.
 constexpr int kKsTiles = 4;
 // Which inner product mod_up_keyswitch uses for beta <= kKsTiles by default: MuKsAll (false)
-// or MuNttConv<false> + KsStream (true); FHETORCH_KS_KERNEL=tiles|split overrides it.
-constexpr bool kKsSplitDefault = false;
+// or MuNttConv<false> + KsStream (true); FHETORCH_KS_KERNEL=tiles|split overrides it. Split
+// measured faster on an H100 (N = 2^16, 48 x 12, graph medians): HMult+rescale 427 us against
+// 445, HRot 416 against 435 -- MuKsAll holds 116 registers (2 blocks per SM) and its load,
+// NTT and key phases barely overlap, while KsStream streams at ~2.4 TB/s.
+constexpr bool kKsSplitDefault = true;
 
 template <int LOG_N>
 struct MuKsAll {

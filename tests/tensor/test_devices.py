@@ -16,7 +16,8 @@ def test_cpu_to_cuda_and_back(ctx_n12):
     z_gpu = gx.ctx.decrypt(gz)
     z_cpu = cpu.decrypt(gz.to("cpu"))
     ref = torch.roll(x * x + 0.25, 3)
-    assert torch.equal(z_gpu.cpu(), z_cpu)
+    # the residues are bit-identical; the float decoding (FFT) may round differently per device
+    assert (z_gpu.cpu() - z_cpu).abs().max().item() < 1e-12
     assert (z_cpu - ref).abs().max().item() < 1e-6
 
 

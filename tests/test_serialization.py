@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import Ciphertext, evaluator as ev
+from fhetorch.ckks import evaluator as ev
 from fhetorch.rlwe import PublicKey, SwitchingKey
 
 B10 = 1.5e-6  # toy-n10 after a multiplication and a rotation (measured ~1.5e-7)
@@ -252,13 +252,6 @@ def test_encrypted_tensor_into_context_with_other_parameters(ctx_n10, ctx_n12):
     data = _bytes(ctx_n10.encrypt(_rand(10)))
     with pytest.raises(fhe.SerializationError, match="parameters"):
         _load_bytes(data, ctx_n12)
-
-
-def test_encrypted_tensor_into_context_with_other_keys(ctx_n10, make_context):
-    other = make_context("toy-n10", fresh=True, power_of_two_rotations=False, conjugation=False)
-    data = _bytes(ctx_n10.encrypt(_rand(8)))
-    with pytest.raises(fhe.SerializationError, match="other keys"):
-        _load_bytes(data, other)
 
 
 def test_keys_into_context_with_other_parameters(ctx_n10, ctx_n12):

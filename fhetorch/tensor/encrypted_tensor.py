@@ -16,6 +16,7 @@ import torch
 from ..ckks import evaluator as ev
 from ..ckks.ciphertext import Ciphertext
 from ..errors import ContextError, EncodingError
+from . import linear as _linear
 
 _ALIASES = {"multiply": "mul", "subtract": "sub", "negative": "neg"}
 
@@ -254,6 +255,20 @@ class EncryptedTensor:
         b = self.rotate((size - k) * inner)._mul_mask(lo)
         return a._add(b)
 
+    # --- linear algebra (fhetorch/tensor/linear.py) --------------------------------------
+    def __matmul__(self, w):
+        return _linear.matmul(self, w)
+
+    def __rmatmul__(self, w):
+        return _linear.matmul(w, self)
+
+    def matmul(self, w):
+        return _linear.matmul(self, w)
+
+    def sum(self, dim=None, keepdim=False):
+        """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none)."""
+        return _linear.sum_all(self, dim, keepdim)
+
     def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
         return self._like(ev.mul_plain(self.ctx, self.ciphertext, mask.to(self.device)))
 
@@ -289,8 +304,20 @@ class EncryptedTensor:
             shifts = args[1] if len(args) > 1 else kwargs.get("shifts")
             dims = args[2] if len(args) > 2 else kwargs.get("dims")
             return x.roll(shifts, dims)
+        if name in ("matmul", "__matmul__", "__rmatmul__") and len(args) == 2 and not kwargs:
+            a, b = args if name != "__rmatmul__" else args[::-1]
+            return _linear.matmul(a, b)
+        if name == "linear":
+            x = args[0]
+            w = args[1] if len(args) > 1 else kwargs.get("weight")
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            return _linear.linear(x, w, b)
+        if name == "sum" and isinstance(args[0], EncryptedTensor):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            return args[0].sum(dim, kwargs.get("keepdim", False))
         raise NotImplementedError(f"{name} is not supported on EncryptedTensor (supported: torch.add, torch.sub, "
-                                  "torch.mul, torch.neg, torch.roll and the arithmetic operators)")
+                                  "torch.mul, torch.neg, torch.roll, torch.matmul, torch.nn.functional.linear, "
+                                  "torch.sum and the arithmetic operators, @ included)")
 
 
 def _scaled(x, alpha):

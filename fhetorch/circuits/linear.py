@@ -1,0 +1,165 @@
+"""Plaintext matrix times encrypted vector: the diagonal method with baby-step giant-step.
+
+For an n x n matrix M (n = the ciphertext's slots, a power of two) and diagonals
+diag_k[i] = M[i, (i + k) mod n],
+
+    M x = sum_k diag_k * rot_k(x)
+        = sum_g rot_(g n1)( sum_b diag'_(g,b) * rot_b(x) ),   k = g n1 + b, 0 <= b < n1,
+
+with diag'_(g,b) = rot_(-g n1)(diag_(g n1 + b)) (Halevi-Shoup; the BSGS form of Bossuat et
+al. 2021). The baby-step rotations rot_b(x) share one ModUp (evaluator.rotate_hoisted); the
+products with the pre-rotated diagonals are accumulated without rescaling, each inner sum
+is rotated by its giant step, and the total is rescaled once: one level. The diagonals are
+encoded once per (level, input scale), at the scale that puts the result exactly on the next
+level's nominal scale. Zero diagonals are skipped; n1 (a power of two) is chosen to minimise
+the number of distinct rotations for the matrix's nonzero diagonals (n1 = n with bsgs=False:
+the plain, fully hoisted diagonal method).
+
+Rotation keys: `rotations()` lists the steps used. A step without a direct key is composed
+from available keys (evaluator.rotate); where that is impossible a MissingKeyError names it.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import _ops
+from ..ckks import evaluator as ev
+from ..ckks.context import galois_element
+from ..errors import EncodingError, MissingKeyError
+
+
+def _diagonals(m: torch.Tensor) -> dict:
+    """{k: diag_k} for the nonzero generalised diagonals of a square matrix."""
+    n = m.shape[0]
+    i = torch.arange(n)
+    out = {}
+    for k in range(n):
+        d = m[i, (i + k) % n]
+        if bool((d != 0).any()):
+            out[k] = d
+    return out
+
+
+def _split(ks, n1: int):
+    baby = sorted({k % n1 for k in ks})
+    giant = sorted({k - k % n1 for k in ks})
+    return baby, giant
+
+
+class LinearTransform:
+    """y = M x for a plaintext (n, n) matrix M on ciphertexts of n slots. `lt(ct)` evaluates it."""
+
+    levels = 1
+
+    def __init__(self, ctx, matrix, *, level: int | None = None, slots: int | None = None, bsgs: bool = True):
+        m = torch.as_tensor(matrix)
+        if m.dim() != 2 or m.shape[0] != m.shape[1]:
+            raise ValueError(f"LinearTransform: the matrix must be square, got shape {tuple(m.shape)}; pad it")
+        n = m.shape[0]
+        slots = n if slots is None else int(slots)
+        if n != slots or n < 1 or n & (n - 1) or n > ctx.slots:
+            raise ValueError(f"LinearTransform: the matrix must be n x n with n = the ciphertext's slots (a power of two "
+                             f"<= {ctx.slots}); got {n} x {n} for {slots} slots")
+        m = m.to(torch.complex128 if m.is_complex() else torch.float64).cpu()
+        if not bool(torch.isfinite(torch.view_as_real(m.to(torch.complex128))).all()):
+            raise EncodingError("LinearTransform: the matrix contains NaN or inf")
+        self.ctx, self.n, self.bsgs = ctx, n, bool(bsgs)
+        diags = _diagonals(m)
+        ks = sorted(diags)
+        if bsgs and ks:
+            cands = [1 << i for i in range(n.bit_length())]
+            cost = lambda n1: sum(len([s for s in part if s]) for part in _split(ks, n1))
+            self.n1 = min(cands, key=lambda n1: (cost(n1), n1))
+        else:
+            self.n1 = n
+        baby, giant = _split(ks, self.n1)
+        self.baby = baby
+        self.giant = giant
+        # {g: [(b, pre-rotated diagonal)]}
+        self._plan = {}
+        for k in ks:
+            g, b = k - k % self.n1, k % self.n1
+            self._plan.setdefault(g, []).append((b, torch.roll(diags[k], g)))
+        self._encoded = {}
+        if level is not None:
+            self._encode(level, ctx.nominal_scale(level))
+
+    def rotations(self) -> list:
+        """The rotation steps evaluation uses (keys: ctx.keygen(rotations=lt.rotations()))."""
+        return sorted({s for s in self.baby + self.giant if s % self.n})
+
+    @property
+    def nonzero_diagonals(self) -> int:
+        return sum(len(v) for v in self._plan.values())
+
+    def _encode(self, level: int, scale: float):
+        key = (level, float(scale))
+        enc = self._encoded.get(key)
+        if enc is None:
+            probe = _Probe(level, scale)
+            s = ev._target_scale_factor(self.ctx, probe)
+            enc = {g: [(b, self.ctx.encode(d.to(self.ctx.device), level=level, scale=s, slots=self.n).data)
+                       for b, d in items] for g, items in self._plan.items()}
+            self._encoded[key] = (enc, s)
+        return self._encoded[key]
+
+    def _rotate_hoisted(self, ct, steps) -> dict:
+        """{step: rot_step(ct)}: hoisted for steps with a direct key (s or s - n), composed otherwise."""
+        ctx = self.ctx
+        direct, other = {}, []
+        for s in steps:
+            for c in (s, s - self.n):
+                if s % self.n == 0 or galois_element(c, ctx.n) in ctx.galois_keys:
+                    direct[c] = s
+                    break
+            else:
+                other.append(s)
+        out = {direct[c]: r for c, r in ev.rotate_hoisted(ctx, ct, list(direct)).items()} if direct else {}
+        for s in other:
+            out[s] = self._rotate(ct, s)
+        return out
+
+    def _rotate(self, ct, s):
+        try:
+            return ev.rotate(self.ctx, ct, s)
+        except MissingKeyError as e:
+            raise MissingKeyError(f"LinearTransform: no rotation key for step {s} (needed: {self.rotations()}); "
+                                  f"generate it with ctx.keygen(rotations=lt.rotations()) on the client") from e
+
+    def __call__(self, x):
+        ct = getattr(x, "ciphertext", x)
+        if ct.slots != self.n:
+            raise ValueError(f"LinearTransform: built for {self.n} slots, the ciphertext packs {ct.slots}")
+        ev._need_level(ct, "LinearTransform")
+        ctx = self.ctx
+        ct = ev.relinearize(ctx, ct)
+        mod = ctx.basis(ct.level).mod
+        if not self._plan:  # the zero matrix
+            out = ct.replace(data=torch.zeros_like(ct.data))
+            out = ev.drop_level(ctx, out, 1)
+        else:
+            enc, s = self._encode(ct.level, ct.scale)
+            try:
+                rots = self._rotate_hoisted(ct, self.baby)
+            except MissingKeyError as e:
+                raise MissingKeyError(f"LinearTransform: {e} (steps needed: {self.rotations()}; generate them with "
+                                      "ctx.keygen(rotations=lt.rotations()) on the client)") from e
+            acc = None
+            for g, items in enc.items():
+                inner = None
+                for b, pt in items:
+                    term = _ops.mul(rots[b].data, pt, mod)
+                    inner = term if inner is None else _ops.add(inner, term, mod)
+                inner = ct.replace(data=inner, scale=ct.scale * s)
+                if g % self.n:
+                    inner = self._rotate(inner, g)
+                acc = inner if acc is None else acc.replace(data=_ops.add(acc.data, inner.data, mod))
+            out = ev.rescale(ctx, acc)
+        return x._like(out) if hasattr(x, "_like") else out
+
+
+class _Probe:
+    """Level and scale of a ciphertext, for evaluator._target_scale_factor."""
+
+    def __init__(self, level, scale):
+        self.level, self.scale = level, scale

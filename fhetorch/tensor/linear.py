@@ -1,0 +1,97 @@
+"""Matrix products and sums of 1-D EncryptedTensors (x @ W, torch.matmul, F.linear, torch.sum).
+
+Layout: x (length k) fills the first k slots of an S-slot packing, S = next power of two >= k.
+A packing of S slots is also one of any n = S * 2^j <= ctx.slots slots (the values repeat
+with period S), so y = W^T x (length m) is computed as an n x n LinearTransform with
+n = max(S, S'), S' = next power of two >= m, whose row i is the output row i mod S' (zero
+for i mod S' >= m): y then repeats with period S' and is read as an S'-slot packing, the
+layout of a fresh encryption of shape (m,). One level (plus none for the bias).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..circuits.linear import LinearTransform
+from ..ckks import evaluator as ev
+
+
+def _pow2(k: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(k)))
+
+
+def linear(x, weight, bias=None):
+    """F.linear(x, weight, bias): y = weight @ x + bias, weight (m, k) plaintext, x encrypted (k,)."""
+    w = torch.as_tensor(weight)
+    if x.dim() != 1:
+        raise NotImplementedError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
+                                  f"{tuple(x.shape)}")
+    if w.dim() == 1:
+        w = w[None]
+        squeeze = True
+    else:
+        squeeze = False
+    if w.dim() != 2 or w.shape[1] != x.shape[0]:
+        raise ValueError(f"linear/matmul: weight of shape {tuple(torch.as_tensor(weight).shape)} does not match the "
+                         f"encrypted vector of length {x.shape[0]}")
+    m, k = w.shape
+    ctx = x.ctx
+    if m > ctx.slots:
+        raise ValueError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
+                         "ciphertext; split the weight matrix")
+    s_in, s_out = x.slots, _pow2(m)
+    n = max(s_in, s_out)
+    is_c = w.is_complex()
+    w = w.detach().to(torch.complex128 if is_c else torch.float64).cpu()
+    big = torch.zeros((n, n), dtype=w.dtype)
+    rows = torch.arange(n)
+    valid = rows % s_out < m
+    big[rows[valid], :k] = w[rows[valid] % s_out]
+    lt = _transform(ctx, big)
+    ct = x.ciphertext.replace(slots=n)
+    out = lt(ct).replace(slots=s_out)
+    y = x._like(out, x.is_complex() or is_c, shape=() if squeeze else (m,))
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _transform(ctx, big: torch.Tensor) -> LinearTransform:
+    return LinearTransform(ctx, big)
+
+
+def matmul(a, b):
+    """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
+    from .encrypted_tensor import EncryptedTensor
+
+    if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
+        raise NotImplementedError("matmul: both operands encrypted is not supported; one must be plaintext")
+    if isinstance(a, EncryptedTensor):  # x (k,) @ W (k, m) = W^T x
+        w = torch.as_tensor(b)
+        return linear(a, w.transpose(0, 1) if w.dim() == 2 else w)
+    w = torch.as_tensor(a)  # W (m, k) @ x (k,)
+    return linear(b, w)
+
+
+def sum_all(x, dim=None, keepdim=False):
+    """Sum of all values (rotate-and-add): shape () (keepdim: all dims of size 1).
+
+    Padding slots (numel() < slots) are masked to zero first (one level); otherwise no level
+    is used. log2(slots) rotations."""
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if sorted(d % max(1, x.dim()) for d in dims) != list(range(x.dim())):
+            raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
+    ctx = x.ctx
+    ct = x.ciphertext
+    if x.numel() < x.slots:
+        mask = torch.zeros(x.slots, dtype=torch.float64)
+        mask[: x.numel()] = 1
+        ct = ev.mul_plain(ctx, ct, mask.to(x.device))
+    step = 1
+    while step < ct.slots:
+        ct = ev.add(ctx, ct, ev.rotate(ctx, ct, step))
+        step *= 2
+    shape = (1,) * x.dim() if keepdim else ()
+    return x._like(ct.replace(slots=1), shape=shape)

@@ -14,18 +14,7 @@ import torch
 
 from fhetorch import _ops
 from fhetorch.ring import largest_ntt_primes, ntt_primes
-
-R = 1 << 32
-
-
-def s32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - R if x >= 1 << 31 else x
-
-
-def mod_table(primes) -> torch.Tensor:
-    """(L, 2) [q, q^-1 mod 2^32], built here independently of fhetorch.ring."""
-    return torch.tensor([[q, s32(pow(q, -1, R))] for q in primes], dtype=torch.int32)
+from .reference import R, mod_table
 
 
 def pick_primes(L: int) -> list:

@@ -12,12 +12,7 @@ import torch
 
 from fhetorch import _ops
 from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes, primitive_root_2n
-
-R = 1 << 32
-
-
-def brev(k: int, bits: int) -> int:
-    return int(format(k, f"0{bits}b")[::-1], 2)
+from .reference import brev
 
 
 def pick_primes(log_n: int, L: int) -> list:

@@ -19,17 +19,7 @@ import torch
 from fhetorch import _ops
 from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes
 from fhetorch.rlwe import digits, mod_up, switch_modulus
-
-R = 1 << 32
-
-
-def s32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - R if x >= 1 << 31 else x
-
-
-def mod_table(primes) -> torch.Tensor:
-    return torch.tensor([[q, s32(pow(q, -1, R))] for q in primes], dtype=torch.int32)
+from .reference import R, mod_table
 
 
 def centre(x: int, q: int) -> int:

@@ -12,8 +12,7 @@ import torch
 
 from fhetorch import _ops
 from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes
-
-R = 1 << 32
+from .reference import R
 
 
 def pick_primes(log_n: int, L: int) -> list:

@@ -19,16 +19,12 @@ import torch
 
 import fhetorch  # noqa: F401  (loads fhetorch._C, which registers torch.ops.fhetorch)
 
+from .reference import mod_table
+
 pytestmark = pytest.mark.cuda
 
 ops = torch.ops.fhetorch
-R = 1 << 32
 GPU = "cuda"
-
-
-def s32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - R if x >= 1 << 31 else x
 
 
 @pytest.fixture
@@ -60,10 +56,6 @@ def tables(log_n: int, L: int):
 
     p = primes_for(log_n, L)
     return RingTables(log_n, p, "cpu"), RingTables(log_n, p, GPU)
-
-
-def mod_table(primes) -> torch.Tensor:
-    return torch.tensor([[q, s32(pow(q, -1, R))] for q in primes], dtype=torch.int32)
 
 
 def residues(gen, batch, primes, n, offset=False) -> torch.Tensor:

@@ -13,13 +13,9 @@ import torch
 
 from fhetorch import _ops
 from fhetorch.ring import Ring, Sampler, largest_ntt_primes, ntt_primes
+from .reference import mod_table, s32
 
 M32 = 0xFFFFFFFF
-
-
-def s32(x: int) -> int:
-    x &= M32
-    return x - (1 << 32) if x >= 1 << 31 else x
 
 
 def rotl(x, r):
@@ -96,10 +92,6 @@ def signed64(x: int) -> int:
 def rand_key():
     words = [random.getrandbits(32) for _ in range(8)]
     return words, torch.tensor([s32(w) for w in words], dtype=torch.int32)
-
-
-def mod_table(qs):
-    return torch.tensor([[q, s32(pow(q, -1, 1 << 32))] for q in qs], dtype=torch.int32)
 
 
 # --- RFC 8439 ------------------------------------------------------------------------

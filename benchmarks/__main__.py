@@ -15,7 +15,7 @@ from . import common
 # suite name -> module with run(args, device) -> dict (None: planned, not written yet)
 SUITES = {
     "ops": "benchmarks.ops",
-    "bts": None,
+    "bts": "benchmarks.bts",
     "resnet20": None,
     "helr": None,
 }

@@ -128,8 +128,10 @@ def _decode(meta, tensors, ctx, device):
 def _params(d: dict) -> Params:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
-        p = make_params(d["log_n"], chain=d["chain"], levels=len(d["level_limbs"]) - 1, dnum=d["dnum"],
-                        hamming_weight=d["hamming_weight"], name=d["name"], allow_insecure=True)
+        bts = d.get("bootstrap")
+        p = make_params(d["log_n"], chain=d["chain"], levels=None if bts else len(d["level_limbs"]) - 1,
+                        dnum=d["dnum"], hamming_weight=d["hamming_weight"], name=d["name"], allow_insecure=True,
+                        bootstrap=bts)
     if p.describe() != {**d}:
         raise SerializationError("load: parameters in the file do not match what this fhetorch builds for them")
     if p.security_bits == 0:

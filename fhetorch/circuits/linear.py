@@ -63,10 +63,32 @@ class LinearTransform:
         m = m.to(torch.complex128 if m.is_complex() else torch.float64).cpu()
         if not bool(torch.isfinite(torch.view_as_real(m.to(torch.complex128))).all()):
             raise EncodingError("LinearTransform: the matrix contains NaN or inf")
+        self._setup(ctx, _diagonals(m), n, bsgs, level)
+
+    @classmethod
+    def from_diagonals(cls, ctx, diagonals: dict, n: int, *, level: int | None = None, bsgs: bool = True,
+                       n1: int | None = None):
+        """The transform sum_k diag_k * rot_k(x) from {k: diag_k} (length-n vectors, k mod n), without
+        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count."""
+        if n < 1 or n & (n - 1) or n > ctx.slots:
+            raise ValueError(f"LinearTransform: n must be a power of two <= {ctx.slots}, got {n}")
+        diags = {}
+        for k, d in diagonals.items():
+            d = torch.as_tensor(d).cpu()
+            if d.shape != (n,):
+                raise ValueError(f"LinearTransform: diagonal {k} has shape {tuple(d.shape)}, expected ({n},)")
+            if bool((d != 0).any()):
+                diags[int(k) % n] = d + diags.get(int(k) % n, 0)
+        self = cls.__new__(cls)
+        self._setup(ctx, diags, n, bsgs, level, n1)
+        return self
+
+    def _setup(self, ctx, diags: dict, n: int, bsgs: bool, level, n1=None):
         self.ctx, self.n, self.bsgs = ctx, n, bool(bsgs)
-        diags = _diagonals(m)
         ks = sorted(diags)
-        if bsgs and ks:
+        if n1 is not None:
+            self.n1 = int(n1)
+        elif bsgs and ks:
             cands = [1 << i for i in range(n.bit_length())]
             cost = lambda n1: sum(len([s for s in part if s]) for part in _split(ks, n1))
             self.n1 = min(cands, key=lambda n1: (cost(n1), n1))

@@ -18,6 +18,10 @@ def __getattr__(name):
         from ..tensor import Context
 
         return Context
+    if name in ("bootstrap", "bootstrap_pair"):  # circuits sits above ckks: re-exported lazily
+        from ..circuits import bootstrap as _bts
+
+        return getattr(_bts, name)
     if name == "polynomial":  # fhetorch.ckks.polynomial re-exports fhetorch.circuits (a layer above)
         import importlib
 

@@ -14,10 +14,32 @@ import torch
 from .. import _ops
 from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError
 from ..ring import Ring, Sampler
-from ..rlwe import PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, small_poly
+from dataclasses import dataclass
+
+from ..rlwe import (PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, gen_switching_level,
+                    small_poly)
 from .ciphertext import Ciphertext, Plaintext
 from .encoder import Encoder
 from .params import Params, preset
+
+
+@dataclass
+class EncapsulationKeys:
+    """Sparse-secret encapsulation for bootstrapping (Bossuat et al. 2022): switch a level-0
+    ciphertext from the secret s to an ephemeral sparse secret s' (modulus Q_0 * P' only),
+    ModRaise under s' (small Hamming weight: small overflow I), switch back to s at the top."""
+
+    to_sparse: SwitchingKey  # s -> s' at level 0, special primes `special`
+    to_dense: SwitchingKey  # s' -> s, every level
+    special: range  # the special primes of to_sparse
+    weight: int
+
+    def to(self, device):
+        return EncapsulationKeys(self.to_sparse.to(device), self.to_dense.to(device), self.special, self.weight)
+
+    @property
+    def nbytes(self) -> int:
+        return self.to_sparse.nbytes + self.to_dense.nbytes
 
 
 def galois_element(step: int, n: int) -> int:
@@ -49,7 +71,9 @@ class CKKSContext:
         self.public_key: PublicKey | None = None
         self.relin_key: SwitchingKey | None = None
         self.galois_keys: dict[int, SwitchingKey] = {}
+        self.encapsulation_keys: EncapsulationKeys | None = None
         self._monomial_i = None
+        self.circuit_cache: dict = {}  # higher layers' per-context state (bootstrapping's DFTs); not copied
 
     # --- shape of the chain ------------------------------------------------------------
     @property
@@ -87,11 +111,15 @@ class CKKSContext:
 
     # --- keys ------------------------------------------------------------------------------
     def keygen(self, rotations=(), *, power_of_two_rotations: bool = True, conjugation: bool = True,
-               relinearization: bool = True):
+               relinearization: bool = True, low_level_rotations: dict | None = None,
+               encapsulation_weight: int = 0):
         """Secret (if none yet), public, relinearisation, conjugation and rotation keys.
 
         Rotation keys: one for each step in `rotations`, plus +-2^i for every i when
         power_of_two_rotations (so any step composes from at most log2(slots) rotations).
+        low_level_rotations {step: level}: keys only valid up to that level (fewer limbs:
+        bootstrapping's SlotToCoeff), unless the step is also in the full set.
+        encapsulation_weight > 0: the sparse-secret encapsulation keys of bootstrapping.
         """
         if self.secret_key is None:
             if self.public_key is not None:
@@ -109,26 +137,54 @@ class CKKSContext:
             while i < self.slots:
                 steps |= {i, -i}
                 i *= 2
-        galois = {galois_element(k, self.n) for k in steps if k % self.slots}
+        full = {galois_element(k, self.n) for k in steps if k % self.slots}
         if conjugation:
-            galois.add(2 * self.n - 1)
-        for g in sorted(galois):
-            if g not in self.galois_keys:
+            full.add(2 * self.n - 1)
+        caps = {}
+        for k, lvl in (low_level_rotations or {}).items():
+            g = galois_element(int(k), self.n)
+            if int(k) % self.slots and g not in full:
+                caps[g] = max(caps.get(g, 0), int(lvl))
+        for g in sorted(full):
+            if g not in self.galois_keys or self.galois_keys[g].key_q.shape[2] < self.q_count:
                 self.galois_keys[g] = self._switching_key(_ops.automorphism(sk.s, g))
+        for g, lvl in sorted(caps.items()):
+            stop = self.level_idx(lvl).stop
+            if g not in self.galois_keys or self.galois_keys[g].key_q.shape[2] < stop:
+                self.galois_keys[g] = self._switching_key(_ops.automorphism(sk.s, g), q_stop=stop)
+        if encapsulation_weight and (self.encapsulation_keys is None
+                                     or self.encapsulation_keys.weight != encapsulation_weight):
+            self.encapsulation_keys = self._encapsulation_keys(encapsulation_weight)
         return self
 
-    def _switching_key(self, s_from):
-        return gen_switching(self.ring, self.sampler, self.secret_key, s_from, self.q_count, self.params.alpha)
+    def _encapsulation_keys(self, weight: int) -> EncapsulationKeys:
+        # The ephemeral secret exists only here: it is dropped once its two keys are made.
+        eph = gen_secret(self.ring, self.sampler, weight)
+        lvl0 = self.level_idx(0)
+        special = range(self.q_count, self.q_count + min(len(lvl0) + 1, len(self.params.special_primes)))
+        to_sparse = gen_switching_level(self.ring, self.sampler, eph, self.secret_key.s, lvl0, special)
+        to_dense = self._switching_key(eph.s)
+        return EncapsulationKeys(to_sparse, to_dense, special, weight)
+
+    def _switching_key(self, s_from, q_stop=None):
+        return gen_switching(self.ring, self.sampler, self.secret_key, s_from, self.q_count, self.params.alpha,
+                             q_stop=q_stop)
 
     def key_bytes(self) -> int:
         keys = list(self.galois_keys.values()) + ([self.relin_key] if self.relin_key else [])
-        return sum(k.nbytes for k in keys) + (self.public_key.data.numel() * 4 if self.public_key else 0)
+        enc = self.encapsulation_keys.nbytes if self.encapsulation_keys else 0
+        return sum(k.nbytes for k in keys) + (self.public_key.data.numel() * 4 if self.public_key else 0) + enc
 
-    def galois_key(self, g: int, what: str) -> SwitchingKey:
+    def galois_key(self, g: int, what: str, level: int | None = None) -> SwitchingKey:
         k = self.galois_keys.get(g)
         if k is None:
             how = ("ctx.keygen(conjugation=True)" if g == 2 * self.n - 1 else "ctx.keygen(rotations=[...])")
             raise MissingKeyError(f"{what}: no key for it; generate it with {how} on the client")
+        if level is not None and k.key_q.shape[2] < self.level_idx(level).stop:
+            top = max(l for l in range(self.max_level + 1) if self.level_idx(l).stop <= k.key_q.shape[2])
+            raise MissingKeyError(f"{what}: its key (made for bootstrapping) covers levels <= {top} only, the "
+                                  f"ciphertext is at level {level}; generate a full key with "
+                                  "ctx.keygen(rotations=[...]) on the client")
         return k
 
     # --- encode / encrypt / decrypt ----------------------------------------------------
@@ -223,5 +279,7 @@ class CKKSContext:
         c.public_key = self.public_key.to(device) if self.public_key else None
         c.relin_key = self.relin_key.to(device) if self.relin_key else None
         c.galois_keys = {g: k.to(device) for g, k in self.galois_keys.items()}
+        c.encapsulation_keys = self.encapsulation_keys.to(device) if self.encapsulation_keys else None
         c._monomial_i = None
+        c.circuit_cache = {}
         return c

@@ -266,7 +266,7 @@ def rotation_plan(ctx, step: int, slots: int) -> list:
 
 
 def apply_galois(ctx, a: Ciphertext, g: int, what: str) -> Ciphertext:
-    key = ctx.galois_key(g, what)
+    key = ctx.galois_key(g, what, a.level)
     a = relinearize(ctx, a)
     r = ctx.level_idx(a.level)
     c0 = _ops.automorphism(a.data[0], g)
@@ -294,7 +294,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
             out[s] = a
             continue
         g = galois_element(s, ctx.n)
-        key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)")
+        key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level)
         u = key_switch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
         u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.data[0], g))
         out[s] = a.replace(data=u)

@@ -33,6 +33,77 @@ CHAINS = {
 
 
 @dataclass(frozen=True)
+class BootstrapConfig:
+    """Where bootstrapping's levels sit in a chain, and its EvalMod settings.
+
+    Levels, bottom to top: 0 .. user_levels at the user scale (a bootstrap returns a
+    ciphertext at level `user_levels`); then SlotToCoeff's levels; then EvalMod's; then
+    CoeffToSlot's, whose top is the chain's top (the ModRaise target). Values inside
+    bootstrapping need more precision than the user scale gives: EvalMod's output (sin 2 pi x
+    ~ 2 pi eps) is ~2^-14 of a message coefficient's ModRaised size, its errors are magnified
+    by Q_0 / Delta and by the SlotToCoeff DFT (~sqrt(slots)). So CoeffToSlot's levels carry
+    2^cts_bits, EvalMod's (and SlotToCoeff's input level) 2^evalmod_bits, SlotToCoeff's
+    other levels 2^stc_bits (Cheddar uses 2^55-2^58 inside bootstrapping).
+
+    EvalMod (Han-Ki 2020, Bossuat et al. 2021) evaluates cos(2 pi (x - 1/4) / 2^r) on
+    x in [-K, K] by a Chebyshev interpolant of `cos_degree`, then r double-angle steps give
+    sin(2 pi x); `arcsine` adds a degree-3 arcsine correction (2 levels). With sparse-secret
+    encapsulation (Bossuat et al. 2022; `ephemeral_weight` > 0) ModRaise runs under a
+    Hamming-weight-`ephemeral_weight` secret, which bounds |x| by K = k_range.
+    `message_ratio`: log2 of Q_0 / (scale of the message at ModRaise) for full slots (the
+    input is first multiplied by an integer to get there; sparse packings, whose
+    coefficients are larger, keep half a bit more per halving of the slot count).
+    """
+
+    user_levels: int
+    cts_levels: int = 4
+    stc_levels: int = 3
+    cts_bits: int = 55
+    evalmod_bits: int = 60
+    stc_bits: int = 50
+    k_range: int = 16
+    double_angles: int = 4
+    cos_degree: int = 31
+    arcsine: bool = False
+    ephemeral_weight: int = 32
+    message_ratio: int = 8
+
+    @property
+    def evalmod_levels(self) -> int:
+        return (self.cos_degree).bit_length() + self.double_angles + (2 if self.arcsine else 0)
+
+    @property
+    def depth(self) -> int:
+        """Levels one bootstrap consumes (ModRaise target minus output level)."""
+        return self.cts_levels + self.evalmod_levels + self.stc_levels
+
+    @property
+    def top(self) -> int:
+        return self.user_levels + self.depth
+
+    @property
+    def evalmod_input_level(self) -> int:
+        return self.top - self.cts_levels
+
+    @property
+    def stc_input_level(self) -> int:
+        return self.user_levels + self.stc_levels
+
+    def level_bits(self, user_bits: int) -> list:
+        """Nominal scale bits of every level 0 .. top."""
+        def bits(lvl):
+            if lvl <= self.user_levels:
+                return user_bits
+            if lvl < self.stc_input_level:
+                return self.stc_bits
+            return self.evalmod_bits if lvl <= self.evalmod_input_level else self.cts_bits
+        return [bits(lvl) for lvl in range(self.top + 1)]
+
+    def describe(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
 class PresetInfo:
     name: str
     N: int
@@ -42,6 +113,8 @@ class PresetInfo:
     scale_bits: int
     slots: int
     security_bits: int  # 0 for toy presets
+    bootstrappable: bool = False
+    levels_after_bootstrap: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +131,7 @@ class Params:
     hamming_weight: int | None = None  # None: dense uniform ternary secret
     name: str = "custom"
     security_bits: int = 128
+    bootstrap: BootstrapConfig | None = None  # None: not bootstrappable
 
     @property
     def n(self) -> int:
@@ -89,15 +163,17 @@ class Params:
         return range(s, e)
 
     def info(self) -> PresetInfo:
+        bts = self.bootstrap
         return PresetInfo(self.name, self.n, round(self.log_pq, 2), self.dnum, self.max_level, self.scale_bits,
-                          self.slots, self.security_bits)
+                          self.slots, self.security_bits, bts is not None, bts.user_levels if bts else None)
 
     def describe(self) -> dict:
         """Plain-data description used by serialization to check compatibility."""
         return dict(log_n=self.log_n, chain=self.chain, primes=list(self.primes),
                     special_primes=list(self.special_primes), level_limbs=[list(x) for x in self.level_limbs],
                     dnum=self.dnum, hamming_weight=self.hamming_weight, name=self.name,
-                    security_bits=self.security_bits)
+                    security_bits=self.security_bits,
+                    bootstrap=self.bootstrap.describe() if self.bootstrap else None)
 
 
 def _level_counts(kind: str, levels: int):
@@ -115,7 +191,43 @@ def _level_counts(kind: str, levels: int):
     return counts
 
 
-def _choose_primes(log_n: int, kind: str, counts):
+def _dp_counts(kind: str, bits: list, kmax: int):
+    """Terminal/main prime counts (k, m) per level for per-level scale bits (bootstrappable
+    chains). Going up into level l adds 2 bits[l] - bits[l-1] bits (a product at level l,
+    rescaled, lands on level l-1's scale), made of dk terminal and dm main primes; a dynamic
+    programme over k picks the steps that keep log Q_max, then the total limb count, small."""
+    c = CHAINS[kind]
+    tb, qb = c["tbits"], c["qbits"]
+    k0, m0 = c["start"]
+    # (k, max k, max m so far) -> (limbs summed over levels, path); log Q_max = tb max k + qb max m
+    states = {(k0, k0, m0): (0, [(k0, m0)])}
+    for lvl in range(1, len(bits)):
+        step = 2 * bits[lvl] - bits[lvl - 1]
+        nxt = {}
+        for (k, kmx, mmx), (cost, path) in states.items():
+            m = path[-1][1]
+            for dk in range(-kmax, kmax + 1):
+                rem = step - tb * dk
+                if rem % qb or not 0 <= k + dk <= kmax or m + rem // qb < 0:
+                    continue
+                k2, m2 = k + dk, m + rem // qb
+                if k2 + m2 == 0:
+                    continue
+                key = (k2, max(kmx, k2), max(mmx, m2))
+                if key not in nxt or cost + k2 + m2 < nxt[key][0]:
+                    nxt[key] = (cost + k2 + m2, path + [(k2, m2)])
+        if not nxt:
+            raise ParameterError(f"no prime counts reach level {lvl}'s scale 2^{bits[lvl]} (step {step} bits)")
+        states = nxt
+
+    def q_bits(item):
+        (k, kmx, mmx), (cost, path) = item
+        return (tb * kmx + qb * mmx, cost)
+
+    return min(states.items(), key=q_bits)[1][1]
+
+
+def _choose_primes(log_n: int, kind: str, counts, bits=None):
     """Pick terminal and main primes level by level (going up) so that every nominal scale
     stays within a small fraction of a bit of 2^scale_bits.
 
@@ -125,7 +237,7 @@ def _choose_primes(log_n: int, kind: str, counts):
     stable.
     """
     c = CHAINS[kind]
-    s = c["scale_bits"]
+    bits = [c["scale_bits"]] * len(counts) if bits is None else bits
     kmax = max(k for k, _ in counts)
     mmax = max(m for _, m in counts)
     pool_t = list(itertools.islice(ntt_prime_candidates(log_n, c["tbits"]), kmax + 24)) if kmax else []
@@ -144,8 +256,9 @@ def _choose_primes(log_n: int, kind: str, counts):
     k0, m0 = counts[0]
     t += pool_t[:k0]
     q += [p for p in pool_q if p not in t][:m0]
-    log_scale = [float(s)]
+    log_scale = [float(bits[0])]
     for lvl in range(1, len(counts)):
+        s = bits[lvl]
         (kp, mp), (k, m) = counts[lvl - 1], counts[lvl]
         # primes of this level beyond those chosen so far are new
         new_t, new_q = max(0, k - len(t)), max(0, m - len(q))
@@ -166,13 +279,19 @@ def _choose_primes(log_n: int, kind: str, counts):
 
 def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, dnum: int = 4,
                 hamming_weight: int | None = None, name: str = "custom", allow_insecure: bool = False,
-                _security_bits: int | None = None) -> Params:
+                bootstrap: BootstrapConfig | dict | None = None, _security_bits: int | None = None) -> Params:
     """Build and validate a parameter set.
 
     levels=None takes the most levels that keep log2(PQ) within the HE-standard 128-bit
     bound for N = 2^log_n. Parameters over the bound raise ParameterError unless
     allow_insecure=True (then they warn with InsecureParametersWarning).
+
+    bootstrap: a BootstrapConfig (or its fields as a dict) makes a bootstrappable chain:
+    user levels at the chain's scale, bootstrapping's levels above them (levels is then
+    implied: bootstrap.top).
     """
+    if isinstance(bootstrap, dict):
+        bootstrap = BootstrapConfig(**bootstrap)
     if chain not in CHAINS:
         raise ParameterError(f"make_params: unknown chain {chain!r}; choose one of {sorted(CHAINS)}")
     if not 10 <= log_n <= 17:
@@ -180,6 +299,11 @@ def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, d
     if dnum < 1:
         raise ParameterError(f"make_params: dnum must be >= 1, got {dnum}")
     bound = HE_STANDARD_128.get(log_n)
+    if bootstrap is not None:
+        if levels is not None and levels != bootstrap.top:
+            raise ParameterError(f"make_params: a bootstrappable chain has bootstrap.top = {bootstrap.top} levels; "
+                                 f"got levels={levels}")
+        levels = bootstrap.top
     if levels is None:
         if bound is None:
             raise ParameterError(f"make_params: give levels= for N = 2^{log_n} (no HE-standard bound)")
@@ -188,7 +312,7 @@ def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, d
             levels += 1
     if levels < 1:
         raise ParameterError(f"make_params: levels must be >= 1, got {levels}")
-    p = _build(log_n, chain, levels, dnum, hamming_weight, name, 0)
+    p = _build(log_n, chain, levels, dnum, hamming_weight, name, 0, bootstrap)
     secure = bound is not None and p.log_pq <= bound and hamming_weight is None
     if _security_bits is not None:
         sec = _security_bits
@@ -207,9 +331,17 @@ def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, d
     return Params(**{**p.__dict__, "security_bits": sec})
 
 
-def _build(log_n, chain, levels, dnum, hamming_weight, name, sec) -> Params:
-    counts = _level_counts(chain, levels)
-    t, q, log_scale = _choose_primes(log_n, chain, counts)
+BTS_KMAX = 8  # terminal primes a bootstrappable chain may hold (more ways to make each step)
+
+
+def _build(log_n, chain, levels, dnum, hamming_weight, name, sec, bootstrap=None) -> Params:
+    if bootstrap is None:
+        counts = _level_counts(chain, levels)
+        t, q, log_scale = _choose_primes(log_n, chain, counts)
+    else:
+        bits = bootstrap.level_bits(CHAINS[chain]["scale_bits"])
+        counts = _dp_counts(chain, bits, BTS_KMAX)
+        t, q, log_scale = _choose_primes(log_n, chain, counts, bits)
     kmax = len(t)
     primes = tuple(reversed(t)) + tuple(q)
     level_limbs = tuple((kmax - k, kmax + m) for k, m in counts)
@@ -217,7 +349,7 @@ def _build(log_n, chain, levels, dnum, hamming_weight, name, sec) -> Params:
     special = tuple(largest_ntt_primes(log_n, alpha, exclude=primes))
     return Params(log_n=log_n, chain=chain, primes=primes, special_primes=special, level_limbs=level_limbs,
                   level_scales=tuple(2.0 ** ls for ls in log_scale), dnum=dnum, hamming_weight=hamming_weight,
-                  name=name, security_bits=sec)
+                  name=name, security_bits=sec, bootstrap=bootstrap)
 
 
 # --- presets -------------------------------------------------------------------------
@@ -230,6 +362,13 @@ _PRESETS = {
     "n16-rr40": dict(log_n=16, chain="rr40", levels=None, dnum=4),
     "n16-rr35": dict(log_n=16, chain="rr35", levels=None, dnum=4),
     "n16-dr56": dict(log_n=16, chain="dr56", levels=None, dnum=4),
+    # bootstrappable (fhetorch/circuits/bootstrap.py): levels left after a bootstrap = user_levels
+    # precise: 2^55 / 2^60 / 2^50 inside bootstrapping, 12 levels left at 2^40
+    "toy-n13-bts": dict(log_n=13, chain="rr40", dnum=3, bootstrap=dict(user_levels=6, cts_levels=3, stc_levels=2)),
+    "n16-bts40": dict(log_n=16, chain="rr40", dnum=6, bootstrap=dict(user_levels=12)),
+    # more levels (16 at 2^35), lower scales inside bootstrapping: less precise
+    "n16-bts35": dict(log_n=16, chain="rr35", dnum=6,
+                      bootstrap=dict(user_levels=16, cts_bits=50, evalmod_bits=55, stc_bits=45)),
 }
 _cache: dict = {}
 

@@ -7,7 +7,7 @@ Residues are kept in Montgomery form x * 2^32 mod q (csrc/arith.h).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -61,6 +61,7 @@ class Basis:
     n_inv_mont: torch.Tensor  # (L,) N^-1 * 2^32: INTT to Montgomery form
     n_inv: torch.Tensor  # (L,) N^-1: INTT to standard form
     r2: torch.Tensor  # (L,) 2^64 mod q: to_rns
+    _scalars: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self):
         return len(self.primes)
@@ -85,8 +86,17 @@ class Basis:
         return self.const(1)
 
     def scalar(self, c: int) -> torch.Tensor:
-        """The integer c (any size, any sign) as per-limb Montgomery constants."""
-        return self.const([c % q for q in self.primes])
+        """The integer c (any size, any sign) as per-limb Montgomery constants.
+
+        Cached per basis: circuits reuse their constants, and a cached tensor needs no
+        host-to-device copy (so the call can run inside CUDA graph capture)."""
+        c = int(c)
+        t = self._scalars.get(c)
+        if t is None:
+            if len(self._scalars) >= 4096:
+                self._scalars.clear()
+            t = self._scalars[c] = self.const([c % q for q in self.primes])
+        return t
 
     @cached_property
     def garner(self) -> torch.Tensor:

@@ -65,26 +65,58 @@ def gen_public(ring: Ring, sampler: Sampler, sk: SecretKey, q_count: int) -> Pub
 
 
 def gen_switching(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: torch.Tensor, q_count: int,
-                  alpha: int) -> SwitchingKey:
-    """Key switching from s_from (all limbs, NTT) to sk.s."""
-    all_idx = tuple(range(len(ring.primes)))
-    b_all = ring.basis(all_idx)
+                  alpha: int, q_stop: int | None = None) -> SwitchingKey:
+    """Key switching from s_from (all limbs, NTT) to sk.s.
+
+    q_stop: keep only Q limbs [0, q_stop) and the digits that touch them (a key used only at
+    low levels, e.g. bootstrapping's SlotToCoeff; the levels share one prime list, so a key
+    for the top level works at every lower one by dropping limbs, and a key for level l
+    only needs level l's limbs)."""
+    q_stop = q_count if q_stop is None else q_stop
+    idx = tuple(range(q_stop)) + tuple(range(q_count, len(ring.primes)))
+    b_all = ring.basis(idx)
     special = ring.primes[q_count:]
     P = 1
     for p in special:
         P *= p
-    dnum = -(-q_count // alpha)
+    s = sk.s.index_select(0, torch.tensor(idx, device=sk.s.device)) if q_stop < q_count else sk.s
+    dnum = -(-q_stop // alpha)
     keys = []
     for j in range(dnum):
         a = sampler.uniform(b_all, 1, ring.n)[0]
-        e = small_poly(ring, sampler, all_idx)
-        body = _ops.sub(e, _ops.mul(a, sk.s, b_all.mod), b_all.mod)
+        e = small_poly(ring, sampler, idx)
+        body = _ops.sub(e, _ops.mul(a, s, b_all.mod), b_all.mod)
         # + P * s_from on the limbs of digit j (the gadget is 1 there, 0 elsewhere)
-        lo, hi = j * alpha, min(q_count, (j + 1) * alpha)
+        lo, hi = j * alpha, min(q_stop, (j + 1) * alpha)
         bj = ring.basis(tuple(range(lo, hi)))
         gs = _ops.mul_const(s_from[lo:hi].contiguous(), bj.scalar(P), bj.mod)
         body = body.clone()
         body[lo:hi] = _ops.add(body[lo:hi].contiguous(), gs, bj.mod)
         keys.append(torch.stack([body, a]))
-    k = torch.stack(keys)  # (dnum, 2, L_all, N)
-    return SwitchingKey(k[:, :, :q_count].contiguous(), k[:, :, q_count:].contiguous())
+    k = torch.stack(keys)  # (dnum, 2, q_stop + K, N)
+    return SwitchingKey(k[:, :, :q_stop].contiguous(), k[:, :, q_stop:].contiguous())
+
+
+def gen_switching_level(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: torch.Tensor, level_idx: range,
+                        special_idx: range) -> SwitchingKey:
+    """A one-digit key switching s_from -> sk.s for ciphertexts on the limbs `level_idx` only,
+    with the special primes `special_idx` (a subset of P, enough to exceed the level's modulus).
+
+    Used by key_switch(..., level_idx, special_idx, alpha=level_idx.stop): the digit is the
+    whole level. Its modulus is only Q_level * P' (bootstrapping's switch to the sparse
+    ephemeral secret at level 0 lives at ~110 bits, Bossuat et al. 2022)."""
+    idx = tuple(level_idx) + tuple(special_idx)
+    b = ring.basis(idx)
+    sel = torch.tensor(idx, device=sk.s.device)
+    s_to, s_fr = sk.s.index_select(0, sel), s_from.index_select(0, sel)
+    P = ring.basis(tuple(special_idx)).product
+    a = sampler.uniform(b, 1, ring.n)[0]
+    e = small_poly(ring, sampler, idx)
+    body = _ops.sub(e, _ops.mul(a, s_to, b.mod), b.mod)
+    body = _ops.add(body, _ops.mul_const(s_fr, b.scalar(P), b.mod), b.mod)  # gadget P on every level limb
+    L = len(level_idx)
+    key_q = torch.zeros((1, 2, level_idx.stop, ring.n), dtype=torch.int32, device=body.device)
+    key_q[0, 0, level_idx.start:] = body[:L]
+    key_q[0, 1, level_idx.start:] = a[:L]
+    key_p = torch.stack([body[L:], a[L:]]).unsqueeze(0).contiguous()
+    return SwitchingKey(key_q, key_p)

@@ -30,8 +30,31 @@ class Context(CKKSContext):
         self.key_id = None  # set when keys are generated; shared by public() and to() copies
         self._copies = {self.device: self}
 
-    def keygen(self, rotations=(), **kw):
+    def keygen(self, rotations=(), *, bootstrap: bool = False, bootstrap_slots=None, **kw):
+        """Keys: secret, public, relinearisation, conjugation, +-2^i rotations, `rotations`.
+
+        bootstrap=True adds what bootstrapping needs (the preset must be bootstrappable): the
+        rotations of its DFTs for each slot count in `bootstrap_slots` (default: all slots;
+        give the sparse slot counts you will bootstrap), SlotToCoeff's keys only over the
+        limbs of the levels it runs at, and the sparse-secret encapsulation keys.
+        `ctx.key_bytes()` reports their memory.
+        """
         first = self.secret_key is None
+        if bootstrap:
+            from ..circuits import bootstrap as _bts  # tensor/ sits above circuits/
+
+            cfg = _bts.config(self)
+            slots = [self.slots] if bootstrap_slots is None else [int(s) for s in bootstrap_slots]
+            top, low = set(rotations), dict(kw.pop("low_level_rotations", None) or {})
+            for n in slots:
+                self.encoder.check_slots(n)
+                for step, lvl in _bts.rotations(self, n).items():
+                    if lvl >= cfg.top - cfg.cts_levels:
+                        top.add(step)
+                    else:
+                        low[step] = max(low.get(step, 0), lvl)
+            rotations = sorted(top)
+            kw.update(low_level_rotations=low, encapsulation_weight=cfg.ephemeral_weight)
         super().keygen(rotations, **kw)
         if first:
             self.key_id = secrets.token_hex(8)

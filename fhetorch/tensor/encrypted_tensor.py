@@ -16,6 +16,7 @@ import torch
 from ..ckks import evaluator as ev
 from ..ckks.ciphertext import Ciphertext
 from ..errors import ContextError, EncodingError
+from ..circuits import bootstrap as _bootstrap
 from . import linear as _linear
 
 _ALIASES = {"multiply": "mul", "subtract": "sub", "negative": "neg"}
@@ -206,9 +207,16 @@ class EncryptedTensor:
     def rescale(self) -> "EncryptedTensor":
         return self._like(ev.rescale(self.ctx, self.ciphertext))
 
-    def bootstrap(self):
-        raise NotImplementedError("bootstrap: CKKS bootstrapping is not available in this version of fhetorch; "
-                                  "encrypt at the top level or use a preset with more levels")
+    def bootstrap(self) -> "EncryptedTensor":
+        """A new EncryptedTensor with the same values and levels refreshed (a bootstrappable
+        preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py."""
+        return _bootstrap.bootstrap(self)
+
+    def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
+        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued)."""
+        if self._complex or other._complex:
+            raise ValueError("bootstrap_with: both tensors must be real (they travel as real and imaginary parts)")
+        return _bootstrap.bootstrap_pair(self, other)
 
     # --- rotations ----------------------------------------------------------------------
     def rotate(self, k: int) -> "EncryptedTensor":

@@ -75,8 +75,8 @@ class Bootstrapper:
         self.cfg = cfg = config(ctx)
         self.ctx = ctx
         K, r = cfg.k_range, cfg.double_angles
-        self.cos = interpolate(lambda y: np.cos(2 * np.pi * (K * y - 0.25) / 2**r), (-1.0, 1.0), cfg.cos_degree)
-        self.arcsine = interpolate(lambda y: (y + y**3 / 6) / (2 * np.pi), (-1.0, 1.0), 3) if cfg.arcsine else None
+        self.cos = interpolate(lambda y: np.cos(2 * np.pi * (K * np.asarray(y) - 0.25) / 2**r), (-1.0, 1.0), cfg.cos_degree)
+        self.arcsine = interpolate(lambda y: (np.asarray(y) + np.asarray(y) ** 3 / 6) / (2 * np.pi), (-1.0, 1.0), 3) if cfg.arcsine else None
         self.q0 = ctx.basis(0).product
         self._dfts: dict = {}
 

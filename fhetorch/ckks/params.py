@@ -62,8 +62,8 @@ class BootstrapConfig:
     evalmod_bits: int = 60
     stc_bits: int = 50
     k_range: int = 16
-    double_angles: int = 4
-    cos_degree: int = 31
+    double_angles: int = 2
+    cos_degree: int = 63
     arcsine: bool = False
     ephemeral_weight: int = 32
     message_ratio: int = 8
@@ -363,12 +363,12 @@ _PRESETS = {
     "n16-rr35": dict(log_n=16, chain="rr35", levels=None, dnum=4),
     "n16-dr56": dict(log_n=16, chain="dr56", levels=None, dnum=4),
     # bootstrappable (fhetorch/circuits/bootstrap.py): levels left after a bootstrap = user_levels
-    # precise: 2^55 / 2^60 / 2^50 inside bootstrapping, 12 levels left at 2^40
+    # precise: 2^55 / 2^60 / 2^50 inside bootstrapping, 13 levels left at 2^40
     "toy-n13-bts": dict(log_n=13, chain="rr40", dnum=3, bootstrap=dict(user_levels=6, cts_levels=3, stc_levels=2)),
-    "n16-bts40": dict(log_n=16, chain="rr40", dnum=6, bootstrap=dict(user_levels=12)),
-    # more levels (16 at 2^35), lower scales inside bootstrapping: less precise
+    "n16-bts40": dict(log_n=16, chain="rr40", dnum=5, bootstrap=dict(user_levels=13)),
+    # more levels (17 at 2^35), lower scales inside bootstrapping: less precise
     "n16-bts35": dict(log_n=16, chain="rr35", dnum=6,
-                      bootstrap=dict(user_levels=16, cts_bits=50, evalmod_bits=55, stc_bits=45)),
+                      bootstrap=dict(user_levels=17, cts_bits=50, evalmod_bits=55, stc_bits=45)),
 }
 _cache: dict = {}
 

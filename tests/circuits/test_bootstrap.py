@@ -1,0 +1,192 @@
+"""Bootstrapping: the DFT factorisation (exact, plaintext), then the whole algorithm at toy
+size (toy-n13-bts, N = 2^13, on the test device) against the plaintext input, and at
+N = 2^16 on the GPU (marked cuda).
+
+Precision bounds: toy-n13-bts measured 20.5-22.8 bits (max error) on CPU; the tests assert
+2^-17 (2^-16 for the small sparse packing). n16-bts40 on the H100: see docs/benchmarks.md.
+"""
+import math
+import warnings
+
+import pytest
+import torch
+
+import fhetorch as fhe
+from fhetorch.circuits import bootstrap as B
+from fhetorch.circuits import dft
+from fhetorch.ckks import evaluator as ev
+
+TOY = "toy-n13-bts"
+SPARSE = 8
+
+
+# --- the DFT (plaintext) ---------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 2, 4, 16, 128, 512])
+@pytest.mark.parametrize("groups", [1, 2, 3, 4])
+def test_dft_groups_factor_u(n, groups):
+    g = torch.Generator().manual_seed(n * 10 + groups)
+    w = torch.complex(torch.randn(n, generator=g, dtype=torch.float64), torch.randn(n, generator=g, dtype=torch.float64))
+    br = dft.bit_reverse(n)
+    z = dft.matrix(n) @ w
+    x = w[br]
+    stc = dft.slot_to_coeff_groups(n, groups)
+    assert len(stc) == min(groups, max(1, n.bit_length() - 1))
+    for d in stc:
+        x = dft.apply(d, x)
+    assert float((x - z).abs().max()) < 1e-12 * n
+    y = z
+    for d in dft.coeff_to_slot_groups(n, groups):
+        y = dft.apply(d, y)
+    assert float((y - w[br]).abs().max()) < 1e-12 * n
+    # a group of g stages has at most 2^(g+1) - 1 diagonals
+    for d, size in zip(stc, dft.split_stages(max(1, n.bit_length() - 1), groups)):
+        assert len(d) <= 2 ** (size + 1) - 1
+
+
+@pytest.mark.parametrize("slots", [4, 32])
+def test_dft_matches_the_encoder(slots):
+    """slots = U (m_k + i m_(k+n)) for the coefficients the encoder produces."""
+    enc = fhe.ckks.Encoder(7)
+    z = torch.complex(torch.rand(slots, dtype=torch.float64), torch.rand(slots, dtype=torch.float64)) - (0.5 + 0.5j)
+    m = enc.embed(z, slots, 2.0**40).to(torch.float64) / 2.0**40
+    sub = m[:: enc.n // (2 * slots)]
+    w = sub[:slots] + 1j * sub[slots:]
+    assert float((dft.matrix(slots) @ w - z).abs().max()) < 1e-9
+
+
+# --- toy bootstrapping ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bctx(device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        ctx = fhe.ckks.Context(TOY, device)
+    return ctx.keygen(bootstrap=True, bootstrap_slots=[SPARSE, ctx.slots])
+
+
+def _rand(n, complex_=False, seed=None):
+    g = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(0, 2**31, ()).item()))
+    v = torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1
+    if complex_:
+        v = torch.complex(v, torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1)
+    return v
+
+
+def test_bootstrap_sparse_real(bctx, assert_close):
+    x = _rand(SPARSE)
+    ex = bctx.encrypt(x, level=0)
+    eb = ex.bootstrap()
+    cfg = bctx.params.bootstrap
+    assert eb.level == cfg.user_levels and eb.shape == ex.shape and ex.level == 0
+    assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
+    assert_close(bctx.decrypt(eb), x, 2**-16, "toy-n13-bts bootstrap, 8 slots")
+
+
+@pytest.mark.slow
+def test_bootstrap_full_complex(bctx, assert_close):
+    z = _rand(bctx.slots, complex_=True)
+    ez = bctx.encrypt(z, level=0)
+    out = fhe.ckks.bootstrap(ez)
+    assert out.level == bctx.params.bootstrap.user_levels
+    assert_close(bctx.decrypt(out), z, 2**-17, "toy-n13-bts bootstrap, full slots, complex")
+
+
+def test_bootstrap_pair(bctx, assert_close):
+    a, b = _rand(SPARSE), _rand(SPARSE)
+    ea, eb = bctx.encrypt(a, level=0), bctx.encrypt(b, level=0)
+    ua, ub = ea.bootstrap_with(eb)
+    assert ua.level == ub.level == bctx.params.bootstrap.user_levels
+    assert_close(bctx.decrypt(ua), a, 2**-16, "bootstrap pair, first")
+    assert_close(bctx.decrypt(ub), b, 2**-16, "bootstrap pair, second")
+
+
+def test_chain_longer_than_the_levels(bctx, assert_close):
+    """x <- (x^2 + x) / 2, 3 levels per step: 3 times more levels than the chain holds,
+    possible only because bootstrapping refreshes the ciphertext."""
+    x = _rand(SPARSE, seed=7) * 0.9
+    ex = bctx.encrypt(x, level=bctx.params.bootstrap.user_levels)
+    want = x.clone()
+    used, boots = 0, 0
+    while used < 3 * bctx.max_level:
+        if ex.level < 2:
+            ex = ex.bootstrap()
+            boots += 1
+        ex = (ex * ex + ex) * 0.5
+        want = (want * want + want) * 0.5
+        used += 2
+    assert boots >= 5
+    assert_close(bctx.decrypt(ex), want, 2**-12, f"{used} levels through {boots} bootstraps")
+
+
+def test_bootstrap_from_a_higher_level(bctx, assert_close):
+    x = _rand(SPARSE)
+    ex = bctx.encrypt(x, level=3) * 1.0
+    assert_close(bctx.decrypt(ex.bootstrap()), x, 2**-16, "bootstrap from level 2")
+
+
+def test_rotation_plan_and_key_caps(bctx):
+    bt = B.bootstrapper(bctx)
+    cfg = bt.cfg
+    steps = bt.rotations(bctx.slots)
+    assert steps and all(0 < s < bctx.slots for s in steps)
+    low = [s for s, lvl in steps.items() if lvl <= cfg.stc_input_level]
+    assert low, "SlotToCoeff's rotations should be level-capped"
+    # a capped key refuses a level above its limbs, naming the way out
+    s = next(s for s in low if fhe.ckks.galois_element(s, bctx.n) in bctx.galois_keys
+             and bctx.galois_keys[fhe.ckks.galois_element(s, bctx.n)].key_q.shape[2] < bctx.q_count)
+    ct = bctx.encrypt_vector(torch.zeros(bctx.slots, dtype=torch.complex128))
+    with pytest.raises(fhe.MissingKeyError, match="covers levels"):
+        ev.apply_galois(bctx, ct, fhe.ckks.galois_element(s, bctx.n), f"rotate by {s}")
+    assert bctx.key_bytes() > 0 and bctx.encapsulation_keys is not None
+
+
+# --- errors ----------------------------------------------------------------------------------
+def test_not_bootstrappable_preset(ctx_n12):
+    ex = ctx_n12.encrypt(torch.zeros(4))
+    with pytest.raises(fhe.ParameterError, match="n16-bts40"):
+        ex.bootstrap()
+    with pytest.raises(fhe.ParameterError, match="bootstrappable"):
+        ctx_n12.__class__("toy-n12").keygen(bootstrap=True)
+
+
+def test_missing_bootstrap_keys(device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        ctx = fhe.ckks.Context(TOY, device)
+    ctx.keygen()
+    with pytest.raises(fhe.MissingKeyError, match="keygen\\(bootstrap=True\\)"):
+        ctx.encrypt(torch.zeros(4), level=0).bootstrap()
+
+
+def test_presets_leave_levels():
+    info = fhe.ckks.presets()
+    for name in ("n16-bts40", "n16-bts35"):
+        assert info[name].bootstrappable and info[name].security_bits == 128
+        assert info[name].levels_after_bootstrap >= 12
+        assert info[name].log_pq <= fhe.ckks.HE_STANDARD_128[16]
+    assert info[TOY].bootstrappable and info[TOY].levels_after_bootstrap >= 5  # a degree-31 polynomial
+
+
+@pytest.mark.parametrize("name", ["toy-n13-bts", "n16-bts40", "n16-bts35"])
+def test_bootstrappable_chain_scales(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        p = fhe.ckks.preset(name)
+    cfg = p.bootstrap
+    assert p.max_level == cfg.top
+    want = cfg.level_bits(p.scale_bits)
+    for lvl, s in enumerate(p.level_scales):
+        assert abs(math.log2(s) - want[lvl]) < 0.2, f"level {lvl}: 2^{math.log2(s):.2f} vs 2^{want[lvl]}"
+    for lvl in range(1, p.max_level + 1):  # a product at level l rescaled lands on level l-1's scale
+        step = sum(math.log2(p.primes[i]) for i in p.limbs(lvl)) - sum(math.log2(p.primes[i]) for i in p.limbs(lvl - 1))
+        assert abs(math.log2(p.level_scales[lvl - 1]) - (2 * math.log2(p.level_scales[lvl]) - step)) < 1e-6
+
+
+# --- N = 2^16 on the GPU ------------------------------------------------------------------------
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_bootstrap_n16_full_slots_cuda(assert_close):
+    ctx = fhe.ckks.Context("n16-bts40", "cuda").keygen(bootstrap=True)
+    z = _rand(ctx.slots, complex_=True).cuda()
+    out = ctx.encrypt(z, level=0).bootstrap()
+    assert out.level == 12
+    assert_close(ctx.decrypt(out).cpu(), z.cpu(), 2**-16, "n16-bts40 full-slot bootstrap")

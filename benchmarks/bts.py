@@ -41,6 +41,23 @@ def _err(got, want) -> dict:
             "mean_bits": -math.log2(mean) if mean > 0 else math.inf}
 
 
+def _params(spec: str):
+    """A preset name, or 'preset:key=value,...' overriding its chain (dnum, user_levels, ... any
+    BootstrapConfig field): variants for tuning, e.g. n16-bts40:user_levels=12,evalmod_bits=65."""
+    from fhetorch.ckks import params as P
+
+    name, _, over = spec.partition(":")
+    if not over:
+        return P.preset(name)
+    kw = {k: v for k, v in P._PRESETS[name].items()}
+    bts = dict(kw.pop("bootstrap"))
+    for item in over.split(";") if ";" in over else over.split("+"):
+        k, v = item.split("=")
+        v = int(v) if v.lstrip("-").isdigit() else v
+        (kw if k in ("dnum", "chain") else bts)[k] = v
+    return P.make_params(name=spec, allow_insecure=True, bootstrap=bts, **kw)
+
+
 def _encrypt(ctx, v, slots):
     vv = v.to(torch.complex128)
     return ctx.encrypt_vector(vv, level=0, slots=slots)
@@ -55,7 +72,7 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     cuda = device.type == "cuda"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ctx = fhe.ckks.Context(name, device=device)
+        ctx = fhe.ckks.Context(params=_params(name), device=device)
     cfg = ctx.params.bootstrap
     full = ctx.slots
     sparse = min(full, 2**13) if ctx.n >= 2**16 else full // 8

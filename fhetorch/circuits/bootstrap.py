@@ -104,7 +104,7 @@ class Bootstrapper:
         message ratio: smaller ratios magnify EvalMod's errors less, larger ones keep
         eps = m / Q_0 in sin's linear range (sparse packings have larger coefficients)."""
         cfg, ctx = self.cfg, self.ctx
-        ratio_bits = cfg.message_ratio + math.ceil((math.log2(ctx.slots) - math.log2(slots)) / 2)
+        ratio_bits = cfg.message_ratio + max(0, math.ceil((15 - math.log2(slots)) / 2))
         return max(1, int(self.q0 / ctx.nominal_scale(0) / 2**ratio_bits))
 
     def rotations(self, slots: int) -> dict:

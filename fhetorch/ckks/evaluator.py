@@ -98,9 +98,12 @@ def add_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
     return a.replace(data=data)
 
 
+SCALAR_LIMIT = 2.0**120  # scalar constants become per-limb residues, so any integer size works
+
+
 def _round_scaled(c: float, scale: float, what: str) -> int:
-    if not math.isfinite(c) or not math.isfinite(c * scale) or abs(c * scale) >= 2.0**62:
-        raise EncodingError(f"{what}: constant {c} at scale 2^{math.log2(scale):.1f} does not fit 62 bits; "
+    if not math.isfinite(c) or not math.isfinite(c * scale) or abs(c * scale) >= SCALAR_LIMIT:
+        raise EncodingError(f"{what}: constant {c} at scale 2^{math.log2(scale):.1f} is too large; "
                             "use a smaller constant")
     return round(c * scale)
 

@@ -50,9 +50,9 @@ class BootstrapConfig:
     sin(2 pi x); `arcsine` adds a degree-3 arcsine correction (2 levels). With sparse-secret
     encapsulation (Bossuat et al. 2022; `ephemeral_weight` > 0) ModRaise runs under a
     Hamming-weight-`ephemeral_weight` secret, which bounds |x| by K = k_range.
-    `message_ratio`: log2 of Q_0 / (scale of the message at ModRaise) for full slots (the
-    input is first multiplied by an integer to get there; sparse packings, whose
-    coefficients are larger, keep half a bit more per halving of the slot count).
+    `message_ratio`: log2 of Q_0 / (scale of the message at ModRaise) for 2^15 slots (the
+    input is first multiplied by an integer to get there; fewer slots, whose coefficients
+    are larger, keep half a bit more per halving of the slot count).
     """
 
     user_levels: int
@@ -66,7 +66,7 @@ class BootstrapConfig:
     cos_degree: int = 63
     arcsine: bool = False
     ephemeral_weight: int = 32
-    message_ratio: int = 8
+    message_ratio: int = 6
 
     @property
     def evalmod_levels(self) -> int:
@@ -96,6 +96,8 @@ class BootstrapConfig:
                 return user_bits
             if lvl < self.stc_input_level:
                 return self.stc_bits
+            if lvl == self.stc_input_level:  # EvalMod's output meets SlotToCoeff's plaintexts, which
+                return min(self.evalmod_bits, 60)  # are encoded at this scale in int64 (< 2^62)
             return self.evalmod_bits if lvl <= self.evalmod_input_level else self.cts_bits
         return [bits(lvl) for lvl in range(self.top + 1)]
 

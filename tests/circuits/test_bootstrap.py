@@ -188,5 +188,5 @@ def test_bootstrap_n16_full_slots_cuda(assert_close):
     ctx = fhe.ckks.Context("n16-bts40", "cuda").keygen(bootstrap=True)
     z = _rand(ctx.slots, complex_=True).cuda()
     out = ctx.encrypt(z, level=0).bootstrap()
-    assert out.level == 12
+    assert out.level == ctx.params.bootstrap.user_levels >= 12
     assert_close(ctx.decrypt(out).cpu(), z.cpu(), 2**-16, "n16-bts40 full-slot bootstrap")

@@ -365,9 +365,10 @@ _PRESETS = {
     "n16-rr35": dict(log_n=16, chain="rr35", levels=None, dnum=4),
     "n16-dr56": dict(log_n=16, chain="dr56", levels=None, dnum=4),
     # bootstrappable (fhetorch/circuits/bootstrap.py): levels left after a bootstrap = user_levels
-    # precise: 2^55 / 2^60 / 2^50 inside bootstrapping, 13 levels left at 2^40
+    # precise: 2^55 / 2^65 / 2^50 inside bootstrapping, 12 levels left at 2^40 (>= 21 bits on
+    # the H100; user_levels=13 with evalmod_bits=60 fits too and measured 20.3-20.7 bits)
     "toy-n13-bts": dict(log_n=13, chain="rr40", dnum=3, bootstrap=dict(user_levels=6, cts_levels=3, stc_levels=2)),
-    "n16-bts40": dict(log_n=16, chain="rr40", dnum=5, bootstrap=dict(user_levels=13)),
+    "n16-bts40": dict(log_n=16, chain="rr40", dnum=5, bootstrap=dict(user_levels=12, evalmod_bits=65)),
     # more levels (17 at 2^35), lower scales inside bootstrapping: less precise
     "n16-bts35": dict(log_n=16, chain="rr35", dnum=6,
                       bootstrap=dict(user_levels=17, cts_bits=50, evalmod_bits=55, stc_bits=45)),

@@ -15,6 +15,7 @@ import warnings
 import torch
 
 from .ckks.ciphertext import Ciphertext
+from .ckks.context import EncapsulationKeys
 from .ckks.params import Params, make_params
 from .errors import InsecureParametersWarning, SerializationError
 from .rlwe import PublicKey, SecretKey, SwitchingKey
@@ -54,12 +55,18 @@ def _encode(obj, secret_key):
             t["relin.q"], t["relin.p"] = obj.relin_key.key_q, obj.relin_key.key_p
         for g, k in obj.galois_keys.items():
             t[f"galois.{g}.q"], t[f"galois.{g}.p"] = k.key_q, k.key_p
+        enc = obj.encapsulation_keys
+        if enc is not None:
+            t["enc.sparse.q"], t["enc.sparse.p"] = enc.to_sparse.key_q, enc.to_sparse.key_p
+            t["enc.dense.q"], t["enc.dense.p"] = enc.to_dense.key_q, enc.to_dense.key_p
         if secret_key:
             if obj.secret_key is None:
                 raise SerializationError("save: secret_key=True but this context has no secret key")
             t["secret_key"] = obj.secret_key.s
         meta = {"kind": "context", "params": obj.params.describe(), "key_id": obj.key_id,
-                "galois": sorted(obj.galois_keys), "secret_key": bool(secret_key)}
+                "galois": sorted(obj.galois_keys), "secret_key": bool(secret_key),
+                "encapsulation": None if enc is None else {"weight": enc.weight,
+                                                           "special": [enc.special.start, enc.special.stop]}}
         return meta, t
     if isinstance(obj, EncryptedTensor):
         ct = obj.ciphertext
@@ -162,8 +169,10 @@ def _ciphertext(meta, tensors, ctx) -> Ciphertext:
 
 
 def _switching(q, p, ctx, kind) -> SwitchingKey:
-    dnum = -(-ctx.q_count // ctx.params.alpha)
-    _check_shape(q, (dnum, 2, ctx.q_count, ctx.n), kind)
+    # rotation keys made for bootstrapping's low levels hold only Q limbs [0, q_stop)
+    q_stop = q.shape[2] if q.dim() == 4 and 0 < q.shape[2] <= ctx.q_count else ctx.q_count
+    dnum = -(-q_stop // ctx.params.alpha)
+    _check_shape(q, (dnum, 2, q_stop, ctx.n), kind)
     _check_shape(p, (dnum, 2, len(ctx.params.special_primes), ctx.n), kind)
     return SwitchingKey(q.to(ctx.device).contiguous(), p.to(ctx.device).contiguous())
 
@@ -182,6 +191,17 @@ def _load_context(meta, tensors, device) -> Context:
         ctx.relin_key = _switching(tensors["relin.q"], tensors["relin.p"], ctx, "relinearisation key")
     for g in meta["galois"]:
         ctx.galois_keys[int(g)] = _switching(tensors[f"galois.{g}.q"], tensors[f"galois.{g}.p"], ctx, "rotation key")
+    enc = meta.get("encapsulation")
+    if enc:
+        special = range(*enc["special"])
+        lvl0 = ctx.level_idx(0)
+        q, p = tensors["enc.sparse.q"], tensors["enc.sparse.p"]
+        _check_shape(q, (1, 2, lvl0.stop, ctx.n), "encapsulation key")
+        _check_shape(p, (1, 2, len(special), ctx.n), "encapsulation key")
+        ctx.encapsulation_keys = EncapsulationKeys(
+            SwitchingKey(q.to(device).contiguous(), p.to(device).contiguous()),
+            _switching(tensors["enc.dense.q"], tensors["enc.dense.p"], ctx, "encapsulation key"), special,
+            int(enc["weight"]))
     if meta.get("secret_key"):
         _check_shape(tensors["secret_key"], (ctx.q_count + len(params.special_primes), ctx.n), "secret key")
         ctx.secret_key = SecretKey(tensors["secret_key"].to(device))

@@ -190,3 +190,16 @@ def test_bootstrap_n16_full_slots_cuda(assert_close):
     out = ctx.encrypt(z, level=0).bootstrap()
     assert out.level == ctx.params.bootstrap.user_levels >= 12
     assert_close(ctx.decrypt(out).cpu(), z.cpu(), 2**-16, "n16-bts40 full-slot bootstrap")
+
+
+def test_save_load_keeps_bootstrap_keys(bctx, tmp_path, assert_close):
+    path = tmp_path / "ctx.pt"
+    fhe.save(bctx.public(), path)
+    server = fhe.load(path, device=bctx.device)
+    assert server.encapsulation_keys is not None and not server.has_secret_key
+    assert set(server.galois_keys) == set(bctx.galois_keys)
+    x = _rand(SPARSE)
+    ex = bctx.encrypt(x, level=0)
+    ex = ex.__class__(server, ex.ciphertext, ex.shape)
+    out = ex.bootstrap()
+    assert_close(bctx.decrypt(out.__class__(bctx, out.ciphertext, out.shape)), x, 2**-16, "bootstrap with loaded keys")

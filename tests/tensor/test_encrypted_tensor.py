@@ -215,9 +215,9 @@ def test_unsupported_torch_function(ctx_n12, fn, request):
         fn(ex)
 
 
-def test_bootstrap_not_implemented(ctx_n12):
+def test_bootstrap_needs_a_bootstrappable_preset(ctx_n12):
     ex = ctx_n12.encrypt(_rand(8))
-    with pytest.raises(NotImplementedError, match="bootstrap"):
+    with pytest.raises(fhe.ParameterError, match="bootstrappable"):
         ex.bootstrap()
 
 

@@ -254,8 +254,8 @@ def test_unsupported_operations(ctx_n10, fn, name):
         fn(ex)
 
 
-def test_bootstrap_not_implemented(ctx_n10):
-    with pytest.raises(NotImplementedError, match="bootstrap"):
+def test_bootstrap_on_a_non_bootstrappable_preset(ctx_n10):
+    with pytest.raises(fhe.ParameterError, match="n16-bts40"):
         ctx_n10.encrypt(_rand(4)).bootstrap()
 
 

@@ -169,9 +169,13 @@ class Bootstrapper:
 
     def coeff_to_slot(self, ct: Ciphertext) -> tuple:
         """(re, im): the ModRaised coefficients / (K Q_0) as real slot vectors."""
-        ctx = self.ctx
         for lt in self.transforms(ct.slots)[0]:
             ct = lt(ct)
+        return self._split(ct)
+
+    def _split(self, ct: Ciphertext) -> tuple:
+        """(2 Re, 2 Im) of the slots: ct + conj(ct) and i (conj(ct) - ct); no level used."""
+        ctx = self.ctx
         conj = ev.conjugate(ctx, ct)
         return ev.add(ctx, ct, conj), ev.mul_i(ctx, ev.sub(ctx, conj, ct))
 
@@ -219,8 +223,7 @@ class Bootstrapper:
         a, b = self._prepare(a), self._prepare(b)
         c = ev.add(ctx, a, ev.mul_i(ctx, b))
         out = self._refresh(c, halve=True)
-        conj = ev.conjugate(ctx, out)
-        return ev.add(ctx, out, conj), ev.mul_i(ctx, ev.sub(ctx, conj, out))
+        return self._split(out)
 
 
 def _unwrap(x):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|profile] [bts presets] [bts repeat]
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
 #   e.g. n16-bts40:user_levels=13+evalmod_bits=60).
 set -uo pipefail
@@ -26,4 +26,8 @@ if [ "$STAGE" = bts ]; then
   timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/circuits 2>&1 | tee "$OUT/bts_tests.log" | tail -15
   timeout 480 python3 -m benchmarks --suite bts --device cuda --shapes "${2:-n16-bts40,n16-bts35}" --repeat "${3:-5}" \
     --warmup 1 --json "$OUT/bts.json" 2>&1 | tee "$OUT/bts.log" | tail -45
+fi
+if [ "$STAGE" = profile ]; then
+  timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \
+    | tee "$OUT/bts_profile.log" | tail -120
 fi

@@ -5,6 +5,8 @@
 #include <torch/library.h>
 #include <ATen/ATen.h>
 
+#include "../hoisted_mac.h"
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -199,6 +201,78 @@ inline KeySwitchGeom check_keyswitch_inner(const at::Tensor& d, const at::Tensor
   check_mod(mod, L, "keyswitch_inner");
   check_devices("keyswitch_inner", {&d, &key_q, &key_p, &mod});
   return {beta, L, n, K, Lq, Lq_key};
+}
+
+// ---- hoisted_mac -----------------------------------------------------------------------
+
+// Checks hoisted_mac's arguments and fills the kernel's tables (csrc/hoisted_mac.h); the
+// caller sets args.out.
+inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::TensorList keys_q,
+                                 at::TensorList keys_p, at::IntArrayRef galois, int64_t q_start, int64_t digit_start,
+                                 const at::Tensor& c_p, at::TensorList pts, at::IntArrayRef pt_baby,
+                                 at::IntArrayRef pt_giant, int64_t giants, const at::Tensor& mod) {
+  const char* op = "hoisted_mac";
+  check_residues(d, op, "d");
+  check_residues(c, op, "c");
+  check_residues(c_p, op, "c_p");
+  TORCH_CHECK(d.dim() == 3 && c.dim() == 3 && c.size(0) == 2 && c.size(2) == d.size(2),
+              "fhetorch.hoisted_mac: d must be (beta, L + K, N) and c (2, L, N)");
+  const int64_t beta = d.size(0), Lext = d.size(1), n = d.size(2), L = c.size(1), K = Lext - L;
+  const int log_n = log2_exact(n, op);
+  TORCH_CHECK(K >= 0 && beta >= 1 && c_p.numel() == L, "fhetorch.hoisted_mac: c_p must hold L values and d at least c's limbs");
+  check_mod(mod, Lext, op);
+  const int64_t babies = static_cast<int64_t>(galois.size());
+  TORCH_CHECK(babies >= 1 && babies <= kMacBabies && static_cast<int64_t>(keys_q.size()) == babies &&
+                  static_cast<int64_t>(keys_p.size()) == babies,
+              "fhetorch.hoisted_mac: 1 to ", kMacBabies, " baby steps, one key pair (keys_q, keys_p) each");
+  TORCH_CHECK(giants >= 1 && giants <= kMacGiants, "fhetorch.hoisted_mac: giants must be in [1, ", kMacGiants, "]");
+  TORCH_CHECK(pts.size() == pt_baby.size() && pts.size() == pt_giant.size(),
+              "fhetorch.hoisted_mac: pts, pt_baby and pt_giant must have one entry per diagonal");
+  check_devices(op, {&d, &c, &c_p, &mod});
+  MacArgs a{};
+  a.d = d.data_ptr<int32_t>();
+  a.c = c.data_ptr<int32_t>();
+  a.c_p = c_p.data_ptr<int32_t>();
+  a.mod = mod.data_ptr<int32_t>();
+  a.n = n;
+  a.log_n = log_n;
+  a.beta = static_cast<int>(beta);
+  a.L = static_cast<int>(L);
+  a.Lext = static_cast<int>(Lext);
+  a.q_start = static_cast<int>(q_start);
+  a.digit_start = static_cast<int>(digit_start);
+  a.babies = static_cast<int>(babies);
+  a.giants = static_cast<int>(giants);
+  for (int64_t b = 0; b < babies; ++b) {
+    const int64_t gal = galois[b];
+    TORCH_CHECK(gal > 0 && gal < 2 * n && gal % 2 == 1, "fhetorch.hoisted_mac: galois elements must be odd, in (0, 2N)");
+    a.galois[b] = static_cast<uint32_t>(gal);
+    if (gal == 1) continue;
+    const at::Tensor &kq = keys_q[b], &kp = keys_p[b];
+    check_residues(kq, op, "keys_q");
+    check_residues(kp, op, "keys_p");
+    check_devices(op, {&d, &kq, &kp});
+    TORCH_CHECK(kq.dim() == 4 && kp.dim() == 4 && kq.size(1) == 2 && kp.size(1) == 2 && kp.size(2) == K &&
+                    kq.size(3) == n && kp.size(3) == n && kp.size(0) == kq.size(0) &&
+                    digit_start >= 0 && digit_start + beta <= kq.size(0) && q_start >= 0 &&
+                    q_start + L <= kq.size(2),
+                "fhetorch.hoisted_mac: key ", b, " does not cover the digits and limbs of d");
+    a.key_q[b] = kq.data_ptr<int32_t>();
+    a.key_p[b] = kp.data_ptr<int32_t>();
+    a.lq_key[b] = static_cast<int>(kq.size(2));
+  }
+  for (size_t k = 0; k < pts.size(); ++k) {
+    const int64_t b = pt_baby[k], g = pt_giant[k];
+    TORCH_CHECK(b >= 0 && b < babies && g >= 0 && g < giants, "fhetorch.hoisted_mac: diagonal ", k,
+                " names baby ", b, " and giant ", g, " out of range");
+    TORCH_CHECK(a.pt[b][g] == nullptr, "fhetorch.hoisted_mac: two diagonals for baby ", b, ", giant ", g);
+    check_residues(pts[k], op, "pts");
+    check_devices(op, {&d, &pts[k]});
+    TORCH_CHECK(pts[k].dim() == 2 && pts[k].size(0) == Lext && pts[k].size(1) == n,
+                "fhetorch.hoisted_mac: each diagonal must be (L + K, N)");
+    a.pt[b][g] = pts[k].data_ptr<int32_t>();
+  }
+  return a;
 }
 
 // ---- fused key switching ---------------------------------------------------------------

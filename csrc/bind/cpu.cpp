@@ -130,6 +130,19 @@ Tensor keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p
   return out;
 }
 
+Tensor hoisted_mac(const Tensor& d, const Tensor& c, at::TensorList keys_q, at::TensorList keys_p,
+                   at::IntArrayRef galois, int64_t q_start, int64_t digit_start, const Tensor& c_p, at::TensorList pts,
+                   at::IntArrayRef pt_baby, at::IntArrayRef pt_giant, int64_t giants, const Tensor& mod) {
+  MacArgs a = check_hoisted_mac(d, c, keys_q, keys_p, galois, q_start, digit_start, c_p, pts, pt_baby, pt_giant,
+                                giants, mod);
+  Tensor out = at::empty({giants, 2, d.size(1), d.size(2)}, d.options());
+  a.out = out.data_ptr<int32_t>();
+  split(d.size(1) * d.size(2), 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) hoisted_mac_element(a, it);
+  });
+  return out;
+}
+
 // ---- fused key switching: compositions of the CPU kernels (the oracle) -------------------
 
 Tensor mod_up_impl(const ModUpGeom& g, const Tensor& a, const Tensor& pre, const Tensor& mod_ext,
@@ -308,6 +321,7 @@ TORCH_LIBRARY_IMPL(fhetorch, CPU, m) {
   m.impl("tensor_product", &tensor_product);
   m.impl("automorphism", &automorphism);
   m.impl("keyswitch_inner", &keyswitch_inner);
+  m.impl("hoisted_mac", &hoisted_mac);
   m.impl("mod_up", &mod_up);
   m.impl("mod_up_keyswitch", &mod_up_keyswitch);
   m.impl("switch_modulus", &switch_modulus);

@@ -135,6 +135,18 @@ Tensor keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p
   return out;
 }
 
+Tensor hoisted_mac(const Tensor& d, const Tensor& c, at::TensorList keys_q, at::TensorList keys_p,
+                   at::IntArrayRef galois, int64_t q_start, int64_t digit_start, const Tensor& c_p, at::TensorList pts,
+                   at::IntArrayRef pt_baby, at::IntArrayRef pt_giant, int64_t giants, const Tensor& mod) {
+  MacArgs a = check_hoisted_mac(d, c, keys_q, keys_p, galois, q_start, digit_start, c_p, pts, pt_baby, pt_giant,
+                                giants, mod);
+  const c10::cuda::CUDAGuard guard(d.device());
+  Tensor out = at::empty({giants, 2, d.size(1), d.size(2)}, d.options());
+  a.out = mptr(out);
+  check_launch(cuda::hoisted_mac(a, stream()), "hoisted_mac");
+  return out;
+}
+
 // ---- fused key switching -----------------------------------------------------------------
 
 // The fused kernels use 16-byte accesses: an input whose data does not start on a 16-byte
@@ -290,6 +302,7 @@ TORCH_LIBRARY_IMPL(fhetorch, CUDA, m) {
   m.impl("tensor_product", &tensor_product);
   m.impl("automorphism", &automorphism);
   m.impl("keyswitch_inner", &keyswitch_inner);
+  m.impl("hoisted_mac", &hoisted_mac);
   m.impl("mod_up", &mod_up);
   m.impl("mod_up_keyswitch", &mod_up_keyswitch);
   m.impl("switch_modulus", &switch_modulus);

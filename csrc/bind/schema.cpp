@@ -45,6 +45,18 @@ TORCH_LIBRARY(fhetorch, m) {
   // last K limbs are key_p (digits, 2, K, N); digit j uses key digit digit_start + j.
   // out (2, Lq + K, N) = sum_j d_j * key_j.
   m.def("keyswitch_inner(Tensor d, Tensor key_q, Tensor key_p, int q_start, int digit_start, Tensor mod) -> Tensor");
+  // Hoisted rotations times plaintext diagonals over P*Q (a linear transform's baby steps,
+  // Cheddar Par.5; csrc/hoisted_mac.h). d (beta, L+K, N): mod_up of c[1]; c (2, L, N); mod
+  // (L+K, 2) of the extended basis; c_p (L,): P mod q_i (Montgomery). Baby step b rotates by
+  // galois[b] with key (keys_q[b], keys_p[b]) as keyswitch_inner's (same q_start and
+  // digit_start); galois[b] = 1 means no rotation (its keys are not read). In P*Q it is
+  //   u_b = (sum_j aut(d_j) * key_bj[0] + P * aut(c0), sum_j aut(d_j) * key_bj[1])
+  //   (galois 1: u_b = P * c), P * x being x * c_p on the first L limbs and 0 on P's,
+  // so ModDown(u_b) is the rotated ciphertext. out (giants, 2, L+K, N): out[g] = sum of
+  // pts[k] * u_(pt_baby[k]) over the k with pt_giant[k] = g; pts[k] (L+K, N). At most 16
+  // baby steps and 8 giants per call, one diagonal per (baby, giant).
+  m.def("hoisted_mac(Tensor d, Tensor c, Tensor[] keys_q, Tensor[] keys_p, int[] galois, int q_start, "
+        "int digit_start, Tensor c_p, Tensor[] pts, int[] pt_baby, int[] pt_giant, int giants, Tensor mod) -> Tensor");
   // ---- fused key switching (csrc/cpu/keyswitch.cpp, csrc/cuda/keyswitch.cu) ----
   // ModUp of a level polynomial to the extended basis "ext" = level (L limbs) + special
   // primes (K limbs), one lift per digit. a (L, N): NTT domain, Montgomery form. Tables of

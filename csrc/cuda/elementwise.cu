@@ -28,6 +28,10 @@ template <bool VEC>
 __global__ void __launch_bounds__(kBlock) aut_kernel(AutArgs g) { aut_thread<VEC>(g, thread_index()); }
 template <bool VEC>
 __global__ void __launch_bounds__(kBlock) ks_kernel(KsArgs g) { ks_thread<VEC>(g, thread_index()); }
+__global__ void __launch_bounds__(kBlock) mac_kernel(const __grid_constant__ MacArgs g) {
+  const int64_t t = thread_index();
+  if (t < static_cast<int64_t>(g.Lext) << g.log_n) hoisted_mac_element(g, t);
+}
 __global__ void __launch_bounds__(kBlock) rns_kernel(RnsArgs g) { rns_thread(g, thread_index()); }
 __global__ void __launch_bounds__(128) crt_kernel(CrtArgs g) { crt_thread(g, thread_index()); }
 
@@ -108,6 +112,14 @@ cudaError_t keyswitch_inner(const int32_t* d, const int32_t* key_q, const int32_
   KsArgs g{d, key_q, key_p, out, mod, n, make_limb_of(n, L), beta, L, Lq, K, Lq_key, q_start, digit_start};
   const bool vec = n % 4 == 0 && aligned16(d) && aligned16(key_q) && aligned16(key_p) && aligned16(out);
   return launch_vec<KsArgs>(ks_kernel<true>, ks_kernel<false>, g, items, vec, stream);
+}
+
+cudaError_t hoisted_mac(const MacArgs& args, cudaStream_t stream) {
+  const unsigned grid = grid_for(static_cast<int64_t>(args.Lext) << args.log_n, kBlock);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  mac_kernel<<<grid, kBlock, 0, stream>>>(args);
+  FT_LAUNCH_CHECK();
+  return cudaSuccess;
 }
 
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,

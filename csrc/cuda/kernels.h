@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "../hoisted_mac.h"
+
 namespace fhetorch::cuda {
 
 // x, y: (rows, N = 2^log_n), row r uses limb r % L of mod / psi (L, N). y may equal x.
@@ -39,6 +41,9 @@ cudaError_t automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n
 cudaError_t keyswitch_inner(const int32_t* d, const int32_t* key_q, const int32_t* key_p, int32_t* out, int beta,
                             int L, int Lq, int K, int Lq_key, int q_start, int digit_start, int64_t n,
                             const int32_t* mod, cudaStream_t stream);
+
+// hoisted_mac (csrc/hoisted_mac.h): args.out (giants, 2, Lext, n) written in full.
+cudaError_t hoisted_mac(const MacArgs& args, cudaStream_t stream);
 
 // ---- fused key switching (keyswitch.cu; semantics: schema.cpp's mod_up, mod_up_keyswitch,
 // switch_modulus). N = 2^log_n with 10 <= log_n <= 17 (else cudaErrorInvalidValue); every

@@ -16,7 +16,7 @@ def has_cuda() -> bool:
 
 __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product",
-    "automorphism", "keyswitch_inner", "mod_up", "mod_up_keyswitch", "switch_modulus", "to_rns", "crt_digits", "sample_uniform", "sample_ternary",
+    "automorphism", "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch", "switch_modulus", "to_rns", "crt_digits", "sample_uniform", "sample_ternary",
     "sample_cbd",
 ]
 
@@ -67,6 +67,13 @@ def automorphism(x, galois: int):
 
 def keyswitch_inner(d, key_q, key_p, q_start: int, digit_start: int, mod):
     return _ops.keyswitch_inner(d, key_q, key_p, int(q_start), int(digit_start), mod)
+
+
+def hoisted_mac(d, c, keys_q, keys_p, galois, q_start: int, digit_start: int, c_p, pts, pt_baby, pt_giant,
+                giants: int, mod):
+    return _ops.hoisted_mac(d, c, list(keys_q), list(keys_p), [int(g) for g in galois], int(q_start),
+                            int(digit_start), c_p, list(pts), [int(b) for b in pt_baby], [int(g) for g in pt_giant],
+                            int(giants), mod)
 
 
 def mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
@@ -123,6 +130,10 @@ def _register_fakes():
     @reg("fhetorch::keyswitch_inner")
     def _(d, key_q, key_p, q_start, digit_start, mod):
         return d.new_empty((2, *d.shape[1:]))
+
+    @reg("fhetorch::hoisted_mac")
+    def _(d, c, keys_q, keys_p, galois, q_start, digit_start, c_p, pts, pt_baby, pt_giant, giants, mod):
+        return d.new_empty((giants, 2, *d.shape[1:]))
 
     @reg("fhetorch::mod_up")
     def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):

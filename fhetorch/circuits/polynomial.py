@@ -98,9 +98,9 @@ class _CtOps:
         b = ctx.basis(level)
         if all(_is_int(c) for c, _ in terms) and all(self.nominal(a) for _, a in terms):
             acc = None
-            for c, a in terms:
-                t = _ops.mul_const(a.data, b.scalar(int(c)), b.mod)
-                acc = t if acc is None else _ops.add(acc, t, b.mod)
+            for c, a in terms:  # one pass per term: acc = a * c + acc
+                k = b.scalar(int(c))
+                acc = _ops.mul_const(a.data, k, b.mod) if acc is None else _ops.axpby(a.data, k, acc, b.one, b.mod)
             return self.add_const(terms[0][1].replace(data=acc), c0)
         if level < 1:
             raise LevelError("polynomial: a scalar multiplication needs a level but the operand is at level 0")
@@ -108,8 +108,8 @@ class _CtOps:
         acc, scale = None, None
         for c, a in terms:
             s = ev._target_scale_factor(ctx, a)
-            t = _ops.mul_const(a.data, b.scalar(ev._round_scaled(c, s, "polynomial")), b.mod)
-            acc = t if acc is None else _ops.add(acc, t, b.mod)
+            k = b.scalar(ev._round_scaled(c, s, "polynomial"))
+            acc = _ops.mul_const(a.data, k, b.mod) if acc is None else _ops.axpby(a.data, k, acc, b.one, b.mod)
             scale = a.scale * s if scale is None else scale
         self.rescales += 1
         out = ev.rescale(ctx, terms[0][1].replace(data=acc, scale=scale))

@@ -197,6 +197,13 @@ class CKKSContext:
         self._check_fits(coeffs, level, scale)
         return Plaintext(self.ring.from_integers(coeffs, self.basis(level)), level, scale, slots)
 
+    def encode_extended(self, values: torch.Tensor, *, level: int, scale: float, slots: int) -> torch.Tensor:
+        """encode()'s residues over the level's limbs and the special primes P, (L + K, N): a
+        multiplicand of ciphertexts before their ModDown (fused linear transforms)."""
+        coeffs = self.encoder.embed(values.to(self.device), slots, scale)
+        self._check_fits(coeffs, level, scale)
+        return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.level_idx(level)) + tuple(self.special_idx)))
+
     def _check_fits(self, coeffs: torch.Tensor, level: int, scale: float):
         """Encoded coefficients must stay well inside the level's modulus (a quarter of it),
         or decryption wraps around and returns garbage."""

@@ -268,6 +268,31 @@ def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit
          what=f"beta={beta} Lq={Lq} K={K} q_start={q_start} digit_start={digit_start}")
 
 
+@pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants", [(10, 2, 3, 2, 5, 3, 2), (16, 5, 49, 10, 49, 8, 4),
+                                                                 (16, 3, 24, 10, 30, 16, 8)])
+def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants):
+    gen, seed = rng
+    n = 1 << log_n
+    primes = primes_for(log_n, Lq_key + K)
+    pq, pp = primes[:Lq_key], primes[Lq_key:]
+    ext = pq[:L] + pp
+    digits = beta + 1
+    d = residues(gen, (beta,), ext, n)
+    c = residues(gen, (2,), pq[:L], n)
+    gals = [1] + [random.randrange(3, 2 * n, 2) for _ in range(babies - 1)]
+    keys_q = [residues(gen, (digits, 2), pq, n) for _ in gals]
+    keys_p = [residues(gen, (digits, 2), pp, n) for _ in gals]
+    c_p = residues(gen, (), pq[:L], 1).flatten().contiguous()
+    pairs = [(b, g) for b in range(babies) for g in range(giants) if random.random() < 0.5] or [(0, 0)]
+    pts = [residues(gen, (), ext, n) for _ in pairs]
+    cpu_out = ops.hoisted_mac(d, c, keys_q, keys_p, gals, 0, 1, c_p, pts, [b for b, _ in pairs],
+                              [g for _, g in pairs], giants, mod_table(ext))
+    gpu_out = ops.hoisted_mac(to_gpu(d), to_gpu(c), [to_gpu(k) for k in keys_q], [to_gpu(k) for k in keys_p], gals,
+                              0, 1, to_gpu(c_p), [to_gpu(p) for p in pts], [b for b, _ in pairs],
+                              [g for _, g in pairs], giants, to_gpu(mod_table(ext)))
+    check("hoisted_mac", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} babies={babies} giants={giants}")
+
+
 # --- conversions ------------------------------------------------------------------------------
 @pytest.mark.parametrize("log_n,L,batch", [(10, 1, ()), (12, 3, (2,)), (12, 17, ()), (16, 48, ())])
 def test_to_rns(rng, log_n, L, batch):

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from fhetorch.circuits.linear import LinearTransform
+from fhetorch.ckks.context import galois_element
 from fhetorch.errors import LevelError, MissingKeyError
 
 BOUND = 1e-6  # |M| entries <= 1/4 (dense) or <= 1, |x| <= 1: measured ~1e-8 on toy-n10/n12
@@ -76,6 +77,44 @@ def test_bsgs_and_plain_diagonal_agree(ctx_n10, assert_close):
     ya, yb = ctx_n10.decrypt_vector(a(ct)), ctx_n10.decrypt_vector(b(ct))
     assert_close(ya, yb, 2 * BOUND, "bsgs vs plain")
     assert_close(ya.real, m @ x, BOUND, "bsgs")
+
+
+@pytest.mark.parametrize("n", [64, 512])
+def test_fused_and_plain_paths_agree(make_context, assert_close, n):
+    """The fused evaluation (one ModUp, hoisted_mac over P*Q, one ModDown per giant step) against
+    the plain BSGS path and the plaintext product; n = 512 has more than 8 giant steps (two
+    hoisted_mac calls)."""
+    gen = torch.Generator().manual_seed(n + 1)
+    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / 8
+    x = _rand_vec(n, gen, complex_=True)
+    steps = LinearTransform(make_context("toy-n12"), m).rotations()
+    ctx = make_context("toy-n12", rotations=steps)
+    lt = LinearTransform(ctx, m)
+    ct = ctx.encrypt_vector(x, slots=n)
+    fused = lt(ct)
+    assert any(k[0] == "ext" for k in lt._encoded), "the fused path was not taken"
+    assert n < 512 or len(lt.giant) > 8
+    lt.fuse = False
+    plain = lt(ct)
+    for out in (fused, plain):
+        assert out.level == ct.level - 1 and abs(out.scale - ctx.nominal_scale(out.level)) <= 1e-9 * out.scale
+    got = ctx.decrypt_vector(fused)
+    assert_close(got, m.to(torch.complex128) @ x, 2 * BOUND, f"fused {n}")
+    assert_close(got, ctx.decrypt_vector(plain), 2 * BOUND, f"fused vs plain {n}")
+
+
+def test_fused_falls_back_to_composed_rotations(make_context, assert_close):
+    """Without a direct key for a step the plain path composes it from power-of-two keys."""
+    gen = torch.Generator().manual_seed(3)
+    n = 64
+    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / 4
+    x = _rand_vec(n, gen)
+    ctx = make_context("toy-n10")  # +-2^i keys only
+    lt = LinearTransform(ctx, m)
+    assert any(galois_element(s, ctx.n) not in ctx.galois_keys for s in lt.rotations())
+    _, got = _apply(ctx, lt, x)
+    assert not any(k[0] == "ext" for k in lt._encoded)
+    assert_close(got.real, m @ x, BOUND, "composed rotations")
 
 
 def test_rotations_exact_keys_and_missing_key(make_context, assert_close):

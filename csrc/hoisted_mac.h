@@ -1,0 +1,84 @@
+// Hoisted baby-step rotations times plaintext diagonals, accumulated over P*Q (the fused
+// linear transform of Cheddar Par.5; double hoisting of Bossuat et al. 2021). One element
+// function shared by the CPU loop (csrc/bind/cpu.cpp) and the CUDA kernel
+// (csrc/cuda/elementwise.cu); semantics in csrc/bind/schema.cpp ("hoisted_mac").
+#pragma once
+#include <cstdint>
+
+#include "arith.h"
+
+namespace fhetorch {
+
+constexpr int kMacBabies = 16;  // baby steps per call
+constexpr int kMacGiants = 8;   // outputs (giant steps) per call
+
+// Everything one call needs; passed by value to the kernel (__grid_constant__), so the
+// pointer tables need no device copy and the launch can be graph-captured.
+struct MacArgs {
+  const int32_t* d;    // (beta, Lext, n): ModUp of c[1]
+  const int32_t* c;    // (2, L, n)
+  const int32_t* c_p;  // (L,): P mod q_i, Montgomery form
+  const int32_t* mod;  // (Lext, 2)
+  int32_t* out;        // (giants, 2, Lext, n)
+  int64_t n;
+  int log_n, beta, L, Lext, q_start, digit_start, babies, giants;
+  uint32_t galois[kMacBabies];  // 1: no rotation (u = P * c)
+  const int32_t* key_q[kMacBabies];  // (digits, 2, lq_key, n)
+  const int32_t* key_p[kMacBabies];  // (digits, 2, K, n)
+  int lq_key[kMacBabies];
+  const int32_t* pt[kMacBabies][kMacGiants];  // (Lext, n) diagonal of (baby, giant), or null
+};
+
+// All outputs at ext limb i, coefficient x (item = i * n + x).
+FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
+  const int i = static_cast<int>(item >> g.log_n);
+  const int64_t x = item - (static_cast<int64_t>(i) << g.log_n);
+  const int32_t q = g.mod[2 * i], qinv = g.mod[2 * i + 1];
+  const bool in_q = i < g.L;
+  const int K = g.Lext - g.L;
+  const int32_t cp = in_q ? g.c_p[i] : 0;
+  int32_t acc[kMacGiants][2];
+#pragma unroll
+  for (int k = 0; k < kMacGiants; ++k) acc[k][0] = acc[k][1] = 0;
+  for (int b = 0; b < g.babies; ++b) {
+    int32_t u0 = 0, u1 = 0;
+    const uint32_t gal = g.galois[b];
+    if (gal == 1u) {
+      if (in_q) {
+        u0 = mont_mul(g.c[static_cast<int64_t>(i) * g.n + x], cp, q, qinv);
+        u1 = mont_mul(g.c[(static_cast<int64_t>(g.L) + i) * g.n + x], cp, q, qinv);
+      }
+    } else {
+      const int64_t src = automorphism_source(static_cast<uint32_t>(x), gal, g.log_n);
+      const int64_t stride = (in_q ? static_cast<int64_t>(g.lq_key[b]) : K) * g.n;
+      for (int j = 0; j < g.beta; ++j) {
+        const int64_t dig = g.digit_start + j;
+        const int32_t dv = g.d[(static_cast<int64_t>(j) * g.Lext + i) * g.n + src];
+        const int32_t* k0 = in_q ? g.key_q[b] + ((dig * 2) * g.lq_key[b] + g.q_start + i) * g.n + x
+                                 : g.key_p[b] + ((dig * 2) * K + (i - g.L)) * g.n + x;
+        u0 = add_mod(u0, mont_mul(dv, k0[0], q, qinv), q);
+        u1 = add_mod(u1, mont_mul(dv, k0[stride], q, qinv), q);
+      }
+      if (in_q) u0 = add_mod(u0, mont_mul(g.c[static_cast<int64_t>(i) * g.n + src], cp, q, qinv), q);
+    }
+#pragma unroll
+    for (int k = 0; k < kMacGiants; ++k) {
+      const int32_t* p = g.pt[b][k];
+      if (k < g.giants && p != nullptr) {
+        const int32_t v = p[item];
+        acc[k][0] = add_mod(acc[k][0], mont_mul(v, u0, q, qinv), q);
+        acc[k][1] = add_mod(acc[k][1], mont_mul(v, u1, q, qinv), q);
+      }
+    }
+  }
+  const int64_t plane = static_cast<int64_t>(g.Lext) * g.n;
+#pragma unroll
+  for (int k = 0; k < kMacGiants; ++k) {
+    if (k < g.giants) {
+      g.out[(2 * k) * plane + item] = acc[k][0];
+      g.out[(2 * k + 1) * plane + item] = acc[k][1];
+    }
+  }
+}
+
+}  // namespace fhetorch

@@ -126,6 +126,11 @@ class LinearTransform:
         """The rotation steps evaluation uses (keys: ctx.keygen(rotations=lt.rotations()))."""
         return sorted({s for s in self.baby + self.giant if s % self.n})
 
+    def encoded_bytes(self) -> int:
+        """Memory of the diagonals encoded so far (every level, scale and path)."""
+        return sum(pt.numel() * pt.element_size() for enc, _ in self._encoded.values()
+                   for items in enc.values() for _, pt in items)
+
     @property
     def nonzero_diagonals(self) -> int:
         return sum(len(v) for v in self._plan.values())
@@ -226,8 +231,8 @@ class LinearTransform:
         enc = self._encoded.get(key)
         if enc is None:
             s = ev._target_scale_factor(self.ctx, _Probe(level, scale))
-            enc = ({g: {b: self.ctx.encode_extended(d.to(self.ctx.device), level=level, scale=s, slots=self.n)
-                        for b, d in items} for g, items in self._plan.items()}, s)
+            enc = ({g: [(b, self.ctx.encode_extended(d.to(self.ctx.device), level=level, scale=s, slots=self.n))
+                        for b, d in items] for g, items in self._plan.items()}, s)
             self._encoded[key] = enc
         return enc
 
@@ -245,7 +250,7 @@ class LinearTransform:
         total = None
         for lo in range(0, len(giants), MAC_GIANTS):
             chunk = giants[lo : lo + MAC_GIANTS]
-            babies = sorted({b for g in chunk for b in enc[g]})
+            babies = sorted({b for g in chunk for b, _ in enc[g]})
             gal, kq, kp = [], [], []
             for b in babies:
                 if b % self.n:
@@ -259,7 +264,7 @@ class LinearTransform:
                     kp.append(c)
             pts, pb, pg = [], [], []
             for gi, g in enumerate(chunk):
-                for b, pt in enc[g].items():
+                for b, pt in enc[g]:
                     pts.append(pt)
                     pb.append(babies.index(b))
                     pg.append(gi)

@@ -7,6 +7,9 @@ wall time; and the whole bootstrapping's CUDA-graph median. Also the memory of e
 the keys full-slot bootstrapping needs.
 
     python scripts/bts_profile.py --preset n16-bts40 --json out/bts_profile.json
+
+--ncu-window: only one eager bootstrapping between cudaProfilerStart/Stop, for Nsight
+Compute's bytes counters (ncu --profile-from-start off ...; scripts/gpu_check.sh bytes).
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ def main():
     ap.add_argument("--preset", default="n16-bts40")
     ap.add_argument("--json", default=None)
     ap.add_argument("--top", type=int, default=14)
+    ap.add_argument("--ncu-window", action="store_true")
     args = ap.parse_args()
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
@@ -66,6 +70,13 @@ def main():
     v = torch.randn(ctx.slots, dtype=torch.complex128, generator=torch.Generator().manual_seed(1)) * 0.5
     ct = ctx.encrypt_vector(v.to(device), level=0, slots=ctx.slots)
     bt.bootstrap(ct)
+    if args.ncu_window:
+        torch.cuda.synchronize(device)
+        torch.cuda.profiler.start()
+        bt.bootstrap(ct)
+        torch.cuda.synchronize(device)
+        torch.cuda.profiler.stop()
+        return
     g = common.time_graph(lambda: bt.bootstrap(ct).data, device, 5, 1)
     out["graph_median_us"] = g["median_us"]
     print(f"bootstrap full, graph median {g['median_us'] / 1e3:.2f} ms", flush=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|profile] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|profile|bytes] [bts presets] [bts repeat]
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
 #   e.g. n16-bts40:user_levels=13+evalmod_bits=60).
 set -uo pipefail
@@ -30,4 +30,10 @@ fi
 if [ "$STAGE" = profile ]; then
   timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \
     | tee "$OUT/bts_profile.log" | tail -120
+fi
+if [ "$STAGE" = bytes ]; then  # DRAM and L2 bytes of one bootstrapping (Nsight Compute counters)
+  timeout 500 ncu --profile-from-start off --clock-control none --csv --print-units base \
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum \
+    python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --ncu-window > "$OUT/bts_ncu.csv" 2> "$OUT/bts_ncu.err"
+  echo "ncu exit $?"; tail -3 "$OUT/bts_ncu.err"; wc -l "$OUT/bts_ncu.csv"
 fi

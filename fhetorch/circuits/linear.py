@@ -275,9 +275,9 @@ class LinearTransform:
                 if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
                     y = switch_modulus(ring, term, ext, tuple(r))
                     gel = self._direct(g)
-                    y0 = _ops.automorphism(y[0], gel)
-                    y1 = _ops.automorphism(y[1], gel)
-                    addend = torch.stack([y0, torch.zeros_like(y0)])
+                    addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
+                    y1 = addend[1].clone()
+                    addend[1].zero_()
                     term = mod_up_key_switch_inner(ring, y1, ctx.galois_keys[gel], r, special, alpha,
                                                    addend=addend, c_add=c_p)
                 total = term if total is None else _ops.add(total, term, ext_mod)

@@ -281,6 +281,7 @@ def hoisted_mac_reference(ring, d, c, keys, gals, start, alpha, c_p, pts, pb, pg
 
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop,babies,giants", [
     (4, 6, 2, 2, 0, 6, 3, 2), (5, 6, 2, 2, 1, 6, 5, 3), (6, 9, 4, 4, 3, 8, 16, 8), (10, 12, 3, 4, 0, 12, 4, 1),
+    (5, 12, 2, 2, 1, 12, 13, 5),  # 6 digits and 13 baby steps: the lazy sums fold more than once
 ])
 def test_hoisted_mac_matches_composition(seed, log_n, n_q, K, alpha, start, stop, babies, giants):
     ring = make_ring(log_n, n_q, K)

@@ -29,9 +29,9 @@ struct MacArgs {
   const int32_t* pt[kMacBabies][kMacGiants];  // (Lext, n) diagonal of (baby, giant), or null
 };
 
-// All outputs at ext limb i, coefficient x (item = i * n + x). Sums of products are lazy:
-// centred factors make each product at most q^2 / 4 < 2^29 q, so up to four of them are
-// added in 64 bits between fold_acc()s (arith.h) and one Montgomery reduction ends each sum.
+// All outputs at ext limb i, coefficient x (item = i * n + x). Every product is reduced at
+// once (mont_mul, add_mod): lazy 64-bit sums of centred products with one reduction per sum
+// measured 35% slower on the H100 (883 against 656 us per top-level CoeffToSlot call).
 FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
   const int i = static_cast<int>(item >> g.log_n);
   const int64_t x = item - (static_cast<int64_t>(i) << g.log_n);
@@ -39,7 +39,7 @@ FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
   const bool in_q = i < g.L;
   const int K = g.Lext - g.L;
   const int32_t cp = in_q ? g.c_p[i] : 0;
-  int64_t acc[kMacGiants][2];
+  int32_t acc[kMacGiants][2];
 #pragma unroll
   for (int k = 0; k < kMacGiants; ++k) acc[k][0] = acc[k][1] = 0;
   for (int b = 0; b < g.babies; ++b) {
@@ -53,35 +53,23 @@ FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
     } else {
       const int64_t src = automorphism_source(static_cast<uint32_t>(x), gal, g.log_n);
       const int64_t stride = (in_q ? static_cast<int64_t>(g.lq_key[b]) : K) * g.n;
-      int64_t s0 = 0, s1 = 0;
       for (int j = 0; j < g.beta; ++j) {
         const int64_t dig = g.digit_start + j;
-        const int64_t dv = centre(g.d[(static_cast<int64_t>(j) * g.Lext + i) * g.n + src], q);
+        const int32_t dv = g.d[(static_cast<int64_t>(j) * g.Lext + i) * g.n + src];
         const int32_t* k0 = in_q ? g.key_q[b] + ((dig * 2) * g.lq_key[b] + g.q_start + i) * g.n + x
                                  : g.key_p[b] + ((dig * 2) * K + (i - g.L)) * g.n + x;
-        s0 += dv * centre(k0[0], q);
-        s1 += dv * centre(k0[stride], q);
-        if ((j & 3) == 3) {
-          s0 = fold_acc(s0, q);
-          s1 = fold_acc(s1, q);
-        }
+        u0 = add_mod(u0, mont_mul(dv, k0[0], q, qinv), q);
+        u1 = add_mod(u1, mont_mul(dv, k0[stride], q, qinv), q);
       }
-      if (in_q) s0 += static_cast<int64_t>(centre(g.c[static_cast<int64_t>(i) * g.n + src], q)) * centre(cp, q);
-      u0 = canon(smr(fold_acc(s0, q), q, qinv), q);
-      u1 = canon(smr(fold_acc(s1, q), q, qinv), q);
+      if (in_q) u0 = add_mod(u0, mont_mul(g.c[static_cast<int64_t>(i) * g.n + src], cp, q, qinv), q);
     }
-    const int64_t cu0 = centre(u0, q), cu1 = centre(u1, q);
 #pragma unroll
     for (int k = 0; k < kMacGiants; ++k) {
       const int32_t* p = g.pt[b][k];
       if (k < g.giants && p != nullptr) {
-        const int64_t v = centre(p[item], q);
-        acc[k][0] += v * cu0;
-        acc[k][1] += v * cu1;
-      }
-      if ((b & 3) == 3) {
-        acc[k][0] = fold_acc(acc[k][0], q);
-        acc[k][1] = fold_acc(acc[k][1], q);
+        const int32_t v = p[item];
+        acc[k][0] = add_mod(acc[k][0], mont_mul(v, u0, q, qinv), q);
+        acc[k][1] = add_mod(acc[k][1], mont_mul(v, u1, q, qinv), q);
       }
     }
   }
@@ -89,8 +77,8 @@ FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
 #pragma unroll
   for (int k = 0; k < kMacGiants; ++k) {
     if (k < g.giants) {
-      g.out[(2 * k) * plane + item] = canon(smr(fold_acc(acc[k][0], q), q, qinv), q);
-      g.out[(2 * k + 1) * plane + item] = canon(smr(fold_acc(acc[k][1], q), q, qinv), q);
+      g.out[(2 * k) * plane + item] = acc[k][0];
+      g.out[(2 * k + 1) * plane + item] = acc[k][1];
     }
   }
 }

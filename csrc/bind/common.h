@@ -229,6 +229,8 @@ inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::T
   TORCH_CHECK(pts.size() == pt_baby.size() && pts.size() == pt_giant.size(),
               "fhetorch.hoisted_mac: pts, pt_baby and pt_giant must have one entry per diagonal");
   check_devices(op, {&d, &c, &c_p, &mod});
+  TORCH_CHECK(d.numel() < (int64_t(1) << 31) && giants * 2 * Lext * n < (int64_t(1) << 31),
+              "fhetorch.hoisted_mac: d and the output must hold fewer than 2^31 values");
   MacArgs a{};
   a.d = d.data_ptr<int32_t>();
   a.c = c.data_ptr<int32_t>();
@@ -257,6 +259,7 @@ inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::T
                     digit_start >= 0 && digit_start + beta <= kq.size(0) && q_start >= 0 &&
                     q_start + L <= kq.size(2),
                 "fhetorch.hoisted_mac: key ", b, " does not cover the digits and limbs of d");
+    TORCH_CHECK(kq.numel() < (int64_t(1) << 31), "fhetorch.hoisted_mac: keys must hold fewer than 2^31 values");
     a.key_q[b] = kq.data_ptr<int32_t>();
     a.key_p[b] = kp.data_ptr<int32_t>();
     a.lq_key[b] = static_cast<int>(kq.size(2));

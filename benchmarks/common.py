@@ -28,8 +28,11 @@ RESULTS_DIR = os.path.join(REPO, "benchmarks", "results")
 def git_commit() -> str:
     """Short hash of HEAD, "-dirty" when tracked files differ from it.
 
-    Outside a git checkout (a copied tree on a GPU machine): $FHETORCH_COMMIT, else "unknown".
+    $FHETORCH_COMMIT, when set, wins: a tree copied to a GPU machine may carry a stale .git
+    (seen: it reported an older HEAD, "-dirty"). Outside a git checkout without it: "unknown".
     """
+    if os.environ.get("FHETORCH_COMMIT"):
+        return os.environ["FHETORCH_COMMIT"]
     try:
         h = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                            check=True).stdout.strip()

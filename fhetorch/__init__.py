@@ -13,9 +13,10 @@ from .errors import (ContextError, EncodingError, FHEError, InsecureParametersWa
                      ParameterError, ScaleError, SerializationError)
 from .serialization import load, save
 from .tensor import Context, EncryptedTensor
+from . import nn  # noqa: E402  (above tensor and circuits)
 
 __version__ = "0.1.0"
 
 __all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "FHEError", "InsecureParametersWarning",
            "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ckks", "load",
-           "ring", "rlwe", "save"]
+           "nn", "ring", "rlwe", "save"]

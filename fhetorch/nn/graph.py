@@ -1,0 +1,150 @@
+"""A trained torch model as a graph of encryptable layers (the compiler's front end).
+
+`lower(model, example)` traces the model with torch.fx (eval mode), folds each BatchNorm into
+the convolution or linear layer before it, propagates shapes with the example input, and
+returns the traced GraphModule and a list of `Layer`s in execution order. Every layer is one
+of four kinds:
+
+- "input";
+- "linear": a map that is linear in the encrypted input plus a plaintext bias: conv2d, linear,
+  average pooling, batch norm that could not be folded, flatten / view, the option-A shortcut's
+  subsampling slice and channel padding, identity, dropout, a product with a constant. One
+  level each once packed (consecutive ones merge into one map; see plan.py);
+- "relu": ReLU, replaced by a polynomial approximation on [-B, B], B from calibration;
+- "add": the sum of two encrypted values (residual connections).
+
+Anything else raises UnsupportedLayerError naming the layer and what to use instead.
+"""
+from __future__ import annotations
+
+import copy
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.fx.passes.shape_prop import ShapeProp
+
+from ..errors import FHEError
+
+
+class UnsupportedLayerError(FHEError, NotImplementedError):
+    """A layer the encrypted model cannot compute; the message names it and an alternative."""
+
+
+@dataclass
+class Layer:
+    name: str
+    kind: str  # "input" | "linear" | "relu" | "add"
+    op: str  # what it is: conv2d, linear, avg_pool2d, flatten, slice, pad, relu, add, ...
+    inputs: list
+    shape: tuple  # output shape of one sample
+    node: fx.Node = field(repr=False, default=None)
+
+
+_LINEAR_MODULES = {nn.Conv2d: "conv2d", nn.Linear: "linear", nn.AvgPool2d: "avg_pool2d",
+                   nn.AdaptiveAvgPool2d: "adaptive_avg_pool2d", nn.BatchNorm2d: "batch_norm",
+                   nn.BatchNorm1d: "batch_norm", nn.Flatten: "flatten", nn.Identity: "identity",
+                   nn.Dropout: "identity"}
+_LINEAR_FUNCTIONS = {F.avg_pool2d: "avg_pool2d", F.adaptive_avg_pool2d: "adaptive_avg_pool2d",
+                     torch.flatten: "flatten", F.pad: "pad", operator.getitem: "slice", F.linear: "linear",
+                     F.conv2d: "conv2d", F.dropout: "identity"}
+_LINEAR_METHODS = {"view": "flatten", "reshape": "flatten", "flatten": "flatten", "contiguous": "identity"}
+_RELU = {F.relu, torch.relu}
+_ADD = {operator.add, torch.add}
+
+# what to use instead, by module / function name
+_ALTERNATIVES = {
+    "MaxPool2d": "max pooling has no low-degree polynomial form; use nn.AvgPool2d (retrain or fine-tune)",
+    "AdaptiveMaxPool2d": "use nn.AdaptiveAvgPool2d",
+    "max_pool2d": "use F.avg_pool2d",
+    "GELU": "use nn.ReLU (approximated) or a polynomial activation",
+    "SiLU": "use nn.ReLU (approximated) or a polynomial activation",
+    "Sigmoid": "use fhetorch.circuits.approximations.sigmoid as the activation, or nn.ReLU",
+    "Tanh": "use nn.ReLU (approximated) or a polynomial activation",
+    "Softmax": "return the logits and apply softmax after decryption",
+    "LayerNorm": "use BatchNorm (folded into the previous layer)",
+}
+
+
+def _unsupported(name: str, what: str) -> UnsupportedLayerError:
+    hint = _ALTERNATIVES.get(what, "use conv2d / linear / average pooling / batch norm / ReLU / residual additions")
+    return UnsupportedLayerError(f"nn.compile: layer {name!r} ({what}) cannot be computed encrypted; {hint}")
+
+
+def trace(model: nn.Module) -> fx.GraphModule:
+    """An fx GraphModule of an eval-mode copy of model, BatchNorms folded into the layer before."""
+    from torch.fx.experimental.optimization import fuse
+
+    m = copy.deepcopy(model).eval()
+    try:
+        gm = fx.symbolic_trace(m)
+    except Exception as e:  # noqa: BLE001 - fx's own errors are obscure; name the cause
+        raise UnsupportedLayerError(f"nn.compile: torch.fx cannot trace the model ({e}); data-dependent control "
+                                    "flow cannot run encrypted") from e
+    return fuse(gm, inplace=True)
+
+
+def _float_args(node: fx.Node) -> list:
+    return [a for a in node.args if isinstance(a, fx.Node)]
+
+
+def lower(model: nn.Module, example: torch.Tensor):
+    """(GraphModule with BN folded, [Layer]) for a model and an example batch."""
+    gm = trace(model)
+    ShapeProp(gm).propagate(example.to(torch.float32))
+    layers = []
+    modules = dict(gm.named_modules())
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            continue
+        meta = node.meta.get("tensor_meta")
+        shape = tuple(meta.shape[1:]) if meta is not None and hasattr(meta, "shape") else ()
+        ins = [a.name for a in _float_args(node)]
+        if node.op == "placeholder":
+            layers.append(Layer(node.name, "input", "input", [], shape, node))
+            continue
+        if node.op == "get_attr":
+            raise _unsupported(node.name, "a parameter used as an activation")
+        if node.op == "call_module":
+            mod = modules[node.target]
+            if isinstance(mod, nn.ReLU):
+                kind, op = "relu", "relu"
+            elif type(mod) in _LINEAR_MODULES:
+                kind, op = "linear", _LINEAR_MODULES[type(mod)]
+                if isinstance(mod, nn.Conv2d) and (mod.groups != 1 or mod.dilation != (1, 1)):
+                    raise _unsupported(node.target, "Conv2d with groups or dilation")
+            else:
+                raise _unsupported(node.target, type(mod).__name__)
+        elif node.op == "call_function":
+            f = node.target
+            if f in _RELU:
+                kind, op = "relu", "relu"
+            elif f in _ADD:
+                if len(ins) != 2:  # a constant added: a plaintext bias
+                    kind, op = "linear", "add_const"
+                else:
+                    kind, op = "add", "add"
+            elif f in (operator.mul, torch.mul) and len(ins) == 1:
+                kind, op = "linear", "mul_const"
+            elif f in _LINEAR_FUNCTIONS:
+                kind, op = "linear", _LINEAR_FUNCTIONS[f]
+            else:
+                raise _unsupported(node.name, getattr(f, "__name__", str(f)))
+        elif node.op == "call_method":
+            if node.target == "size":
+                continue  # shape arithmetic, no value
+            if node.target == "relu":
+                kind, op = "relu", "relu"
+            elif node.target in _LINEAR_METHODS:
+                kind, op = "linear", _LINEAR_METHODS[node.target]
+            else:
+                raise _unsupported(node.name, f"Tensor.{node.target}")
+        else:
+            raise _unsupported(node.name, node.op)
+        if kind != "add" and len(ins) != 1:
+            raise _unsupported(node.name, f"{op} of {len(ins)} encrypted inputs")
+        layers.append(Layer(node.name, kind, op, ins, shape, node))
+    return gm, layers

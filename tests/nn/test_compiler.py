@@ -1,0 +1,196 @@
+"""fhetorch.nn.compile: tracing and batch-norm folding, calibrated ranges, the simulation mode
+against the plaintext model, out-of-range reports, unsupported layers, and the level plan.
+
+Models get fresh random weights and batch-norm statistics (torch's global RNG, seeded per test
+from os.urandom; the seed is in failure messages). ResNet-20 with the shared checkpoint and
+CIFAR-10 images runs where ../shared/data is present."""
+import os
+import pathlib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fhetorch as fhe
+from fhetorch.nn import UnsupportedLayerError
+
+DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@pytest.fixture
+def seed():
+    s = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(s)
+    return s
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))) + x)
+
+
+class SmallCNN(nn.Module):
+    """conv-BN-ReLU, a residual block, average pooling, a strided conv, global pooling, linear."""
+
+    def __init__(self, pool=None):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.BatchNorm2d(4), nn.ReLU())
+        self.block = Block(4)
+        self.pool = pool or nn.AvgPool2d(2)
+        self.down = nn.Conv2d(4, 8, 3, 2, 1)
+        self.head = nn.Sequential(nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+    def forward(self, x):
+        return self.head(self.down(self.pool(self.block(self.stem(x)))))
+
+
+def _randomise_bn(model):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.3, 0.3)
+    return model.eval()
+
+
+def test_trace_folds_batch_norm_exactly(seed):
+    model = _randomise_bn(SmallCNN())
+    x = torch.randn(8, 1, 16, 16)
+    gm, layers = fhe.nn.graph.lower(model, x)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in gm.modules()), "batch norm not folded"
+    assert [l.kind for l in layers].count("relu") == 4 and [l.kind for l in layers].count("add") == 1
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), model(x), rtol=1e-4, atol=1e-5, msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("relu", ["composite", 31])
+def test_simulation_matches_plaintext(seed, relu):
+    model = _randomise_bn(SmallCNN())
+    calib, x = torch.randn(64, 1, 16, 16), torch.randn(16, 1, 16, 16)
+    cm = fhe.nn.compile(model, calib, preset="toy-n13-bts", relu=relu)
+    want = cm.plaintext(x).to(torch.float64)
+    got = cm.simulate(x)
+    assert got.dtype == torch.float64 and got.shape == want.shape
+    # the composite ReLU is within 2^-13 * B of ReLU; the degree-31 interpolant within ~2^-6 * B
+    scale = float(want.abs().max())
+    tol = 2e-3 if relu == "composite" else 5e-2
+    err = float((got - want).abs().max())
+    assert err <= tol * scale, f"simulation error {err:.3g} vs {tol * scale:.3g} (seed {seed}, relu {relu})"
+    assert err > 0, "the simulation must use the approximations, not the exact ReLU"
+    assert cm.last_ranges.ok, str(cm.last_ranges)
+
+
+def test_out_of_range_values_are_reported(seed):
+    model = _randomise_bn(SmallCNN())
+    cm = fhe.nn.compile(model, torch.randn(32, 1, 16, 16), preset="toy-n13-bts", margin=1.0)
+    cm.simulate(20 * torch.randn(4, 1, 16, 16))
+    report = cm.last_ranges
+    assert not report.ok
+    assert "x" in report.outside  # the input itself is beyond its calibrated bound
+    assert "calibration" in str(report)
+
+
+def test_bounds_are_shared_across_additions_and_relus(seed):
+    model = _randomise_bn(SmallCNN())
+    cm = fhe.nn.compile(model, torch.randn(32, 1, 16, 16), preset="toy-n13-bts")
+    by_op = {l.name: l for l in cm.layers}
+    for l in cm.layers:
+        if l.kind in ("relu", "add"):
+            for i in l.inputs:
+                assert cm.bounds[i] == cm.bounds[l.name], f"{l.name}: bound differs from its input {i}"
+    peak = max(float(v) for v in cm.bounds.values())
+    assert peak >= 1 and all(b > 0 for b in cm.bounds.values())
+    assert by_op  # layers listed
+
+
+@pytest.mark.parametrize("layer,hint", [(nn.MaxPool2d(2), "AvgPool2d"), (nn.GELU(), "ReLU")])
+def test_unsupported_layers_name_an_alternative(layer, hint):
+    model = SmallCNN(pool=layer) if isinstance(layer, nn.MaxPool2d) else nn.Sequential(nn.Conv2d(1, 2, 3), layer)
+    with pytest.raises(UnsupportedLayerError, match=hint):
+        fhe.nn.compile(model.eval(), torch.randn(4, 1, 16, 16), preset="toy-n13-bts")
+
+
+def test_data_dependent_control_flow_is_refused():
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    with pytest.raises(UnsupportedLayerError, match="trace"):
+        fhe.nn.compile(Branchy(), torch.randn(4, 3), preset="toy-n13-bts")
+
+
+def test_bad_arguments():
+    model = SmallCNN().eval()
+    with pytest.raises(ValueError, match="calibration_inputs"):
+        fhe.nn.compile(model, [1, 2, 3], preset="toy-n13-bts")
+    with pytest.raises(ValueError, match="margin"):
+        fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", margin=0.5)
+    with pytest.raises(ValueError, match="bootstrap"):
+        fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n12")
+    with pytest.raises(ValueError, match="relu"):
+        fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", relu="exact")
+
+
+def _check_plan(plan):
+    """Levels never go below 0, each step's output follows from its input, bootstraps refresh."""
+    for s in plan.steps:
+        assert s.level_out >= 0 and s.level_in >= 0, s
+        if s.kind == "linear" and not s.bootstraps:
+            assert s.level_out == s.level_in - s.levels, s
+        assert s.level_in <= max(plan.top, plan.after_bootstrap)
+
+
+def test_plan_levels_and_bootstraps(seed):
+    model = _randomise_bn(SmallCNN())
+    cm = fhe.nn.compile(model, torch.randn(16, 1, 16, 16), preset="toy-n13-bts", relu=15)
+    _check_plan(cm.plan)
+    # 4 ReLUs of depth 4 with 6 levels after each bootstrap: at least one bootstrap after the fresh levels
+    assert cm.plan.bootstraps >= 1
+    text = str(cm.plan)
+    assert "bootstraps" in text and "toy-n13-bts" in text
+    # merged maps: AdaptiveAvgPool -> Flatten -> Linear costs one level in all
+    steps = {s.name: s for s in cm.plan.steps}
+    lin = [s for s in cm.plan.steps if s.op == "linear"][0]
+    assert lin.levels == 0 and steps[[s.name for s in cm.plan.steps if s.op == "adaptive_avg_pool2d"][0]].levels == 1
+
+
+@pytest.mark.skipif(not (DATA / "resnet20_cifar10_akamaster.th").exists(), reason="needs ../shared/data")
+def test_resnet20_simulation_agrees_with_plaintext():
+    from models.resnet20 import load_checkpoint, load_images
+
+    model = load_checkpoint(str(DATA / "resnet20_cifar10_akamaster.th"))
+    x, y = load_images(str(DATA / "cifar10_test_first512.npz"))
+    cm = fhe.nn.compile(model, x[:128], preset="n16-bts40")
+    _check_plan(cm.plan)
+    assert cm.plan.bootstraps > 0
+    test = x[448:512]
+    plain = cm.plaintext(test).argmax(1)
+    sim = cm.simulate(test).argmax(1)
+    assert cm.last_ranges.ok, str(cm.last_ranges)
+    agree = float((plain == sim).float().mean())
+    assert agree >= 0.98, f"simulation agrees with plaintext on {agree:.1%} of the images"
+    assert float((plain == y[448:512]).float().mean()) > 0.8  # the checkpoint is a trained model
+
+
+def test_torchvision_basic_blocks():
+    tv = pytest.importorskip("torchvision")
+    from torchvision.models.resnet import BasicBlock
+
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                          BasicBlock(16, 16),
+                          BasicBlock(16, 32, stride=2, downsample=nn.Sequential(nn.Conv2d(16, 32, 1, 2, bias=False),
+                                                                                nn.BatchNorm2d(32))),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    model = _randomise_bn(model)
+    x = torch.randn(32, 3, 16, 16)
+    cm = fhe.nn.compile(model, x, preset="n16-bts40")
+    got, want = cm.simulate(x[:8]), cm.plaintext(x[:8]).to(torch.float64)
+    assert float((got - want).abs().max()) <= 2e-3 * float(want.abs().max())
+    assert tv is not None

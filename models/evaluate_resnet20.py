@@ -30,6 +30,10 @@ def main(argv=None):
     ap.add_argument("--preset", default="n16-bts40")
     ap.add_argument("--show-plan", action="store_true")
     args = ap.parse_args(argv)
+    for path in (args.checkpoint, args.images):
+        if not os.path.exists(path):
+            raise SystemExit(f"evaluate_resnet20: {path} not found; pass --checkpoint / --images (an akamaster-format "
+                             "checkpoint and an .npz with uint8 'images' (n, 3, 32, 32) and 'labels')")
     model = load_checkpoint(args.checkpoint)
     x, y = load_images(args.images, args.count)
     t0 = time.perf_counter()

@@ -9,7 +9,8 @@
 import torch  # noqa: F401  (fhetorch._C links against torch)
 
 from . import _ops, ckks, ring, rlwe
-from .errors import (ContextError, EncodingError, FHEError, InsecureParametersWarning, LevelError, MissingKeyError,
+from .errors import (ContextError, EncodingError, FHEError, InsecureParametersWarning, LayoutError, LevelError,
+                     MissingKeyError,
                      ParameterError, ScaleError, SerializationError)
 from .serialization import load, save
 from .tensor import Context, EncryptedTensor
@@ -17,6 +18,6 @@ from . import nn  # noqa: E402  (above tensor and circuits)
 
 __version__ = "0.1.0"
 
-__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "FHEError", "InsecureParametersWarning",
+__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "FHEError", "InsecureParametersWarning", "LayoutError",
            "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ckks", "load",
            "nn", "ring", "rlwe", "save"]

@@ -36,6 +36,10 @@ class SerializationError(FHEError):
     """Data that cannot be loaded: wrong parameters, truncated or corrupted."""
 
 
+class LayoutError(FHEError, ValueError):
+    """Operands packed in different slot layouts (e.g. a compiled model's feature-map layout)."""
+
+
 class InsecureParametersWarning(UserWarning):
     """Parameters below 128-bit security (toy presets, allow_insecure=True)."""
 

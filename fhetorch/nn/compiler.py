@@ -102,10 +102,57 @@ class CompiledModel:
         self.last_ranges = RangeReport(outside)
         return out
 
+    # --- encrypted mode -------------------------------------------------------------------------
+    def keygen(self, context=None):
+        """Make (or take) the client context and generate every key the plan needs: the rotations
+        of its linear transforms and, if it bootstraps, the bootstrapping keys for its slot count.
+        Returns the context."""
+        from ..tensor import Context
+
+        import warnings
+
+        if context is None:
+            with warnings.catch_warnings():
+                if self.params.name.startswith("toy-"):
+                    warnings.simplefilter("ignore")  # compile() already warned about the toy preset
+                context = Context(self.params.name, self.device or "cpu")
+        self.ctx = context
+        self._program = None  # its transforms belong to the context
+        prog = self.program()
+        kw = dict(bootstrap=True, bootstrap_slots=[prog.slots]) if self.plan.bootstraps else {}
+        context.keygen(rotations=sorted(prog.rotations()), power_of_two_rotations=False, **kw)
+        return context
+
+    def program(self):
+        """The encrypted program (layouts, slot maps, their linear transforms), built once."""
+        if getattr(self, "_program", None) is None:
+            from .run import Program
+
+            self._program = Program(self)
+        return self._program
+
+    def encrypt(self, x: torch.Tensor):
+        """One input (the model's input shape, with or without a batch dimension of 1), packed in
+        the plan's input layout, divided by its bound, encrypted at the top level."""
+        return self.program().encrypt(self._need_ctx("encrypt"), x)
+
+    def __call__(self, ex):
+        """The encrypted forward pass (bootstrapping where the plan says)."""
+        return self.program().run(self._need_ctx("run"), ex)
+
+    def decrypt(self, ey) -> torch.Tensor:
+        """float64 output (batch dimension of 1) of an encrypted forward pass."""
+        return self.program().decrypt(self._need_ctx("decrypt"), ey)
+
+    def _need_ctx(self, what):
+        ctx = getattr(self, "ctx", None)
+        if ctx is None:
+            raise RuntimeError(f"CompiledModel.{what}: no keys yet; call cm.keygen() first")
+        return ctx
+
     # --- internals ---------------------------------------------------------------------------
     def _simulation_module(self):
-        gm = fx.GraphModule(self.graph_module, self.graph_module.graph).to(torch.float64)
-        gm = _copy_gm(gm)
+        gm = _copy_gm(self.graph_module).to(torch.float64)  # copy first: .to() converts shared modules in place
         polys = []
         for layer in self.layers:
             if layer.kind != "relu":

@@ -8,7 +8,7 @@ import torch
 
 from ..ckks.context import CKKSContext, normalize_device
 from ..ckks.params import Params, preset as _preset
-from ..errors import ContextError, EncodingError
+from ..errors import ContextError, EncodingError, LayoutError
 from .encrypted_tensor import EncryptedTensor
 
 
@@ -85,6 +85,8 @@ class Context(CKKSContext):
         if not isinstance(et, EncryptedTensor):
             raise ContextError(f"decrypt: expected an EncryptedTensor, got {type(et).__name__}")
         self.check_same_keys(et.ctx, "decrypt")
+        if et.layout is not None:
+            raise LayoutError("decrypt: this tensor is packed in a compiled model's layout; use cm.decrypt(et)")
         if et.device != self.device:
             et = et.to(self.device)
         v = self.decrypt_vector(et.ciphertext)[: et.numel()].reshape(et.shape)

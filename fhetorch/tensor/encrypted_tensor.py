@@ -15,7 +15,7 @@ import torch
 
 from ..ckks import evaluator as ev
 from ..ckks.ciphertext import Ciphertext
-from ..errors import ContextError, EncodingError
+from ..errors import ContextError, EncodingError, LayoutError
 from ..circuits import bootstrap as _bootstrap
 from . import linear as _linear
 
@@ -37,14 +37,23 @@ def binary_op(name: str, a, b):
     raise NotImplementedError(name)
 
 
+def _layout_name(layout) -> str:
+    if layout is None:
+        return "the flat layout"
+    return f"the layout of value {layout[2]!r} of a model compiled for {layout[1]}" if layout[0] == "nn" else str(layout)
+
+
 class EncryptedTensor:
     """Values of a tensor, encrypted. Create with `ctx.encrypt(t)`; read with `ctx.decrypt(et)`."""
 
-    def __init__(self, ctx, ciphertext: Ciphertext, shape, is_complex: bool = False):
+    def __init__(self, ctx, ciphertext: Ciphertext, shape, is_complex: bool = False, layout=None):
         self.ctx = ctx
         self.ciphertext = ciphertext
         self.shape = torch.Size(shape)
         self._complex = bool(is_complex)
+        # None: the flat layout above; otherwise where a producer (fhetorch.nn) put the values,
+        # e.g. a compiled model's feature-map layout; operands must agree on it.
+        self.layout = layout
 
     # --- metadata ---------------------------------------------------------------------
     @property
@@ -90,11 +99,14 @@ class EncryptedTensor:
 
     def _like(self, ct: Ciphertext, is_complex=None, shape=None) -> "EncryptedTensor":
         return EncryptedTensor(self.ctx, ct, self.shape if shape is None else shape,
-                               self._complex if is_complex is None else is_complex)
+                               self._complex if is_complex is None else is_complex, self.layout)
 
     # --- operands ---------------------------------------------------------------------
     def _check_partner(self, other: "EncryptedTensor", what: str):
         self.ctx.check_same_keys(other.ctx, what)
+        if other.layout != self.layout:
+            raise LayoutError(f"{what}: the operands are packed in different layouts ({_layout_name(self.layout)} and "
+                              f"{_layout_name(other.layout)}); combine values of one layout")
         if other.device != self.device:
             raise ContextError(f"{what}: operands on {self.device} and {other.device}; move one with .to()")
         if other.shape != self.shape:
@@ -103,6 +115,9 @@ class EncryptedTensor:
 
     def _plain(self, x, what: str):
         """A plaintext operand as a Python complex (scalar) or a padded slot vector."""
+        if self.layout is not None and not isinstance(x, (bool, int, float, complex)):
+            raise LayoutError(f"{what}: this tensor is packed in {_layout_name(self.layout)}; a plaintext tensor "
+                              "operand would be packed flat. Use a scalar, or combine inside the compiled model")
         if isinstance(x, bool):  # torch semantics: True acts as 1
             x = int(x)
         if isinstance(x, (int, float, complex)):
@@ -285,7 +300,7 @@ class EncryptedTensor:
         ctx = self.ctx.to(device)
         if ctx.device == self.device:
             return self
-        return EncryptedTensor(ctx, self.ciphertext.to(ctx.device), self.shape, self._complex)
+        return EncryptedTensor(ctx, self.ciphertext.to(ctx.device), self.shape, self._complex, self.layout)
 
     def cpu(self):
         return self.to("cpu")

@@ -1,0 +1,254 @@
+"""Where the values of a feature map sit in the slots, and linear layers as slot matrices.
+
+A `Layout` places a (C, H, W) image, or a (F,) vector, in the slots of one ciphertext:
+
+    slot(c, y, x) = c * block + (y * gap) * row + x * gap,   row = W * gap, block = H * gap * row
+
+`gap` is 1 for the input and multiplies by s at each stride-s layer: a strided convolution
+writes its output at every s-th position of its input's grid, so every linear layer keeps a
+small set of slot offsets (diagonals) instead of one per pixel (the gap idea of Lee et al.
+2022's multiplexed packing; the channels are not yet multiplexed into the gaps). Slots not
+named by the layout hold values the next layers ignore. A vector layout is slot(i) = i.
+
+Linear layers (graph.py's "linear" kind) become `SlotMap`s: a sparse matrix over the slots
+(rows = output slots, columns = input slots) and a bias vector, built from the layer's weights
+and the two layouts; consecutive maps compose into one (a sparse product). A SlotMap becomes
+a `circuits.LinearTransform` through its generalised diagonals (offset = column - row mod n).
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .graph import UnsupportedLayerError
+
+
+@dataclass(frozen=True)
+class Layout:
+    shape: tuple  # (C, H, W) or (F,)
+    gap: int = 1
+    grid: tuple = ()  # (H * gap, W * gap) of the image grid; () for vectors
+
+    @staticmethod
+    def image(C: int, H: int, W: int) -> "Layout":
+        return Layout((C, H, W), 1, (H, W))
+
+    @staticmethod
+    def vector(n: int) -> "Layout":
+        return Layout((n,), 1, ())
+
+    @property
+    def is_image(self) -> bool:
+        return len(self.shape) == 3
+
+    @property
+    def span(self) -> int:
+        """Slots from 0 to the last one used, + 1."""
+        if not self.is_image:
+            return self.shape[0]
+        C = self.shape[0]
+        return C * self.grid[0] * self.grid[1]
+
+    def slots(self) -> torch.Tensor:
+        """Slot index of every value, in the natural (C, H, W) / (F,) order (int64)."""
+        if not self.is_image:
+            return torch.arange(self.shape[0])
+        C, H, W = self.shape
+        gh, gw = self.grid
+        c = torch.arange(C).view(C, 1, 1) * (gh * gw)
+        y = torch.arange(H).view(1, H, 1) * (self.gap * gw)
+        x = torch.arange(W).view(1, 1, W) * self.gap
+        return (c + y + x).flatten()
+
+    def strided(self, C: int, s: int) -> "Layout":
+        """The layout of a stride-s layer's output with C channels on this grid."""
+        if not self.is_image:
+            raise ValueError("a strided layer needs an image layout")
+        C0, H, W = self.shape
+        if H % s or W % s:
+            raise UnsupportedLayerError(f"nn: stride {s} on a {H}x{W} map leaves a remainder; use even sizes")
+        return Layout((C, H // s, W // s), self.gap * s, self.grid)
+
+    def pack(self, values: torch.Tensor, n: int) -> torch.Tensor:
+        """(C, H, W) / (F,) values -> an n-slot vector (zeros elsewhere)."""
+        out = torch.zeros(n, dtype=torch.float64)
+        out[self.slots()] = values.reshape(-1).to(torch.float64)
+        return out
+
+    def unpack(self, slots: torch.Tensor) -> torch.Tensor:
+        return slots[self.slots().to(slots.device)].reshape(self.shape)
+
+
+@dataclass
+class SlotMap:
+    """y = M x + bias over n slots: M as COO (rows, cols, vals), bias (n,) float64."""
+
+    n: int
+    rows: torch.Tensor
+    cols: torch.Tensor
+    vals: torch.Tensor
+    bias: torch.Tensor
+
+    def dense_apply(self, x: torch.Tensor) -> torch.Tensor:
+        """The map on a plaintext slot vector (tests, simulation of layouts)."""
+        y = torch.zeros(self.n, dtype=torch.float64)
+        y.index_add_(0, self.rows, self.vals * x[self.cols])
+        return y + self.bias
+
+    def then(self, other: "SlotMap") -> "SlotMap":
+        """other after self: (other.M @ self.M, other.M @ self.bias + other.bias)."""
+        a = torch.sparse_coo_tensor(torch.stack([self.rows, self.cols]), self.vals, (self.n, self.n)).coalesce()
+        b = torch.sparse_coo_tensor(torch.stack([other.rows, other.cols]), other.vals, (other.n, other.n)).coalesce()
+        m = torch.sparse.mm(b, a).coalesce()
+        bias = other.dense_apply(self.bias)  # other.M self.bias + other.bias
+        idx = m.indices()
+        return SlotMap(self.n, idx[0], idx[1], m.values(), bias)
+
+    def scaled(self, in_factor: float, out_factor: float) -> "SlotMap":
+        """The map between scaled values: y / out_factor = M (x / in_factor) * in_factor / out_factor + bias / out_factor."""
+        return SlotMap(self.n, self.rows, self.cols, self.vals * (in_factor / out_factor), self.bias / out_factor)
+
+    def diagonals(self) -> dict:
+        """{offset k: (n,) diagonal} with diag_k[i] = M[i, (i + k) mod n] (circuits/linear.py)."""
+        k = (self.cols - self.rows) % self.n
+        out = {}
+        for off in torch.unique(k).tolist():
+            sel = k == off
+            d = torch.zeros(self.n, dtype=torch.float64)
+            d.index_add_(0, self.rows[sel], self.vals[sel])
+            if bool(d.any()):
+                out[int(off)] = d
+        return out
+
+
+def _coo(n, rows, cols, vals, bias=None):
+    return SlotMap(n, rows.reshape(-1).long(), cols.reshape(-1).long(), vals.reshape(-1).to(torch.float64),
+                   torch.zeros(n, dtype=torch.float64) if bias is None else bias)
+
+
+def _conv(n, w, b, stride, padding, lin: Layout, lout: Layout):
+    Co, Ci, kh, kw = w.shape
+    _, H, W = lin.shape
+    _, Ho, Wo = lout.shape
+    co, ci, dy, dx, y, x = torch.meshgrid(torch.arange(Co), torch.arange(Ci), torch.arange(kh), torch.arange(kw),
+                                          torch.arange(Ho), torch.arange(Wo), indexing="ij")
+    iy, ix = y * stride + dy - padding, x * stride + dx - padding
+    ok = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
+    sin, sout = lin.slots().view(Ci, H, W), lout.slots().view(Co, Ho, Wo)
+    rows = sout[co[ok], y[ok], x[ok]]
+    cols = sin[ci[ok], iy[ok], ix[ok]]
+    vals = w.to(torch.float64)[co[ok], ci[ok], dy[ok], dx[ok]]
+    bias = None
+    if b is not None:
+        bias = torch.zeros(n, dtype=torch.float64)
+        bias[sout.flatten()] = b.to(torch.float64).repeat_interleave(Ho * Wo)
+    return _coo(n, rows, cols, vals, bias)
+
+
+def _pool(n, k, s, lin: Layout, lout: Layout):
+    C, H, W = lin.shape
+    w = torch.zeros(C, C, k, k, dtype=torch.float64)
+    w[torch.arange(C), torch.arange(C)] = 1.0 / (k * k)
+    return _conv(n, w, None, s, 0, lin, lout)
+
+
+def _matrix(n, m: torch.Tensor, b, lin: Layout, lout: Layout):
+    """out[lout slot i] = sum_j m[i, j] in[lin slot j] (m dense, natural order)."""
+    rows, cols = torch.nonzero(m, as_tuple=True)
+    sin, sout = lin.slots(), lout.slots()
+    bias = None
+    if b is not None:
+        bias = torch.zeros(n, dtype=torch.float64)
+        bias[sout] = b.to(torch.float64)
+    return _coo(n, sout[rows], sin[cols], m.to(torch.float64)[rows, cols], bias)
+
+
+def _gather(n, src_index: torch.Tensor, lin: Layout, lout: Layout, scale: float = 1.0):
+    """out value i = scale * in value src_index[i] (natural order; -1: zero)."""
+    sin, sout = lin.slots(), lout.slots()
+    ok = src_index >= 0
+    return _coo(n, sout[ok], sin[src_index[ok]], torch.full((int(ok.sum()),), scale, dtype=torch.float64))
+
+
+def layer_map(layer, module, lin: Layout, n: int):
+    """(SlotMap or None for a pure layout change, output Layout) of a graph.py linear layer."""
+    node, op = layer.node, layer.op
+    if op in ("identity",):
+        return None, lin
+    if op == "flatten":
+        return None, Layout(lin.shape, lin.gap, lin.grid) if not lin.is_image else _flat(lin)
+    if op == "conv2d":
+        m = module
+        if not isinstance(m, nn.Conv2d):
+            raise UnsupportedLayerError(f"nn: {layer.name}: functional conv2d; use nn.Conv2d")
+        s, p = m.stride, m.padding
+        if s[0] != s[1] or p[0] != p[1] or not isinstance(p[0], int):
+            raise UnsupportedLayerError(f"nn: {layer.name}: use equal strides and integer paddings on both axes")
+        lout = lin.strided(m.out_channels, s[0]) if lin.is_image else None
+        if lout.shape[1:] != tuple(layer.shape[1:]):
+            raise UnsupportedLayerError(f"nn: {layer.name}: only 'same'-size convolutions (padding = kernel // 2) "
+                                        f"run encrypted; output {tuple(layer.shape)}")
+        return _conv(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), s[0], p[0], lin, lout), lout
+    if op in ("avg_pool2d", "adaptive_avg_pool2d"):
+        C, H, W = lin.shape
+        if op == "adaptive_avg_pool2d":
+            if tuple(layer.shape[1:]) != (1, 1):
+                raise UnsupportedLayerError(f"nn: {layer.name}: adaptive pooling to {layer.shape[1:]}; use output 1")
+            k = s = H
+        else:
+            k = module.kernel_size if module is not None else node.args[1]
+            k = k if isinstance(k, int) else k[0]
+            s = module.stride if module is not None else (node.args[2] if len(node.args) > 2 else k)
+            s = s if isinstance(s, int) else s[0]
+        lout = lin.strided(C, s) if H // s > 1 or W // s > 1 else Layout((C, 1, 1), lin.gap * s, lin.grid)
+        return _pool(n, k, s, lin, lout), lout
+    if op == "linear":
+        m = module
+        flat = lin if not lin.is_image else _flat(lin)
+        lout = Layout.vector(m.out_features)
+        return _matrix(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), flat, lout), lout
+    if op == "slice":
+        idx = node.args[1]
+        if not (isinstance(idx, tuple) and len(idx) == 4 and all(isinstance(t, slice) for t in idx)
+                and idx[0] == slice(None) and idx[1] == slice(None) and idx[2] == idx[3]
+                and idx[2].start in (None, 0) and idx[2].stop is None):
+            raise UnsupportedLayerError(f"nn: {layer.name}: only x[:, :, ::s, ::s] slicing runs encrypted")
+        s = idx[2].step or 1
+        C = lin.shape[0]
+        lout = lin.strided(C, s)
+        _, Ho, Wo = lout.shape
+        H, W = lin.shape[1:]
+        c, y, x = torch.meshgrid(torch.arange(C), torch.arange(Ho), torch.arange(Wo), indexing="ij")
+        src = (c * H * W + y * s * W + x * s).flatten()
+        return _gather(n, src, lin, lout), lout
+    if op == "pad":
+        pad = tuple(node.args[1])
+        if len(pad) != 6 or any(pad[:4]) or not all(isinstance(v, int) for v in pad):
+            raise UnsupportedLayerError(f"nn: {layer.name}: only channel zero-padding F.pad(x, (0,0,0,0,a,b)) runs "
+                                        "encrypted")
+        a, b = pad[4], pad[5]
+        C, H, W = lin.shape
+        lout = Layout((C + a + b, H, W), lin.gap, lin.grid)
+        src = torch.full((C + a + b, H, W), -1, dtype=torch.long)
+        src[a : a + C] = torch.arange(C * H * W).view(C, H, W)
+        return _gather(n, src.flatten(), lin, lout), lout
+    if op == "mul_const":
+        c = next(a for a in node.args if not hasattr(a, "op"))
+        return _gather(n, torch.arange(lin.slots().numel()), lin, lin, float(c)), lin
+    raise UnsupportedLayerError(f"nn: {layer.name} ({op}) has no encrypted form yet")
+
+
+def _flat(lin: Layout) -> Layout:
+    """A flattened image whose values are one per channel at 1x1 (after global pooling): slots c * block."""
+    C, H, W = lin.shape
+    if (H, W) != (1, 1):
+        raise UnsupportedLayerError("nn: flatten of a feature map larger than 1x1 runs encrypted only after global "
+                                    "average pooling")
+    return lin
+
+
+__all__ = ["Layout", "SlotMap", "layer_map"]

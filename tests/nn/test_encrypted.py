@@ -1,0 +1,119 @@
+"""Compiled models run encrypted: the encrypted logits against the simulation (the same
+approximations in float64) and the plaintext model; the slot maps of every linear layer
+against torch's layers; layout errors.
+
+The CPU test runs a small CNN (conv + BN, residual block, average pooling, strided conv,
+global pooling, linear) at toy-n13-bts with a degree-15 ReLU and one bootstrap; the cuda test
+runs it at the secure n16-bts40 with the composite ReLU. Fresh random weights per run."""
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fhetorch as fhe
+from fhetorch.nn.layout import Layout, layer_map
+
+from .test_compiler import SmallCNN, _randomise_bn
+
+
+@pytest.fixture
+def seed():
+    s = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(s)
+    return s
+
+
+def _check_against_torch(cm, x):
+    """Each linear layer's slot map, applied to the packed input, equals torch's layer."""
+    prog = cm.program()
+    acts = {}
+
+    class Probe(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            acts[n.name] = out
+            return out
+
+    with torch.no_grad():
+        Probe(cm.graph_module).run(x.to(torch.float32))
+    for l in cm.layers[1:]:
+        m = prog.maps.get(l.name)
+        if l.kind != "linear" or m is None:
+            continue
+        lin, lout = prog.layouts[l.inputs[0]], prog.layouts[l.name]
+        got = lout.unpack(m.dense_apply(lin.pack(acts[l.inputs[0]][0].to(torch.float64), prog.slots)))
+        want = acts[l.name][0].to(torch.float64).reshape(got.shape)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"slot map of {l.name} ({l.op})")
+
+
+def test_slot_maps_match_torch_layers(seed):
+    model = _randomise_bn(SmallCNN())
+    cm = fhe.nn.compile(model, torch.randn(16, 1, 16, 16), preset="toy-n13-bts", relu=15)
+    cm.ctx = None
+    _check_against_torch(cm, torch.randn(1, 1, 16, 16))
+    # the strided layers keep the input grid and multiply the gap
+    prog = cm.program()
+    assert prog.layouts["down"].gap == 4 and prog.layouts["down"].grid == (16, 16)
+
+
+@pytest.mark.slow
+def test_small_cnn_encrypted_matches_simulation(seed):
+    """One bootstrap on the way (the plan says where); bound: 1e-4 of the logits' size (CKKS
+    noise at scale 2^40, through one toy bootstrapping of ~2^-17 relative precision)."""
+    model = _randomise_bn(SmallCNN())
+    cm = fhe.nn.compile(model, torch.randn(64, 1, 16, 16), preset="toy-n13-bts", relu=15)
+    assert cm.plan.bootstraps == 1
+    cm.keygen()
+    x = torch.randn(1, 1, 16, 16)
+    ey = cm(cm.encrypt(x))
+    assert cm.program().bootstraps == cm.plan.bootstraps
+    got, sim = cm.decrypt(ey), cm.simulate(x)
+    assert cm.last_ranges.ok, str(cm.last_ranges)
+    scale = float(sim.abs().max())
+    err = float((got - sim).abs().max())
+    assert err <= 1e-4 * scale, f"encrypted vs simulated logits: {err:.3g} (scale {scale:.3g}, seed {seed})"
+    plain = cm.plaintext(x).to(torch.float64)
+    assert float((got - plain).abs().max()) <= 0.1 * float(plain.abs().max())  # degree-15 ReLU: coarse
+    # layout checks
+    with pytest.raises(fhe.LayoutError):
+        cm.ctx.decrypt(ey)
+    with pytest.raises(fhe.LayoutError):
+        cm.decrypt(cm.encrypt(x))
+    with pytest.raises(fhe.LayoutError):
+        cm(ey)
+    with pytest.raises(fhe.LayoutError):
+        ey + torch.ones(3)
+    with pytest.raises(ValueError, match="takes"):
+        cm.encrypt(torch.randn(1, 2, 16, 16))
+
+
+def test_keys_first():
+    cm = fhe.nn.compile(SmallCNN().eval(), torch.randn(8, 1, 16, 16), preset="toy-n13-bts", relu=15)
+    with pytest.raises(RuntimeError, match="keygen"):
+        cm.encrypt(torch.randn(1, 1, 16, 16))
+
+
+def test_models_too_large_for_one_ciphertext_say_so():
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(64, 10)).eval()
+    cm = fhe.nn.compile(model, torch.randn(4, 3, 32, 32), preset="toy-n13-bts", relu=15)
+    with pytest.raises(fhe.nn.UnsupportedLayerError, match="slots"):
+        cm.program()
+
+
+@pytest.mark.cuda
+def test_small_cnn_encrypted_on_gpu_secure_preset(seed):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    model = _randomise_bn(SmallCNN())
+    cm = fhe.nn.compile(model, torch.randn(64, 1, 16, 16), preset="n16-bts40", device="cuda")
+    cm.keygen()
+    x = torch.randn(1, 1, 16, 16)
+    got = cm.decrypt(cm(cm.encrypt(x)))
+    sim, plain = cm.simulate(x), cm.plaintext(x).to(torch.float64)
+    scale = float(sim.abs().max())
+    assert float((got - sim).abs().max()) <= 1e-4 * scale, f"seed {seed}"
+    assert float((got - plain).abs().max()) <= 1e-2 * float(plain.abs().max())
+    assert int((got.argmax(1) == plain.argmax(1)).sum()) == 1

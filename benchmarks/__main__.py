@@ -17,7 +17,7 @@ SUITES = {
     "ops": "benchmarks.ops",
     "bts": "benchmarks.bts",
     "resnet20": None,
-    "helr": None,
+    "helr": "benchmarks.helr",
 }
 
 

@@ -12,7 +12,7 @@ else
   PY=python
   $PY -m pip install -q --disable-pip-version-check "setuptools>=70.1" wheel ninja
   $PY -c "import torch" 2>/dev/null || $PY -m pip install -q --disable-pip-version-check torch==2.13.0
-  $PY -m pip install -q --disable-pip-version-check numpy tqdm pytest pytest-timeout
+  $PY -m pip install -q --disable-pip-version-check numpy tqdm pytest pytest-timeout scikit-learn
 fi
 export MAX_JOBS="${MAX_JOBS:-4}"
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . >/dev/null

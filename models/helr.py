@@ -1,0 +1,218 @@
+"""HELR: logistic regression trained on encrypted data (Han et al. 2019; Kim et al. 2018).
+
+Mini-batch Nesterov accelerated gradient on encrypted data and encrypted weights:
+
+    w_(t+1) = v_t + (gamma_t / n) sum_i sigma(-z_i . v_t) z_i        (z_i = y_i x_i, y_i = +-1)
+    v_(t+1) = (1 - eta_t) w_(t+1) + eta_t w_t
+
+with sigma HELR's degree-3 least-squares sigmoid on [-8, 8], gamma_t = gamma0 / (t + 1) and
+the usual NAG schedule eta_t = (1 - lambda_t) / lambda_(t+1).
+
+Packing (the paper's): the batch Z (rows x features, features padded to a power of two f) row
+by row in the slots, `rows_per_ct` rows per ciphertext (several ciphertexts for larger
+batches: 1024 x 256 is 8 ciphertexts at 2^15 slots); the weights replicated in every row.
+One iteration, on each Z ciphertext:
+  a = Z * V                         1 level
+  row sums (log2 f rotations), times a mask with 1/B at each row's first slot: 1 level
+  replicate along the row (log2 f rotations)
+  g = q(a), q(y) = (gamma / n) sigma(-B y) / S: degree 3 on [-1, 1]: 2 levels
+  b = g * Z                         1 level
+  column sums: rotations by f, 2f, ... and a sum over the ciphertexts
+then w' = v + b (0 levels), v' = (1 - eta) w' + eta w (1 level): 6 levels per iteration.
+Weights are carried divided by S (`weight_bound`) so that bootstrapping, which needs values
+in [-1, 1], can refresh them; w and v are bootstrapped together as one complex ciphertext
+(`bootstrap_pair`) when the next iteration would not fit.
+
+`PlainHELR` runs the identical algorithm (same polynomial, same order) in float64, in
+lock-step, for the tests. `load_digits_3v8()` gives scikit-learn's digits, 3 versus 8.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fhetorch.circuits import approximations
+from fhetorch.circuits import bootstrap as _bts
+from fhetorch.circuits.polynomial import evaluate
+from fhetorch.ckks import evaluator as ev
+from fhetorch.ckks.polynomial import chebyshev
+
+LEVELS_PER_ITERATION = 6
+
+
+def load_digits_3v8(seed: int = 0, test_fraction: float = 0.3):
+    """(X_train, y_train, X_test, y_test): scikit-learn's 8x8 digits 3 (y = -1) and 8 (y = +1),
+    pixels / 16 in [0, 1] plus a bias feature of 1; a seeded 70/30 split."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    keep = (d.target == 3) | (d.target == 8)
+    x = torch.tensor(d.data[keep] / 16.0, dtype=torch.float64)
+    x = torch.cat([x, torch.ones(x.shape[0], 1, dtype=torch.float64)], dim=1)
+    y = torch.tensor(np.where(d.target[keep] == 8, 1.0, -1.0), dtype=torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(x.shape[0], generator=g)
+    cut = int(round(x.shape[0] * (1 - test_fraction)))
+    tr, te = perm[:cut], perm[cut:]
+    return x[tr], y[tr], x[te], y[te]
+
+
+def accuracy(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> float:
+    return float(((x @ w[: x.shape[1]]).sign() == y).to(torch.float64).mean())
+
+
+@dataclass
+class HELRConfig:
+    iterations: int = 8
+    gamma0: float = 1.0
+    sigmoid_bound: float = 8.0  # sigmoid's interval [-B, B]
+    weight_bound: float = 4.0  # weights are carried divided by this (bootstrapping needs [-1, 1])
+
+    def schedule(self):
+        """[(gamma_t, eta_t)] for t = 0 .. iterations - 1."""
+        lam, out = 1.0, []
+        for t in range(self.iterations):
+            lam_next = (1 + math.sqrt(1 + 4 * lam * lam)) / 2
+            out.append((self.gamma0 / (t + 1), (1 - lam) / lam_next))
+            lam = lam_next
+        return out
+
+
+class _Layout:
+    """Rows x features (both powers of two) in ciphertexts of `slots` slots."""
+
+    def __init__(self, n_rows: int, n_features: int, slots: int):
+        self.f = 1 << max(0, (n_features - 1).bit_length())
+        if self.f > slots:
+            raise ValueError(f"HELR: {n_features} features do not fit {slots} slots")
+        self.rows_per_ct = slots // self.f
+        self.cts = max(1, math.ceil(n_rows / self.rows_per_ct))
+        self.slots = slots
+
+    def pack(self, z: torch.Tensor) -> list:
+        """(n, d) -> [slot vectors], zero rows and columns as padding."""
+        out = []
+        for c in range(self.cts):
+            block = torch.zeros(self.rows_per_ct, self.f, dtype=torch.float64)
+            part = z[c * self.rows_per_ct : (c + 1) * self.rows_per_ct]
+            block[: part.shape[0], : part.shape[1]] = part
+            out.append(block.flatten())
+        return out
+
+    def replicate(self, w: torch.Tensor) -> torch.Tensor:
+        v = torch.zeros(self.f, dtype=torch.float64)
+        v[: w.numel()] = w
+        return v.repeat(self.rows_per_ct)
+
+    def row_mask(self, c: float) -> torch.Tensor:
+        m = torch.zeros(self.rows_per_ct, self.f, dtype=torch.float64)
+        m[:, 0] = c
+        return m.flatten()
+
+    def rotations(self) -> list:
+        steps = [1 << k for k in range(self.f.bit_length() - 1)]  # row sums
+        steps += [-s for s in steps]  # replication along the row
+        steps += [self.f << k for k in range(self.rows_per_ct.bit_length() - 1)]  # column sums
+        return steps
+
+
+def _gradient_poly(cfg: HELRConfig, n: int, gamma: float):
+    """q(y) = (gamma / n) sigma(-B y) / S on [-1, 1], as a Chebyshev series (exact: a cubic)."""
+    sig = approximations.sigmoid(3)
+    k = gamma / n / cfg.weight_bound
+    return chebyshev(lambda y: k * sig.plain(-cfg.sigmoid_bound * torch.as_tensor(y, dtype=torch.float64)),
+                     (-1.0, 1.0), 3)
+
+
+class PlainHELR:
+    """The same iteration on float64 plaintext (lock-step reference)."""
+
+    def __init__(self, z: torch.Tensor, cfg: HELRConfig, slots: int):
+        self.cfg, self.n = cfg, z.shape[0]
+        self.layout = _Layout(z.shape[0], z.shape[1], slots)
+        self.z = self.layout.pack(z)
+        self.w = torch.zeros(slots, dtype=torch.float64)
+        self.v = torch.zeros(slots, dtype=torch.float64)
+        self.t = 0
+
+    def step(self):
+        L, cfg = self.layout, self.cfg
+        gamma, eta = cfg.schedule()[self.t]
+        q = _gradient_poly(cfg, self.n, gamma)
+        f, r = L.f, L.rows_per_ct
+        total = None
+        for z in self.z:
+            a = (z * self.v).view(r, f).sum(1) * cfg.weight_bound / cfg.sigmoid_bound  # z . v / B
+            g = q.plain(a).repeat_interleave(f)
+            b = (g * z).view(r, f).sum(0).repeat(r)
+            total = b if total is None else total + b
+        w_new = self.v + total
+        self.v = (1 - eta) * w_new + eta * self.w
+        self.w = w_new
+        self.t += 1
+
+    def weights(self) -> torch.Tensor:
+        return self.w[: self.layout.f] * self.cfg.weight_bound
+
+
+class EncryptedHELR:
+    """HELR on ciphertexts of a CKKS context (keys: rotations(), and bootstrapping keys)."""
+
+    def __init__(self, ctx, z: torch.Tensor, cfg: HELRConfig):
+        self.ctx, self.cfg, self.n = ctx, cfg, z.shape[0]
+        self.layout = L = _Layout(z.shape[0], z.shape[1], ctx.slots)
+        self.z = [ctx.encrypt_vector(v.to(ctx.device), slots=ctx.slots) for v in L.pack(z)]
+        zero = torch.zeros(ctx.slots, dtype=torch.float64, device=ctx.device)
+        self.w = ctx.encrypt_vector(zero, slots=ctx.slots)
+        self.v = ctx.encrypt_vector(zero, slots=ctx.slots)
+        self.mask = L.row_mask(cfg.weight_bound / cfg.sigmoid_bound).to(ctx.device)
+        self.t = 0
+        self.bootstraps = 0
+
+    @staticmethod
+    def rotations(n_rows: int, n_features: int, slots: int) -> list:
+        return _Layout(n_rows, n_features, slots).rotations()
+
+    def _refresh(self):
+        """Bootstrap w and v together when the next iteration would not fit."""
+        if min(self.w.level, self.v.level) >= LEVELS_PER_ITERATION:
+            return
+        self.w, self.v = _bts.bootstrap_pair(self.w, self.v, self.ctx)
+        self.bootstraps += 1
+
+    def step(self):
+        ctx, L, cfg = self.ctx, self.layout, self.cfg
+        gamma, eta = cfg.schedule()[self.t]
+        q = _gradient_poly(cfg, self.n, gamma)
+        self._refresh()
+        total = None
+        for z in self.z:
+            a = ev.multiply(ctx, z, self.v)
+            k = 1
+            while k < L.f:  # row sums at each row's first slot
+                a = ev.add(ctx, a, ev.rotate(ctx, a, k))
+                k *= 2
+            a = ev.mul_plain(ctx, a, self.mask)  # keep the sums, times S / B
+            k = 1
+            while k < L.f:  # back along the row
+                a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
+                k *= 2
+            g = evaluate(ctx, a, q.series)
+            b = ev.multiply(ctx, g, z)
+            k = L.f
+            while k < ctx.slots:  # column sums over the rows
+                b = ev.add(ctx, b, ev.rotate(ctx, b, k))
+                k *= 2
+            total = b if total is None else ev.add(ctx, total, b)
+        w_new = ev.add(ctx, self.v, total)
+        self.v = ev.add(ctx, ev.mul_scalar(ctx, w_new, 1 - eta), ev.mul_scalar(ctx, self.w, eta))
+        self.w = w_new
+        self.t += 1
+
+    def weights(self) -> torch.Tensor:
+        """Decrypted weights (client side)."""
+        v = self.ctx.decrypt_vector(self.w).real.to(torch.float64).cpu()
+        return v[: self.layout.f] * self.cfg.weight_bound

@@ -17,7 +17,7 @@ One iteration, on each Z ciphertext:
   replicate along the row (log2 f rotations)
   g = q(a), q(y) = (gamma / n) sigma(-B y) / S: degree 3 on [-1, 1]: 2 levels
   b = g * Z                         1 level
-  column sums: rotations by f, 2f, ... and a sum over the ciphertexts
+  the sum over the ciphertexts, then column sums (rotations by f, 2f, ...) once
 then w' = v + b (0 levels), v' = (1 - eta) w' + eta w (1 level): 6 levels per iteration.
 Weights are carried divided by S (`weight_bound`) so that bootstrapping, which needs values
 in [-1, 1], can refresh them; w and v are bootstrapped together as one complex ciphertext
@@ -202,11 +202,11 @@ class EncryptedHELR:
                 k *= 2
             g = evaluate(ctx, a, q.series)
             b = ev.multiply(ctx, g, z)
-            k = L.f
-            while k < ctx.slots:  # column sums over the rows
-                b = ev.add(ctx, b, ev.rotate(ctx, b, k))
-                k *= 2
             total = b if total is None else ev.add(ctx, total, b)
+        k = L.f
+        while k < ctx.slots:  # column sums over the rows, once for all ciphertexts
+            total = ev.add(ctx, total, ev.rotate(ctx, total, k))
+            k *= 2
         w_new = ev.add(ctx, self.v, total)
         self.v = ev.add(ctx, ev.mul_scalar(ctx, w_new, 1 - eta), ev.mul_scalar(ctx, self.w, eta))
         self.w = w_new

@@ -75,7 +75,9 @@ def test_small_cnn_encrypted_matches_simulation(seed):
     err = float((got - sim).abs().max())
     assert err <= 1e-4 * scale, f"encrypted vs simulated logits: {err:.3g} (scale {scale:.3g}, seed {seed})"
     plain = cm.plaintext(x).to(torch.float64)
-    assert float((got - plain).abs().max()) <= 0.1 * float(plain.abs().max())  # degree-15 ReLU: coarse
+    # against the float model, the encrypted run is off by the approximation's own error (what
+    # the simulation shows; a degree-15 ReLU is coarse) plus the CKKS noise above
+    assert float((got - plain).abs().max()) <= float((sim - plain).abs().max()) + 1e-4 * scale
     # layout checks
     with pytest.raises(fhe.LayoutError):
         cm.ctx.decrypt(ey)

@@ -15,10 +15,12 @@ One iteration, on each Z ciphertext:
   a = Z * V                         1 level
   row sums (log2 f rotations), times a mask with 1/B at each row's first slot: 1 level
   replicate along the row (log2 f rotations)
-  g = q(a), q(y) = (gamma / n) sigma(-B y) / S: degree 3 on [-1, 1]: 2 levels
+  g = q(a), q(y) = sigma(-B y) / (n S): degree 3 on [-1, 1]: 2 levels
   b = g * Z                         1 level
-  the sum over the ciphertexts, then column sums (rotations by f, 2f, ...) once
-then w' = v + b (0 levels), v' = (1 - eta) w' + eta w (1 level): 6 levels per iteration.
+  the sum over the ciphertexts, then column sums (rotations by f, 2f, ...) once: G
+then w' = v + gamma G and v' = (1 - eta) v + (1 - eta) gamma G + eta w, each one level
+(computed side by side): 6 levels per iteration. The gradient part has no per-iteration
+constant, so on CUDA it is captured in a CUDA graph once per input level and replayed.
 Weights are carried divided by S (`weight_bound`) so that bootstrapping, which needs values
 in [-1, 1], can refresh them; w and v are bootstrapped together as one complex ciphertext
 (`bootstrap_pair`) when the next iteration would not fit.
@@ -119,10 +121,10 @@ class _Layout:
         return steps
 
 
-def _gradient_poly(cfg: HELRConfig, n: int, gamma: float):
-    """q(y) = (gamma / n) sigma(-B y) / S on [-1, 1], as a Chebyshev series (exact: a cubic)."""
+def _gradient_poly(cfg: HELRConfig, n: int):
+    """q(y) = sigma(-B y) / (n S) on [-1, 1], as a Chebyshev series (exact: a cubic)."""
     sig = approximations.sigmoid(3)
-    k = gamma / n / cfg.weight_bound
+    k = 1.0 / n / cfg.weight_bound
     return chebyshev(lambda y: k * sig.plain(-cfg.sigmoid_bound * torch.as_tensor(y, dtype=torch.float64)),
                      (-1.0, 1.0), 3)
 
@@ -141,16 +143,16 @@ class PlainHELR:
     def step(self):
         L, cfg = self.layout, self.cfg
         gamma, eta = cfg.schedule()[self.t]
-        q = _gradient_poly(cfg, self.n, gamma)
+        q = _gradient_poly(cfg, self.n)
         f, r = L.f, L.rows_per_ct
-        total = None
+        grad = None
         for z in self.z:
             a = (z * self.v).view(r, f).sum(1) * cfg.weight_bound / cfg.sigmoid_bound  # z . v / B
             g = q.plain(a).repeat_interleave(f)
             b = (g * z).view(r, f).sum(0).repeat(r)
-            total = b if total is None else total + b
-        w_new = self.v + total
-        self.v = (1 - eta) * w_new + eta * self.w
+            grad = b if grad is None else grad + b
+        w_new = self.v + gamma * grad
+        self.v = (1 - eta) * self.v + (1 - eta) * gamma * grad + eta * self.w
         self.w = w_new
         self.t += 1
 
@@ -169,6 +171,9 @@ class EncryptedHELR:
         self.w = ctx.encrypt_vector(zero, slots=ctx.slots)
         self.v = ctx.encrypt_vector(zero, slots=ctx.slots)
         self.mask = L.row_mask(cfg.weight_bound / cfg.sigmoid_bound).to(ctx.device)
+        self._q = _gradient_poly(cfg, self.n)
+        self._mask_pt, self._graphs = {}, {}
+        self.use_graphs = ctx.device.type == "cuda"
         self.t = 0
         self.bootstraps = 0
 
@@ -183,19 +188,21 @@ class EncryptedHELR:
         self.w, self.v = _bts.bootstrap_pair(self.w, self.v, self.ctx)
         self.bootstraps += 1
 
-    def step(self):
-        ctx, L, cfg = self.ctx, self.layout, self.cfg
-        gamma, eta = cfg.schedule()[self.t]
-        q = _gradient_poly(cfg, self.n, gamma)
-        self._refresh()
+    def _gradient(self, v):
+        """G = sum_i sigma(-z_i . v) z_i / (n S), replicated in every row (fixed constants)."""
+        ctx, L = self.ctx, self.layout
+        q = self._q
         total = None
         for z in self.z:
-            a = ev.multiply(ctx, z, self.v)
+            a = ev.multiply(ctx, z, v)
             k = 1
             while k < L.f:  # row sums at each row's first slot
                 a = ev.add(ctx, a, ev.rotate(ctx, a, k))
                 k *= 2
-            a = ev.mul_plain(ctx, a, self.mask)  # keep the sums, times S / B
+            key = (a.level, a.scale)
+            if key not in self._mask_pt:  # encoded outside any graph capture (the warm-up)
+                self._mask_pt[key] = ev.encode_multiplicand(ctx, a, self.mask)
+            a = ev.mul_plaintext(ctx, a, self._mask_pt[key])  # keep the sums, times S / B
             k = 1
             while k < L.f:  # back along the row
                 a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
@@ -207,9 +214,36 @@ class EncryptedHELR:
         while k < ctx.slots:  # column sums over the rows, once for all ciphertexts
             total = ev.add(ctx, total, ev.rotate(ctx, total, k))
             k *= 2
-        w_new = ev.add(ctx, self.v, total)
-        self.v = ev.add(ctx, ev.mul_scalar(ctx, w_new, 1 - eta), ev.mul_scalar(ctx, self.w, eta))
-        self.w = w_new
+        return total
+
+    def _gradient_graphed(self, v):
+        """_gradient through a CUDA graph captured once per (level, scale) of v."""
+        key = (v.level, v.scale)
+        entry = self._graphs.get(key)
+        if entry is None:
+            static = v.data.clone()
+            vs = v.replace(data=static)
+            self._gradient(vs)  # warm-up: encodings and constants are cached outside the capture
+            torch.cuda.synchronize(static.device)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = self._gradient(vs)
+            entry = self._graphs[key] = (graph, static, out)
+        graph, static, out = entry
+        static.copy_(v.data)
+        graph.replay()
+        return out.replace(data=out.data.clone())
+
+    def step(self):
+        ctx, cfg = self.ctx, self.cfg
+        gamma, eta = cfg.schedule()[self.t]
+        self._refresh()
+        grad = self._gradient_graphed(self.v) if self.use_graphs else self._gradient(self.v)
+        w_new = ev.add(ctx, self.v, ev.mul_scalar(ctx, grad, gamma))
+        v_new = ev.add(ctx, ev.mul_scalar(ctx, self.v, 1 - eta), ev.mul_scalar(ctx, grad, (1 - eta) * gamma))
+        if eta:
+            v_new = ev.add(ctx, v_new, ev.mul_scalar(ctx, self.w, eta))
+        self.v, self.w = v_new, w_new
         self.t += 1
 
     def weights(self) -> torch.Tensor:

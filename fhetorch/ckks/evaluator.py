@@ -196,7 +196,22 @@ def _target_scale_factor(ctx, a: Ciphertext) -> float:
 
 def mul_plain(ctx, a: Ciphertext, values: torch.Tensor, *, rescale_result: bool = True) -> Ciphertext:
     _need_level(a, "multiply")
-    pt = ctx.encode(values, level=a.level, scale=_target_scale_factor(ctx, a), slots=a.slots)
+    return mul_plaintext(ctx, a, encode_multiplicand(ctx, a, values), rescale_result=rescale_result)
+
+
+def encode_multiplicand(ctx, a: Ciphertext, values: torch.Tensor):
+    """A Plaintext of slot values at a's level and the scale that makes a * it, rescaled, nominal
+    (encode once, multiply many times: mul_plaintext; encoding checks sizes on the host, so
+    code captured in a CUDA graph multiplies by plaintexts encoded before)."""
+    return ctx.encode(values, level=a.level, scale=_target_scale_factor(ctx, a), slots=a.slots)
+
+
+def mul_plaintext(ctx, a: Ciphertext, pt, *, rescale_result: bool = True) -> Ciphertext:
+    """a * pt for a Plaintext at a's level (from encode_multiplicand)."""
+    _need_level(a, "multiply")
+    if pt.level != a.level:
+        raise LevelError(f"multiply: the plaintext is at level {pt.level}, the ciphertext at {a.level}; encode it "
+                         "at the ciphertext's level")
     out = a.replace(data=_ops.mul(a.data, pt.data, _mod(ctx, a.level)), scale=a.scale * pt.scale)
     return rescale(ctx, out) if rescale_result else out
 

@@ -20,7 +20,8 @@ One iteration, on each Z ciphertext:
   the sum over the ciphertexts, then column sums (rotations by f, 2f, ...) once: G
 then w' = v + gamma G and v' = (1 - eta) v + (1 - eta) gamma G + eta w, each one level
 (computed side by side): 6 levels per iteration. The gradient part has no per-iteration
-constant, so on CUDA it is captured in a CUDA graph once per input level and replayed.
+constant, so on CUDA it is captured in a CUDA graph once per input level and replayed, as is
+the bootstrapping of (w, v).
 Weights are carried divided by S (`weight_bound`) so that bootstrapping, which needs values
 in [-1, 1], can refresh them; w and v are bootstrapped together as one complex ciphertext
 (`bootstrap_pair`) when the next iteration would not fit.
@@ -185,7 +186,7 @@ class EncryptedHELR:
         """Bootstrap w and v together when the next iteration would not fit."""
         if min(self.w.level, self.v.level) >= LEVELS_PER_ITERATION:
             return
-        self.w, self.v = _bts.bootstrap_pair(self.w, self.v, self.ctx)
+        self.w, self.v = self._graphed("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx), self.w, self.v)
         self.bootstraps += 1
 
     def _gradient(self, v):
@@ -216,29 +217,34 @@ class EncryptedHELR:
             k *= 2
         return total
 
-    def _gradient_graphed(self, v):
-        """_gradient through a CUDA graph captured once per (level, scale) of v."""
-        key = (v.level, v.scale)
+    def _graphed(self, name: str, fn, *cts):
+        """fn(*cts) (ciphertexts in, a ciphertext or tuple out) through a CUDA graph captured once
+        per (name, levels and scales of the inputs) and replayed; eager off CUDA."""
+        if not self.use_graphs:
+            return fn(*cts)
+        key = (name,) + tuple((c.level, c.scale) for c in cts)
         entry = self._graphs.get(key)
         if entry is None:
-            static = v.data.clone()
-            vs = v.replace(data=static)
-            self._gradient(vs)  # warm-up: encodings and constants are cached outside the capture
-            torch.cuda.synchronize(static.device)
+            static = [c.replace(data=c.data.clone()) for c in cts]
+            fn(*static)  # warm-up: encodings and constants are cached outside the capture
+            torch.cuda.synchronize(cts[0].data.device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                out = self._gradient(vs)
+                out = fn(*static)
             entry = self._graphs[key] = (graph, static, out)
         graph, static, out = entry
-        static.copy_(v.data)
+        for st, c in zip(static, cts):
+            st.data.copy_(c.data)
         graph.replay()
-        return out.replace(data=out.data.clone())
+        outs = out if isinstance(out, tuple) else (out,)
+        outs = tuple(o.replace(data=o.data.clone()) for o in outs)
+        return outs if isinstance(out, tuple) else outs[0]
 
     def step(self):
         ctx, cfg = self.ctx, self.cfg
         gamma, eta = cfg.schedule()[self.t]
         self._refresh()
-        grad = self._gradient_graphed(self.v) if self.use_graphs else self._gradient(self.v)
+        grad = self._graphed("gradient", self._gradient, self.v)
         w_new = ev.add(ctx, self.v, ev.mul_scalar(ctx, grad, gamma))
         v_new = ev.add(ctx, ev.mul_scalar(ctx, self.v, 1 - eta), ev.mul_scalar(ctx, grad, (1 - eta) * gamma))
         if eta:

@@ -173,7 +173,7 @@ class EncryptedHELR:
         self.v = ctx.encrypt_vector(zero, slots=ctx.slots)
         self.mask = L.row_mask(cfg.weight_bound / cfg.sigmoid_bound).to(ctx.device)
         self._q = _gradient_poly(cfg, self.n)
-        self._mask_pt, self._graphs = {}, {}
+        self._mask_pt, self._graphs, self._z_levels = {}, {}, {}
         self.use_graphs = ctx.device.type == "cuda"
         self.t = 0
         self.bootstraps = 0
@@ -194,8 +194,8 @@ class EncryptedHELR:
         ctx, L = self.ctx, self.layout
         q = self._q
         total = None
-        for z in self.z:
-            a = ev.multiply(ctx, z, v)
+        for j in range(len(self.z)):
+            a = ev.multiply(ctx, self._z_at(j, v.level), v)
             k = 1
             while k < L.f:  # row sums at each row's first slot
                 a = ev.add(ctx, a, ev.rotate(ctx, a, k))
@@ -209,13 +209,22 @@ class EncryptedHELR:
                 a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
                 k *= 2
             g = evaluate(ctx, a, q.series)
-            b = ev.multiply(ctx, g, z)
+            b = ev.multiply(ctx, g, self._z_at(j, g.level))
             total = b if total is None else ev.add(ctx, total, b)
         k = L.f
         while k < ctx.slots:  # column sums over the rows, once for all ciphertexts
             total = ev.add(ctx, total, ev.rotate(ctx, total, k))
             k *= 2
         return total
+
+    def _z_at(self, j: int, level: int):
+        """Data ciphertext j at `level`, dropped once and kept (the data never changes)."""
+        key = (j, level)
+        z = self._z_levels.get(key)
+        if z is None:
+            z = self.z[j]
+            z = self._z_levels[key] = ev.drop_level(self.ctx, z, z.level - level) if z.level > level else z
+        return z
 
     def _graphed(self, name: str, fn, *cts):
         """fn(*cts) (ciphertexts in, a ciphertext or tuple out) through a CUDA graph captured once

@@ -101,6 +101,9 @@ class LinearTransform:
     def _setup(self, ctx, diags: dict, n: int, bsgs: bool, level, n1=None):
         self.ctx, self.n, self.bsgs = ctx, n, bool(bsgs)
         self.fuse = True  # the fused evaluation where it applies (False: always the plain BSGS path)
+        # False: encode the diagonals at every call and drop them after (memory for time: a
+        # model's many transforms would not fit the GPU with every diagonal encoded)
+        self.cache_encodings = True
         ks = sorted(diags)
         if n1 is not None:
             self.n1 = int(n1)
@@ -143,6 +146,8 @@ class LinearTransform:
             s = ev._target_scale_factor(self.ctx, probe)
             enc = {g: [(b, self.ctx.encode(d.to(self.ctx.device), level=level, scale=s, slots=self.n).data)
                        for b, d in items] for g, items in self._plan.items()}
+            if not self.cache_encodings:
+                return enc, s
             self._encoded[key] = (enc, s)
         return self._encoded[key]
 
@@ -233,7 +238,8 @@ class LinearTransform:
             s = ev._target_scale_factor(self.ctx, _Probe(level, scale))
             enc = ({g: [(b, self.ctx.encode_extended(d.to(self.ctx.device), level=level, scale=s, slots=self.n))
                         for b, d in items] for g, items in self._plan.items()}, s)
-            self._encoded[key] = enc
+            if self.cache_encodings:
+                self._encoded[key] = enc
         return enc
 
     def _fused(self, ct):

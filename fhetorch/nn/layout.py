@@ -17,7 +17,7 @@ a `circuits.LinearTransform` through its generalised diagonals (offset = column 
 """
 from __future__ import annotations
 
-import operator
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -101,9 +101,12 @@ class SlotMap:
 
     def then(self, other: "SlotMap") -> "SlotMap":
         """other after self: (other.M @ self.M, other.M @ self.bias + other.bias)."""
-        a = torch.sparse_coo_tensor(torch.stack([self.rows, self.cols]), self.vals, (self.n, self.n)).coalesce()
-        b = torch.sparse_coo_tensor(torch.stack([other.rows, other.cols]), other.vals, (other.n, other.n)).coalesce()
-        m = torch.sparse.mm(b, a).coalesce()
+        with warnings.catch_warnings():  # torch's notes on sparse invariants / beta CSR support
+            warnings.simplefilter("ignore", UserWarning)
+            a = torch.sparse_coo_tensor(torch.stack([self.rows, self.cols]), self.vals, (self.n, self.n)).coalesce()
+            b = torch.sparse_coo_tensor(torch.stack([other.rows, other.cols]), other.vals,
+                                        (other.n, other.n)).coalesce()
+            m = torch.sparse.mm(b, a).coalesce()
         bias = other.dense_apply(self.bias)  # other.M self.bias + other.bias
         idx = m.indices()
         return SlotMap(self.n, idx[0], idx[1], m.values(), bias)

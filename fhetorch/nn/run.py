@@ -66,6 +66,8 @@ class Program:
                 self.consumers[i] = self.consumers.get(i, 0) + 1
         self.output = layers[-1].name
         self._lts = {}
+        # keep encoded diagonals only while they are few (a ResNet's would not fit the GPU)
+        self.cache_encodings = sum(len(m.diagonals()) for m in maps.values() if m is not None) <= 2000
 
     # --- linear transforms -----------------------------------------------------------------
     def _pending(self):
@@ -94,6 +96,7 @@ class Program:
                 b = self.cm.bounds
                 m = m.scaled(b[src], b[name])
                 lt = LinearTransform.from_diagonals(self.cm.ctx, m.diagonals(), self.slots)
+                lt.cache_encodings = self.cache_encodings
                 self._lts[name] = (lt, m.bias if bool(m.bias.any()) else None)
         return self._lts[name]
 
@@ -138,7 +141,7 @@ class Program:
         return (self.layouts[self.output].unpack(v) * self.cm.bounds[self.output]).reshape(1, -1)
 
     # --- the forward pass ----------------------------------------------------------------------
-    def run(self, ctx, ex):
+    def run(self, ctx, ex, progress: bool = False):
         from ..tensor import EncryptedTensor
 
         lay = getattr(ex, "layout", None)
@@ -162,7 +165,12 @@ class Program:
             return ct
 
         pend = self._pending()
-        for l in self.cm.layers[1:]:
+        layers = self.cm.layers[1:]
+        if progress:
+            from tqdm import tqdm
+
+            layers = tqdm(layers, desc="encrypted layers", unit="layer", leave=False)
+        for l in layers:
             if l.kind == "linear":
                 if not self._materialised(l.name):
                     continue

@@ -1,0 +1,69 @@
+"""ResNet-20 for scikit-learn's 8x8 digits: the data, and a few minutes of training on a CPU.
+
+The CIFAR ResNet-20 (models/resnet20.py) with one input channel, trained on the 8x8 digits
+that ship with scikit-learn (1797 images, 10 classes; a seeded 80/20 split). On the 8x8 grid
+its three stages are 16 x 8 x 8, 32 x 4 x 4 and 64 x 2 x 2, so every feature map fits one
+ciphertext: this is the model the encrypted demo runs where CIFAR-10's would need more slots.
+`trained_model()` trains once and caches the weights under ~/.cache/fhetorch.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+from models.resnet20 import ResNet20
+
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fhetorch", "resnet20_digits.pt")
+
+
+def load_digits(seed: int = 0):
+    """(x_train, y_train, x_test, y_test): (n, 1, 8, 8) float32 in about [-1, 2.5], labels int64."""
+    from sklearn.datasets import load_digits as _load
+
+    d = _load()
+    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    x = (x - 0.3) / 0.4
+    y = torch.tensor(d.target, dtype=torch.int64)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    cut = int(0.8 * len(y))
+    return x[perm[:cut]], y[perm[:cut]], x[perm[cut:]], y[perm[cut:]]
+
+
+def train(epochs: int = 12, seed: int = 0, progress=None) -> ResNet20:
+    torch.manual_seed(seed)
+    xtr, ytr, _, _ = load_digits(seed)
+    model = ResNet20(num_classes=10, in_channels=1)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+    for epoch in range(epochs):
+        model.train()
+        perm = torch.randperm(len(ytr))
+        for i in range(0, len(ytr), 64):
+            idx = perm[i : i + 64]
+            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        sched.step()
+        if progress is not None:
+            progress(epoch + 1, epochs, float(loss.detach()))
+    return model.eval()
+
+
+def trained_model(progress=None) -> ResNet20:
+    """The cached trained model, training it first if needed (a minute or two on 2 CPU cores)."""
+    if os.path.exists(CACHE):
+        model = ResNet20(num_classes=10, in_channels=1)
+        model.load_state_dict(torch.load(CACHE, map_location="cpu"))
+        return model.eval()
+    model = train(progress=progress)
+    os.makedirs(os.path.dirname(CACHE), exist_ok=True)
+    torch.save(model.state_dict(), CACHE)
+    return model
+
+
+def accuracy(model, x, y) -> float:
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).float().mean())

@@ -120,7 +120,10 @@ class CompiledModel:
         self._program = None  # its transforms belong to the context
         prog = self.program()
         kw = dict(bootstrap=True, bootstrap_slots=[prog.slots]) if self.plan.bootstraps else {}
-        context.keygen(rotations=sorted(prog.rotations()), power_of_two_rotations=False, **kw)
+        uses = prog.rotations()
+        top = [r for r, lvl in uses.items() if lvl >= self.params.max_level]
+        low = {r: lvl for r, lvl in uses.items() if lvl < self.params.max_level}
+        context.keygen(rotations=sorted(top), power_of_two_rotations=False, low_level_rotations=low, **kw)
         return context
 
     def program(self):

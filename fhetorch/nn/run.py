@@ -100,13 +100,24 @@ class Program:
                 self._lts[name] = (lt, m.bias if bool(m.bias.any()) else None)
         return self._lts[name]
 
-    def rotations(self) -> set:
-        steps = set()
+    def rotations(self) -> dict:
+        """{rotation step: the highest level a transform uses it at} (from the plan), so keys
+        used only below the top hold only the limbs of their levels."""
+        steps = {}
+        plan = {s.name: s for s in self.cm.plan.steps}
+        by_name = {l.name: l for l in self.cm.layers}
         for l in self.cm.layers[1:]:
             if l.kind == "linear" and self._materialised(l.name):
                 lt, _ = self.transform(l.name)
-                if lt is not None:
-                    steps |= set(lt.rotations())
+                if lt is None:
+                    continue
+                first = l  # the chain's first layer: where the map reads its source, at that level
+                while first.inputs and by_name[first.inputs[0]].kind == "linear" and \
+                        not self._materialised(first.inputs[0]):
+                    first = by_name[first.inputs[0]]
+                level = plan[first.name].level_in
+                for r in lt.rotations():
+                    steps[r] = max(steps.get(r, 0), level)
         return steps
 
     def _materialised(self, name: str) -> bool:

@@ -16,7 +16,7 @@ from . import common
 SUITES = {
     "ops": "benchmarks.ops",
     "bts": "benchmarks.bts",
-    "resnet20": None,
+    "resnet20": "benchmarks.resnet20",
     "helr": "benchmarks.helr",
 }
 

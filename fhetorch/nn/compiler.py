@@ -139,10 +139,10 @@ class CompiledModel:
         the plan's input layout, divided by its bound, encrypted at the top level."""
         return self.program().encrypt(self._need_ctx("encrypt"), x)
 
-    def __call__(self, ex, *, progress: bool = False):
+    def __call__(self, ex, *, progress: bool = False, timing: bool = False):
         """The encrypted forward pass (bootstrapping where the plan says); progress: a tqdm bar
-        over the layers."""
-        return self.program().run(self._need_ctx("run"), ex, progress=progress)
+        over the layers; timing: seconds per layer kind in cm.program().times (synchronises)."""
+        return self.program().run(self._need_ctx("run"), ex, progress=progress, timing=timing)
 
     def decrypt(self, ey) -> torch.Tensor:
         """float64 output (batch dimension of 1) of an encrypted forward pass."""

@@ -152,7 +152,9 @@ class Program:
         return (self.layouts[self.output].unpack(v) * self.cm.bounds[self.output]).reshape(1, -1)
 
     # --- the forward pass ----------------------------------------------------------------------
-    def run(self, ctx, ex, progress: bool = False):
+    def run(self, ctx, ex, progress: bool = False, timing: bool = False):
+        """The forward pass. timing: synchronise around every layer and keep seconds per kind
+        ("linear", "relu", "add", "bootstrap") in self.times (for the benchmark's breakdown)."""
         from ..tensor import EncryptedTensor
 
         lay = getattr(ex, "layout", None)
@@ -162,12 +164,17 @@ class Program:
         bt = _bts.bootstrapper(ctx) if self.cm.plan.bootstraps else None
         vals = {first: ex.ciphertext}
         self.bootstraps = 0
+        self.times = {"linear": 0.0, "relu": 0.0, "add": 0.0, "bootstrap": 0.0}
+        clock = _Clock(ctx.device, timing)
 
         def refresh(ct):
             if bt is None:
                 raise RuntimeError("nn: a bootstrap is needed but the plan has none (the level model disagrees)")
             self.bootstraps += 1
-            return bt.bootstrap(ct)
+            t = clock.now()
+            out = bt.bootstrap(ct)
+            self.times["bootstrap"] += clock.now() - t
+            return out
 
         def ready(name, need):
             ct = vals[name]
@@ -182,25 +189,31 @@ class Program:
 
             layers = tqdm(layers, desc="encrypted layers", unit="layer", leave=False)
         for l in layers:
-            if l.kind == "linear":
-                if not self._materialised(l.name):
-                    continue
-                src, _ = pend[l.name]
-                lt, bias = self.transform(l.name)
-                if lt is None:
-                    vals[l.name] = vals[src]
-                    continue
-                ct = lt(ready(src, 1))
-                if bias is not None:
-                    ct = ev.add_plain(ctx, ct, bias.to(ctx.device))
-                vals[l.name] = ct
-            elif l.kind == "add":
-                a, b = (vals[i] for i in l.inputs)
-                vals[l.name] = ev.add(ctx, a, b)
-            else:
-                vals[l.name] = self._relu(ctx, l.inputs[0], vals, ready, refresh)
+            t0, b0 = clock.now(), self.times["bootstrap"]
+            self._layer(ctx, l, vals, pend, ready, refresh)
+            self.times[l.kind] += clock.now() - t0 - (self.times["bootstrap"] - b0)
         return EncryptedTensor(ctx, vals[self.output], (self.slots,),
                                layout=("nn", self.cm.params.name, self.output, self.layouts[self.output]))
+
+    def _layer(self, ctx, l, vals, pend, ready, refresh):
+        """One layer of run(): its value into vals (bootstrapping inputs through ready/refresh)."""
+        if l.kind == "linear":
+            if not self._materialised(l.name):
+                return
+            src, _ = pend[l.name]
+            lt, bias = self.transform(l.name)
+            if lt is None:
+                vals[l.name] = vals[src]
+                return
+            ct = lt(ready(src, 1))
+            if bias is not None:
+                ct = ev.add_plain(ctx, ct, bias.to(ctx.device))
+            vals[l.name] = ct
+        elif l.kind == "add":
+            a, b = (vals[i] for i in l.inputs)
+            vals[l.name] = ev.add(ctx, a, b)
+        else:
+            vals[l.name] = self._relu(ctx, l.inputs[0], vals, ready, refresh)
 
     def _relu(self, ctx, src, vals, ready, refresh):
         fn = self.cm.relu_fn
@@ -217,6 +230,22 @@ class Program:
             x = vals[src]
             y = ev.multiply(ctx, x, y)
         return y
+
+
+class _Clock:
+    """perf_counter, synchronising the device first when timing (no-op otherwise)."""
+
+    def __init__(self, device, on: bool):
+        self.device, self.on = device, on
+
+    def now(self) -> float:
+        if not self.on:
+            return 0.0
+        import time
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
 
 
 __all__ = ["Program", "FREE"]

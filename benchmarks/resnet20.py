@@ -74,12 +74,11 @@ def run(args, device: torch.device) -> dict:
     shared = os.path.join(common.REPO, "..", "shared", "data")
     ckpt = os.path.join(shared, "resnet20_cifar10_akamaster.th")
     if os.path.exists(ckpt):
-        from models.resnet20 import load_checkpoint, load_images
+        from models.resnet20 import load_checkpoint, load_images, simulated_agreement
 
         x, _ = load_images(os.path.join(shared, "cifar10_test_first512.npz"), 192)
-        cc = fhe.nn.compile(load_checkpoint(ckpt), x[:128], preset="n16-bts40")
-        s, p = cc.simulate(x[128:]).argmax(1), cc.plaintext(x[128:]).argmax(1)
-        doc["cifar"] = {"bootstraps_planned": cc.plan.bootstraps, "simulated_agreement": float((s == p).float().mean())}
+        cc, agree = simulated_agreement(load_checkpoint(ckpt), x, 128)
+        doc["cifar"] = {"bootstraps_planned": cc.plan.bootstraps, "simulated_agreement": agree}
         print(f"CIFAR-10 ResNet-20: {cc.plan.bootstraps} bootstraps planned (n16-bts40), simulated top-1 agreement "
               f"{doc['cifar']['simulated_agreement']:.2%} on 64 images")
     print("anchors: Cheddar 1.05 s (H100 PCIe, CIFAR), Theodosian 0.74 s; target <= 1.0 s, <= 40 GB")

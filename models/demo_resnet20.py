@@ -88,14 +88,13 @@ def main(argv=None):
 
     ckpt = os.path.join(SHARED, "resnet20_cifar10_akamaster.th")
     if os.path.exists(ckpt):
-        from models.resnet20 import load_checkpoint, load_images
+        from models.resnet20 import load_checkpoint, load_images, simulated_agreement
 
-        x, y = load_images(os.path.join(SHARED, "cifar10_test_first512.npz"), 192)
-        cc = fhe.nn.compile(load_checkpoint(ckpt), x[:128], preset="n16-bts40")
-        s, p = cc.simulate(x[128:]).argmax(1), cc.plaintext(x[128:]).argmax(1)
+        x, _ = load_images(os.path.join(SHARED, "cifar10_test_first512.npz"), 192)
+        cc, agree = simulated_agreement(load_checkpoint(ckpt), x, 128)
         print(f"CIFAR-10 ResNet-20 (shared checkpoint): {cc.plan.bootstraps} bootstraps planned at n16-bts40; "
-              f"simulated top-1 agreement {float((s == p).float().mean()):.2%} on 64 images; its encrypted run "
-              "needs multi-ciphertext layouts (next)")
+              f"simulated top-1 agreement {agree:.2%} on 64 images; its encrypted run needs multi-ciphertext "
+              "layouts (next)")
 
 
 if __name__ == "__main__":

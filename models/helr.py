@@ -139,12 +139,12 @@ class PlainHELR:
         self.z = self.layout.pack(z)
         self.w = torch.zeros(slots, dtype=torch.float64)
         self.v = torch.zeros(slots, dtype=torch.float64)
+        self.q = _gradient_poly(cfg, self.n)
         self.t = 0
 
     def step(self):
-        L, cfg = self.layout, self.cfg
+        L, cfg, q = self.layout, self.cfg, self.q
         gamma, eta = cfg.schedule()[self.t]
-        q = _gradient_poly(cfg, self.n)
         f, r = L.f, L.rows_per_ct
         grad = None
         for z in self.z:

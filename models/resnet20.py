@@ -98,3 +98,14 @@ def load_images(path: str, count: int | None = None):
     if count is not None:
         images, labels = images[:count], labels[:count]
     return normalize(images), labels
+
+
+def simulated_agreement(model, x: torch.Tensor, calibration: int, preset: str = "n16-bts40"):
+    """(compiled model, top-1 agreement of its simulation with the plaintext model) for a model
+    compiled on x[:calibration] and evaluated on the rest of x."""
+    import fhetorch as fhe
+
+    cm = fhe.nn.compile(model, x[:calibration], preset=preset)
+    rest = x[calibration:]
+    sim, plain = cm.simulate(rest).argmax(1), cm.plaintext(rest).argmax(1)
+    return cm, float((sim == plain).float().mean())

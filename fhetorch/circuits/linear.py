@@ -138,30 +138,33 @@ class LinearTransform:
     def nonzero_diagonals(self) -> int:
         return sum(len(v) for v in self._plan.values())
 
-    def _encode(self, level: int, scale: float):
-        key = (level, float(scale))
+    def _encode(self, level: int, scale: float, extended: bool = False):
+        """({g: [(b, encoded diagonal)]}, s): the diagonals at the scale factor s that lands the
+        result on the next level's nominal scale, over the level's limbs (extended: and P's, for
+        the fused path). Cached per (level, scale) unless cache_encodings is off."""
+        key = ("ext", level, float(scale)) if extended else (level, float(scale))
         enc = self._encoded.get(key)
         if enc is None:
-            probe = _Probe(level, scale)
-            s = ev._target_scale_factor(self.ctx, probe)
-            enc = {g: [(b, self.ctx.encode(d.to(self.ctx.device), level=level, scale=s, slots=self.n).data)
-                       for b, d in items] for g, items in self._plan.items()}
-            if not self.cache_encodings:
-                return enc, s
-            self._encoded[key] = (enc, s)
-        return self._encoded[key]
+            s = ev._target_scale_factor(self.ctx, _Probe(level, scale))
+            if extended:
+                encode = lambda d: self.ctx.encode_extended(d, level=level, scale=s, slots=self.n)  # noqa: E731
+            else:
+                encode = lambda d: self.ctx.encode(d, level=level, scale=s, slots=self.n).data  # noqa: E731
+            enc = ({g: [(b, encode(d.to(self.ctx.device))) for b, d in items] for g, items in self._plan.items()}, s)
+            if self.cache_encodings:
+                self._encoded[key] = enc
+        return enc
 
     def _rotate_hoisted(self, ct, steps) -> dict:
         """{step: rot_step(ct)}: hoisted for steps with a direct key (s or s - n), composed otherwise."""
         ctx = self.ctx
         direct, other = {}, []
         for s in steps:
-            for c in (s, s - self.n):
-                if s % self.n == 0 or galois_element(c, ctx.n) in ctx.galois_keys:
-                    direct[c] = s
-                    break
-            else:
+            c = s if s % self.n == 0 else self._direct_step(s)
+            if c is None:
                 other.append(s)
+            else:
+                direct[c] = s
         out = {direct[c]: r for c, r in ev.rotate_hoisted(ctx, ct, list(direct)).items()} if direct else {}
         for s in other:
             out[s] = self._rotate(ct, s)
@@ -209,13 +212,17 @@ class LinearTransform:
 
 
     # --- fused evaluation ----------------------------------------------------------------
-    def _direct(self, s: int):
-        """The Galois element of a direct key for step s (s or s - n), or None."""
+    def _direct_step(self, s: int):
+        """s or s - n (the same rotation of n slots), whichever has a key; None if neither."""
         for c in (s, s - self.n):
-            g = galois_element(c, self.ctx.n)
-            if g in self.ctx.galois_keys:
-                return g
+            if galois_element(c, self.ctx.n) in self.ctx.galois_keys:
+                return c
         return None
+
+    def _direct(self, s: int):
+        """The Galois element of a direct key for step s, or None."""
+        c = self._direct_step(s)
+        return None if c is None else galois_element(c, self.ctx.n)
 
     def _fusable(self, ct) -> bool:
         ctx = self.ctx
@@ -230,22 +237,10 @@ class LinearTransform:
                     return False
         return True
 
-    def _encode_ext(self, level: int, scale: float):
-        """{g: {b: diagonal over level + P}} and the factor s (as _encode)."""
-        key = ("ext", level, float(scale))
-        enc = self._encoded.get(key)
-        if enc is None:
-            s = ev._target_scale_factor(self.ctx, _Probe(level, scale))
-            enc = ({g: [(b, self.ctx.encode_extended(d.to(self.ctx.device), level=level, scale=s, slots=self.n))
-                        for b, d in items] for g, items in self._plan.items()}, s)
-            if self.cache_encodings:
-                self._encoded[key] = enc
-        return enc
-
     def _fused(self, ct):
         ctx = self.ctx
         ring, special, alpha = ctx.ring, ctx.special_idx, ctx.params.alpha
-        enc, s = self._encode_ext(ct.level, ct.scale)
+        enc, s = self._encode(ct.level, ct.scale, extended=True)
         r = ctx.level_idx(ct.level)
         ext = tuple(r) + tuple(special)
         ext_mod = ring.basis(ext).mod
@@ -260,19 +255,20 @@ class LinearTransform:
             gal, kq, kp = [], [], []
             for b in babies:
                 if b % self.n:
-                    key = ctx.galois_keys[self._direct(b)]
                     gal.append(self._direct(b))
+                    key = ctx.galois_keys[gal[-1]]
                     kq.append(key.key_q)
                     kp.append(key.key_p)
                 else:
                     gal.append(1)
                     kq.append(c)  # not read
                     kp.append(c)
+            slot = {b: i for i, b in enumerate(babies)}
             pts, pb, pg = [], [], []
             for gi, g in enumerate(chunk):
                 for b, pt in enc[g]:
                     pts.append(pt)
-                    pb.append(babies.index(b))
+                    pb.append(slot[b])
                     pg.append(gi)
             accs = _ops.hoisted_mac(d, c, kq, kp, gal, r.start, r.start // alpha, c_p, pts, pb, pg, len(chunk),
                                     ext_mod)

@@ -19,7 +19,9 @@ Chebyshev interpolant of ReLU of a given degree (`relu=` an int; cheaper, less p
 """
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -72,8 +74,12 @@ class RangeReport:
 class CompiledModel:
     """A model prepared for encrypted inference (see the module docstring)."""
 
-    def __init__(self, model, gm: fx.GraphModule, layers: list, bounds: dict, relu_fn, plan: Plan, params):
+    def __init__(self, model, gm: fx.GraphModule, layers: list, bounds: dict, relu_fn, plan: Plan, params,
+                 device=None):
         self.model = model.eval()
+        self.device = device
+        self.ctx = None
+        self._program = None
         self.graph_module = gm
         self.layers = layers
         self.bounds = bounds  # value name -> B
@@ -90,12 +96,13 @@ class CompiledModel:
             return self.model(x)
 
     def simulate(self, x: torch.Tensor) -> torch.Tensor:
-        """float64 with the encrypted run's approximations; out-of-range values in `last_ranges`
-        (and a warning-free RangeReport you can check: cm.last_ranges.ok)."""
+        """float64 with the encrypted run's approximations; values outside their bounds are listed
+        in `cm.last_ranges` (a RangeReport: check `cm.last_ranges.ok`)."""
         for p in self._polys:
             p.outside, p.worst = 0, 0.0
+        outside = {}
         with torch.no_grad():
-            out, outside = self._run_checked(x.to(torch.float64))
+            out = _RangeInterpreter(self._sim, self.bounds, outside).run(x.to(torch.float64))
         for p in self._polys:
             if p.outside:
                 outside[p.name] = (p.outside, p.worst)
@@ -108,8 +115,6 @@ class CompiledModel:
         of its linear transforms and, if it bootstraps, the bootstrapping keys for its slot count.
         Returns the context."""
         from ..tensor import Context
-
-        import warnings
 
         if context is None:
             with warnings.catch_warnings():
@@ -128,7 +133,7 @@ class CompiledModel:
 
     def program(self):
         """The encrypted program (layouts, slot maps, their linear transforms), built once."""
-        if getattr(self, "_program", None) is None:
+        if self._program is None:
             from .run import Program
 
             self._program = Program(self)
@@ -149,14 +154,13 @@ class CompiledModel:
         return self.program().decrypt(self._need_ctx("decrypt"), ey)
 
     def _need_ctx(self, what):
-        ctx = getattr(self, "ctx", None)
-        if ctx is None:
+        if self.ctx is None:
             raise RuntimeError(f"CompiledModel.{what}: no keys yet; call cm.keygen() first")
-        return ctx
+        return self.ctx
 
     # --- internals ---------------------------------------------------------------------------
     def _simulation_module(self):
-        gm = _copy_gm(self.graph_module).to(torch.float64)  # copy first: .to() converts shared modules in place
+        gm = copy.deepcopy(self.graph_module).to(torch.float64)  # copy first: .to() converts modules in place
         polys = []
         for layer in self.layers:
             if layer.kind != "relu":
@@ -167,26 +171,19 @@ class CompiledModel:
             gm.add_submodule(target, mod)
             polys.append(mod)
             with gm.graph.inserting_after(node):
-                new = gm.graph.call_module(target, (node.args[0] if node.op != "call_method" else node.args[0],))
+                new = gm.graph.call_module(target, (node.args[0],))
             node.replace_all_uses_with(new)
             gm.graph.erase_node(node)
         gm.recompile()
         return gm, polys
 
-    def _run_checked(self, x):
-        """Run the simulation graph, checking every value of a range class against its bound."""
-        outside = {}
-        env = {}
-        names = {l.name for l in self.layers if l.kind != "input"}
-        interp = _RangeInterpreter(self._sim, self.bounds, names, outside)
-        out = interp.run(x)
-        return out, outside
-
 
 class _RangeInterpreter(fx.Interpreter):
-    def __init__(self, gm, bounds, names, outside):
+    """Runs a graph and records, per value with a bound, how many entries exceed it and by how much."""
+
+    def __init__(self, gm, bounds, outside):
         super().__init__(gm)
-        self.bounds, self.names, self.outside = bounds, names, outside
+        self.bounds, self.outside = bounds, outside
 
     def run_node(self, n):
         out = super().run_node(n)
@@ -197,11 +194,6 @@ class _RangeInterpreter(fx.Interpreter):
             if bool(over.any()):
                 self.outside[n.name] = (int(over.sum()), float(r.max()))
         return out
-
-
-def _copy_gm(gm: fx.GraphModule) -> fx.GraphModule:
-    import copy
-    return copy.deepcopy(gm)
 
 
 def _range_classes(layers: list) -> dict:
@@ -237,7 +229,7 @@ def _calibrate(gm: fx.GraphModule, layers: list, inputs: torch.Tensor) -> dict:
                 peak[n.name] = max(peak.get(n.name, 0.0), float(out.abs().max()))
             return out
 
-    g64 = _copy_gm(gm).to(torch.float64)
+    g64 = copy.deepcopy(gm).to(torch.float64)
     with torch.no_grad():
         Probe(g64).run(inputs.to(torch.float64))
     return {l.name: peak.get(l.name, 0.0) for l in layers}
@@ -273,10 +265,8 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
         class_peak[rep] = max(class_peak.get(rep, 0.0), peak[name])
     bounds = {name: _round_bound(class_peak[rep] * margin) for name, rep in cls.items()}
     fn = relu_approximation(relu)
-    plan = make_plan(layers, params, fn, bounds)
-    cm = CompiledModel(model, gm, layers, bounds, fn, plan, params)
-    cm.device = device
-    return cm
+    plan = make_plan(layers, params, fn)
+    return CompiledModel(model, gm, layers, bounds, fn, plan, params, device)
 
 
 def _round_bound(b: float) -> float:

@@ -87,7 +87,8 @@ def trace(model: nn.Module) -> fx.GraphModule:
     return fuse(gm, inplace=True)
 
 
-def _float_args(node: fx.Node) -> list:
+def _node_args(node: fx.Node) -> list:
+    """The node's inputs that are other nodes (values), not constants."""
     return [a for a in node.args if isinstance(a, fx.Node)]
 
 
@@ -102,7 +103,7 @@ def lower(model: nn.Module, example: torch.Tensor):
             continue
         meta = node.meta.get("tensor_meta")
         shape = tuple(meta.shape[1:]) if meta is not None and hasattr(meta, "shape") else ()
-        ins = [a.name for a in _float_args(node)]
+        ins = [a.name for a in _node_args(node)]
         if node.op == "placeholder":
             layers.append(Layer(node.name, "input", "input", [], shape, node))
             continue

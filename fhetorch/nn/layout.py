@@ -68,7 +68,7 @@ class Layout:
         """The layout of a stride-s layer's output with C channels on this grid."""
         if not self.is_image:
             raise ValueError("a strided layer needs an image layout")
-        C0, H, W = self.shape
+        _, H, W = self.shape
         if H % s or W % s:
             raise UnsupportedLayerError(f"nn: stride {s} on a {H}x{W} map leaves a remainder; use even sizes")
         return Layout((C, H // s, W // s), self.gap * s, self.grid)
@@ -115,17 +115,17 @@ class SlotMap:
         """The map between scaled values: y / out_factor = M (x / in_factor) * in_factor / out_factor + bias / out_factor."""
         return SlotMap(self.n, self.rows, self.cols, self.vals * (in_factor / out_factor), self.bias / out_factor)
 
+    def offsets(self) -> int:
+        """How many distinct diagonals (before cancellations) the map has."""
+        return int(torch.unique((self.cols - self.rows) % self.n).numel())
+
     def diagonals(self) -> dict:
         """{offset k: (n,) diagonal} with diag_k[i] = M[i, (i + k) mod n] (circuits/linear.py)."""
-        k = (self.cols - self.rows) % self.n
-        out = {}
-        for off in torch.unique(k).tolist():
-            sel = k == off
-            d = torch.zeros(self.n, dtype=torch.float64)
-            d.index_add_(0, self.rows[sel], self.vals[sel])
-            if bool(d.any()):
-                out[int(off)] = d
-        return out
+        ks, which = torch.unique((self.cols - self.rows) % self.n, return_inverse=True)
+        d = torch.zeros(ks.numel(), self.n, dtype=torch.float64)
+        d.index_put_((which, self.rows), self.vals, accumulate=True)
+        keep = d.ne(0).any(dim=1)
+        return {int(k): row for k, row, ok in zip(ks.tolist(), d, keep.tolist()) if ok}
 
 
 def _coo(n, rows, cols, vals, bias=None):
@@ -180,10 +180,10 @@ def _gather(n, src_index: torch.Tensor, lin: Layout, lout: Layout, scale: float 
 def layer_map(layer, module, lin: Layout, n: int):
     """(SlotMap or None for a pure layout change, output Layout) of a graph.py linear layer."""
     node, op = layer.node, layer.op
-    if op in ("identity",):
+    if op == "identity":
         return None, lin
-    if op == "flatten":
-        return None, Layout(lin.shape, lin.gap, lin.grid) if not lin.is_image else _flat(lin)
+    if op == "flatten":  # a layout change only: (C, 1, 1) keeps its slots
+        return None, _flat(lin) if lin.is_image else lin
     if op == "conv2d":
         m = module
         if not isinstance(m, nn.Conv2d):
@@ -191,7 +191,7 @@ def layer_map(layer, module, lin: Layout, n: int):
         s, p = m.stride, m.padding
         if s[0] != s[1] or p[0] != p[1] or not isinstance(p[0], int):
             raise UnsupportedLayerError(f"nn: {layer.name}: use equal strides and integer paddings on both axes")
-        lout = lin.strided(m.out_channels, s[0]) if lin.is_image else None
+        lout = lin.strided(m.out_channels, s[0])
         if lout.shape[1:] != tuple(layer.shape[1:]):
             raise UnsupportedLayerError(f"nn: {layer.name}: only 'same'-size convolutions (padding = kernel // 2) "
                                         f"run encrypted; output {tuple(layer.shape)}")

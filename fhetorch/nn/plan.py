@@ -73,24 +73,24 @@ class Plan:
         return "\n".join(rows)
 
 
-def _relu_stages(fn) -> list:
-    """Levels of each stage of the ReLU approximation (composite: stages then the product)."""
+def relu_stages(fn) -> tuple:
+    """([(Chebyshev series, levels)] evaluated one after the other, times_input): the ReLU
+    approximation as the planner counts it and the executor (run.py) evaluates it; with
+    times_input the result is x * (last stage), one level more."""
     from ..circuits.polynomial import Composite, cost
 
-    if isinstance(fn, Composite):
-        depths = [cost(s).depth for s in fn._series()]
-        return depths + ([1] if fn.times_input else [])
-    return [fn.cost().depth]
+    series = fn._series() if isinstance(fn, Composite) else [fn.series]
+    return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 
-def make_plan(layers: list, params, relu_fn, bounds: dict | None = None) -> Plan:
+def make_plan(layers: list, params, relu_fn) -> Plan:
     info = params.info()
     if not info.bootstrappable:
         raise ValueError(f"nn.compile: preset {params.name!r} cannot bootstrap; deep models need n16-bts40, "
                          "n16-bts35 (or toy-n13-bts for tests)")
     top, after = params.max_level, info.levels_after_bootstrap
-    stages = _relu_stages(relu_fn)
-    product = getattr(relu_fn, "times_input", False)
+    series, product = relu_stages(relu_fn)
+    stages = [d for _, d in series] + ([1] if product else [])
     consumers = {}
     for l in layers:
         for i in l.inputs:

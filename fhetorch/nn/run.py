@@ -23,12 +23,12 @@ import torch
 
 from ..circuits import bootstrap as _bts
 from ..circuits.linear import LinearTransform
-from ..circuits.polynomial import Composite, cost, evaluate
+from ..circuits.polynomial import evaluate
 from ..ckks import evaluator as ev
 from ..errors import LayoutError
 from .graph import UnsupportedLayerError
 from .layout import Layout, layer_map
-from .plan import FREE
+from .plan import relu_stages
 
 
 class Program:
@@ -60,36 +60,40 @@ class Program:
             else:
                 layouts[l.name] = layouts[l.inputs[0]]
         self.layouts, self.maps = layouts, maps
-        self.consumers = {}
-        for l in layers:
-            for i in l.inputs:
-                self.consumers[i] = self.consumers.get(i, 0) + 1
         self.output = layers[-1].name
+        self._chains(layers)
         self._lts = {}
         # keep encoded diagonals only while they are few (a ResNet's would not fit the GPU)
-        self.cache_encodings = sum(len(m.diagonals()) for m in maps.values() if m is not None) <= 2000
+        self.cache_encodings = sum(m.offsets() for _, _, m in self.chains.values() if m is not None) <= 2000
 
-    # --- linear transforms -----------------------------------------------------------------
-    def _pending(self):
-        """{value: (source value, composed SlotMap or None)} for every linear layer, as run() composes them."""
-        pend, out = {}, {}
-        for l in self.cm.layers[1:]:
+    def _chains(self, layers):
+        """Which linear values run() materialises, and from where: a linear layer composes into
+        the one reading it while nothing else reads it; a value is materialised when a
+        non-linear layer, a second consumer or the output needs it. self.chains:
+        {materialised value: (source value, first layer of the chain, composed SlotMap or None)}."""
+        users = {}
+        for l in layers:
+            for i in l.inputs:
+                users.setdefault(i, []).append(l)
+        pend = {}  # linear value -> (source, first layer, composed map so far)
+        self.chains = {}
+        for l in layers[1:]:
             if l.kind != "linear":
                 continue
-            src = l.inputs[0]
-            m = self.maps[l.name]
-            if src in pend and self.consumers.get(src, 0) == 1:
-                s0, m0 = pend[src]
-                comp = m0 if m is None else (m if m0 is None else m0.then(m))
-                pend[l.name] = (s0, comp)
+            src, m = l.inputs[0], self.maps[l.name]
+            if src in pend:  # src was not materialised: extend its chain
+                s0, first, m0 = pend[src]
+                pend[l.name] = (s0, first, m0 if m is None else (m if m0 is None else m0.then(m)))
             else:
-                pend[l.name] = (src, m)
-        return pend
+                pend[l.name] = (src, l.name, m)
+            nxt = users.get(l.name, [])
+            if l.name == self.output or len(nxt) != 1 or nxt[0].kind != "linear":
+                self.chains[l.name] = pend.pop(l.name)
 
     def transform(self, name: str):
         """(LinearTransform or None, scaled bias) materialising value `name` from its source."""
         if name not in self._lts:
-            src, m = self._pending()[name]
+            src, _, m = self.chains[name]
             if m is None:
                 self._lts[name] = (None, None)
             else:
@@ -105,27 +109,14 @@ class Program:
         used only below the top hold only the limbs of their levels."""
         steps = {}
         plan = {s.name: s for s in self.cm.plan.steps}
-        by_name = {l.name: l for l in self.cm.layers}
-        for l in self.cm.layers[1:]:
-            if l.kind == "linear" and self._materialised(l.name):
-                lt, _ = self.transform(l.name)
-                if lt is None:
-                    continue
-                first = l  # the chain's first layer: where the map reads its source, at that level
-                while first.inputs and by_name[first.inputs[0]].kind == "linear" and \
-                        not self._materialised(first.inputs[0]):
-                    first = by_name[first.inputs[0]]
-                level = plan[first.name].level_in
-                for r in lt.rotations():
-                    steps[r] = max(steps.get(r, 0), level)
+        for name, (_, first, _) in self.chains.items():
+            lt, _ = self.transform(name)
+            if lt is None:
+                continue
+            level = plan[first].level_in  # where the chain's first layer reads its source
+            for r in lt.rotations():
+                steps[r] = max(steps.get(r, 0), level)
         return steps
-
-    def _materialised(self, name: str) -> bool:
-        """Whether run() materialises linear value `name` (a non-linear or second consumer, or the output)."""
-        if name == self.output:
-            return True
-        users = [l for l in self.cm.layers if name in l.inputs]
-        return len(users) != 1 or users[0].kind != "linear"
 
     # --- client side -------------------------------------------------------------------------
     def encrypt(self, ctx, x: torch.Tensor):
@@ -182,7 +173,6 @@ class Program:
                 ct = vals[name] = refresh(ct)
             return ct
 
-        pend = self._pending()
         layers = self.cm.layers[1:]
         if progress:
             from tqdm import tqdm
@@ -190,17 +180,17 @@ class Program:
             layers = tqdm(layers, desc="encrypted layers", unit="layer", leave=False)
         for l in layers:
             t0, b0 = clock.now(), self.times["bootstrap"]
-            self._layer(ctx, l, vals, pend, ready, refresh)
+            self._layer(ctx, l, vals, ready, refresh)
             self.times[l.kind] += clock.now() - t0 - (self.times["bootstrap"] - b0)
         return EncryptedTensor(ctx, vals[self.output], (self.slots,),
                                layout=("nn", self.cm.params.name, self.output, self.layouts[self.output]))
 
-    def _layer(self, ctx, l, vals, pend, ready, refresh):
+    def _layer(self, ctx, l, vals, ready, refresh):
         """One layer of run(): its value into vals (bootstrapping inputs through ready/refresh)."""
         if l.kind == "linear":
-            if not self._materialised(l.name):
-                return
-            src, _ = pend[l.name]
+            if l.name not in self.chains:
+                return  # composed into the layer reading it
+            src = self.chains[l.name][0]
             lt, bias = self.transform(l.name)
             if lt is None:
                 vals[l.name] = vals[src]
@@ -216,19 +206,16 @@ class Program:
             vals[l.name] = self._relu(ctx, l.inputs[0], vals, ready, refresh)
 
     def _relu(self, ctx, src, vals, ready, refresh):
-        fn = self.cm.relu_fn
-        series = fn._series() if isinstance(fn, Composite) else [fn.series]
-        x = ready(src, cost(series[0]).depth)
-        y = x
-        for s in series:
-            if y.level < cost(s).depth:
+        stages, times_input = relu_stages(self.cm.relu_fn)
+        y = ready(src, stages[0][1])
+        for series, depth in stages:
+            if y.level < depth:
                 y = refresh(y)
-            y = evaluate(ctx, y, s)
-        if isinstance(fn, Composite) and fn.times_input:
+            y = evaluate(ctx, y, series)
+        if times_input:
             if y.level < 1:
                 y = refresh(y)
-            x = vals[src]
-            y = ev.multiply(ctx, x, y)
+            y = ev.multiply(ctx, vals[src], y)
         return y
 
 
@@ -248,4 +235,4 @@ class _Clock:
         return time.perf_counter()
 
 
-__all__ = ["Program", "FREE"]
+__all__ = ["Program"]

@@ -16,6 +16,13 @@ def _rand_vec(n, gen, complex_=False):
     return x
 
 
+def _matrix_and_vector(n, seed, spread=4, complex_=False):
+    """An n x n matrix with entries uniform in [-1/spread, 1/spread] and a vector in [-1, 1]."""
+    gen = torch.Generator().manual_seed(seed)
+    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / spread
+    return m, _rand_vec(n, gen, complex_)
+
+
 def _apply(ctx, lt, x, level=None):
     ct = ctx.encrypt_vector(x, slots=x.numel(), level=level)
     out = lt(ct)
@@ -66,10 +73,8 @@ def test_sparse_banded_and_diagonal(make_context, assert_close):
 
 
 def test_bsgs_and_plain_diagonal_agree(ctx_n10, assert_close):
-    gen = torch.Generator().manual_seed(7)
     n = 64
-    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / 4
-    x = _rand_vec(n, gen)
+    m, x = _matrix_and_vector(n, 7)
     a, b = LinearTransform(ctx_n10, m), LinearTransform(ctx_n10, m, bsgs=False)
     assert a.n1 < n and b.n1 == n
     assert len(a.rotations()) < len(b.rotations()) == n - 1
@@ -84,9 +89,7 @@ def test_fused_and_plain_paths_agree(make_context, assert_close, n):
     """The fused evaluation (one ModUp, hoisted_mac over P*Q, one ModDown per giant step) against
     the plain BSGS path and the plaintext product; n = 512 has more than 8 giant steps (two
     hoisted_mac calls)."""
-    gen = torch.Generator().manual_seed(n + 1)
-    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / 8
-    x = _rand_vec(n, gen, complex_=True)
+    m, x = _matrix_and_vector(n, n + 1, spread=8, complex_=True)
     steps = LinearTransform(make_context("toy-n12"), m).rotations()
     ctx = make_context("toy-n12", rotations=steps)
     lt = LinearTransform(ctx, m)
@@ -105,10 +108,8 @@ def test_fused_and_plain_paths_agree(make_context, assert_close, n):
 
 def test_fused_falls_back_to_composed_rotations(make_context, assert_close):
     """Without a direct key for a step the plain path composes it from power-of-two keys."""
-    gen = torch.Generator().manual_seed(3)
     n = 64
-    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / 4
-    x = _rand_vec(n, gen)
+    m, x = _matrix_and_vector(n, 3)
     ctx = make_context("toy-n10")  # +-2^i keys only
     lt = LinearTransform(ctx, m)
     assert any(galois_element(s, ctx.n) not in ctx.galois_keys for s in lt.rotations())
@@ -118,10 +119,8 @@ def test_fused_falls_back_to_composed_rotations(make_context, assert_close):
 
 
 def test_rotations_exact_keys_and_missing_key(make_context, assert_close):
-    gen = torch.Generator().manual_seed(11)
     n = 64
-    m = (torch.rand(n, n, dtype=torch.float64, generator=gen) * 2 - 1) / 4
-    x = _rand_vec(n, gen)
+    m, x = _matrix_and_vector(n, 11)
     base = make_context("toy-n10")
     steps = LinearTransform(base, m).rotations()
     assert steps == sorted(set(steps)) and 0 not in steps

@@ -10,14 +10,18 @@ resnet20_cifar10_akamaster.th. `load_images(path)` reads an .npz with uint8 `ima
 (n, 3, 32, 32) and `labels`, normalised as in that training.
 
 Every layer is one torch.fx can trace (no lambdas), so `fhetorch.nn.compile` takes the model.
+`cifar_data()` finds the checkpoint and images: $FHETORCH_DATA, else ../shared/data.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+CHECKPOINT, IMAGES = "resnet20_cifar10_akamaster.th", "cifar10_test_first512.npz"
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
@@ -68,6 +72,14 @@ class ResNet20(nn.Module):
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.layer3(self.layer2(self.layer1(out)))
         return self.linear(torch.flatten(self.pool(out), 1))
+
+
+def cifar_data():
+    """(checkpoint path, images path) in $FHETORCH_DATA or ../shared/data, or None if absent."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.environ.get("FHETORCH_DATA") or os.path.join(here, "..", "shared", "data")
+    paths = os.path.join(root, CHECKPOINT), os.path.join(root, IMAGES)
+    return paths if all(os.path.exists(p) for p in paths) else None
 
 
 def load_checkpoint(path: str) -> ResNet20:

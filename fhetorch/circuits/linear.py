@@ -24,8 +24,10 @@ sum is brought down once, rotated with its key switch left over P*Q, and everyth
 summed over P*Q; a single modulus switch then drops P and rescales. Per transform: 1 + giants
 ModUps and `giants` ModDowns, against baby + giants + 1 ModDowns of the plain BSGS. Since
 ModDown(sum pt * P u) carries one rounding instead of one per term, it is also a little more
-precise. The plain path (below) stays for composed rotations, more than 16 baby steps and
-CUDA sizes the fused kernels do not cover.
+precise. A hoisted_mac call takes at most 8 giant and 16 baby steps: larger transforms make
+several calls, their diagonals encoded one batch per call group (encoding each diagonal on
+its own costs host round trips: a ResNet-20 encodes ~12000 per inference). The plain path
+(below) stays for composed rotations and CUDA sizes the fused kernels do not cover.
 
 Rotation keys: `rotations()` lists the steps used. A step without a direct key is composed
 from available keys (evaluator.rotate); where that is impossible a MissingKeyError names it.
@@ -120,10 +122,10 @@ class LinearTransform:
         self._plan = {}
         for k in ks:
             g, b = k - k % self.n1, k % self.n1
-            self._plan.setdefault(g, []).append((b, torch.roll(diags[k], g)))
+            self._plan.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
         self._encoded = {}
         if level is not None:
-            self._encode(level, ctx.nominal_scale(level))
+            self._encode(level, ctx.nominal_scale(level), sorted(self._plan), extended=fused_ok(ctx.ring))
 
     def rotations(self) -> list:
         """The rotation steps evaluation uses (keys: ctx.keygen(rotations=lt.rotations()))."""
@@ -131,29 +133,34 @@ class LinearTransform:
 
     def encoded_bytes(self) -> int:
         """Memory of the diagonals encoded so far (every level, scale and path)."""
-        return sum(pt.numel() * pt.element_size() for enc, _ in self._encoded.values()
+        return sum(pt.numel() * pt.element_size() for enc in self._encoded.values()
                    for items in enc.values() for _, pt in items)
 
     @property
     def nonzero_diagonals(self) -> int:
         return sum(len(v) for v in self._plan.values())
 
-    def _encode(self, level: int, scale: float, extended: bool = False):
-        """({g: [(b, encoded diagonal)]}, s): the diagonals at the scale factor s that lands the
-        result on the next level's nominal scale, over the level's limbs (extended: and P's, for
-        the fused path). Cached per (level, scale) unless cache_encodings is off."""
-        key = ("ext", level, float(scale)) if extended else (level, float(scale))
-        enc = self._encoded.get(key)
-        if enc is None:
-            s = ev._target_scale_factor(self.ctx, _Probe(level, scale))
-            if extended:
-                encode = lambda d: self.ctx.encode_extended(d, level=level, scale=s, slots=self.n)  # noqa: E731
-            else:
-                encode = lambda d: self.ctx.encode(d, level=level, scale=s, slots=self.n).data  # noqa: E731
-            enc = ({g: [(b, encode(d.to(self.ctx.device))) for b, d in items] for g, items in self._plan.items()}, s)
-            if self.cache_encodings:
-                self._encoded[key] = enc
-        return enc
+    def _scale_factor(self, level: int, scale: float) -> float:
+        """The diagonals' scale: it lands the result on the next level's nominal scale."""
+        return ev._target_scale_factor(self.ctx, _Probe(level, scale))
+
+    def _encode(self, level: int, scale: float, giants, extended: bool = False) -> dict:
+        """{g: [(b, encoded diagonal)]} for the giant steps `giants`, at _scale_factor, over the
+        level's limbs (extended: and P's, for the fused path). One batched encoding for all the
+        diagonals asked for; cached per (level, scale) unless cache_encodings is off."""
+        key = ("ext" if extended else "q", level, float(scale))
+        cache = self._encoded.setdefault(key, {}) if self.cache_encodings else {}
+        todo = [(g, b, d) for g in giants if g not in cache for b, d in self._plan[g]]
+        if todo:
+            ctx = self.ctx
+            batch = torch.stack([d for _, _, d in todo])
+            pts = ctx.encode_extended(batch, level=level, scale=self._scale_factor(level, scale), slots=self.n)
+            pts = pts.view(len(todo), -1, ctx.n)  # a batch of one comes back unbatched
+            if not extended:
+                pts = pts[:, : len(ctx.level_idx(level))].contiguous()
+            for (g, b, _), pt in zip(todo, pts):
+                cache.setdefault(g, []).append((b, pt))
+        return {g: cache[g] for g in giants}
 
     def _rotate_hoisted(self, ct, steps) -> dict:
         """{step: rot_step(ct)}: hoisted for steps with a direct key (s or s - n), composed otherwise."""
@@ -191,22 +198,24 @@ class LinearTransform:
         elif self._fusable(ct):
             out = self._fused(ct)
         else:
-            enc, s = self._encode(ct.level, ct.scale)
+            s = self._scale_factor(ct.level, ct.scale)
             try:
                 rots = self._rotate_hoisted(ct, self.baby)
             except MissingKeyError as e:
                 raise MissingKeyError(f"LinearTransform: {e} (steps needed: {self.rotations()}; generate them with "
                                       "ctx.keygen(rotations=lt.rotations()) on the client)") from e
             acc = None
-            for g, items in enc.items():
-                inner = None
-                for b, pt in items:
-                    term = _ops.mul(rots[b].data, pt, mod)
-                    inner = term if inner is None else _ops.add(inner, term, mod)
-                inner = ct.replace(data=inner, scale=ct.scale * s)
-                if g % self.n:
-                    inner = self._rotate(inner, g)
-                acc = inner if acc is None else acc.replace(data=_ops.add(acc.data, inner.data, mod))
+            giants = sorted(self._plan)
+            for lo in range(0, len(giants), MAC_GIANTS):
+                for g, items in self._encode(ct.level, ct.scale, giants[lo : lo + MAC_GIANTS]).items():
+                    inner = None
+                    for b, pt in items:
+                        term = _ops.mul(rots[b].data, pt, mod)
+                        inner = term if inner is None else _ops.add(inner, term, mod)
+                    inner = ct.replace(data=inner, scale=ct.scale * s)
+                    if g % self.n:
+                        inner = self._rotate(inner, g)
+                    acc = inner if acc is None else acc.replace(data=_ops.add(acc.data, inner.data, mod))
             out = ev.rescale(ctx, acc)
         return x._like(out) if hasattr(x, "_like") else out
 
@@ -228,8 +237,6 @@ class LinearTransform:
         ctx = self.ctx
         if not self.fuse or not fused_ok(ctx.ring):
             return False
-        if len(self.baby) > MAC_BABIES:
-            return False
         for s in self.baby + self.giant:
             if s % self.n:
                 g = self._direct(s)
@@ -240,38 +247,23 @@ class LinearTransform:
     def _fused(self, ct):
         ctx = self.ctx
         ring, special, alpha = ctx.ring, ctx.special_idx, ctx.params.alpha
-        enc, s = self._encode(ct.level, ct.scale, extended=True)
+        s = self._scale_factor(ct.level, ct.scale)
         r = ctx.level_idx(ct.level)
         ext = tuple(r) + tuple(special)
         ext_mod = ring.basis(ext).mod
         c = ct.data.contiguous()
         c_p = ev._special_product_consts(ctx, ct.level)
         d = mod_up(ring, c[1], r, special, alpha)
-        giants = sorted(enc)
+        giants = sorted(self._plan)
         total = None
         for lo in range(0, len(giants), MAC_GIANTS):
             chunk = giants[lo : lo + MAC_GIANTS]
+            enc = self._encode(ct.level, ct.scale, chunk, extended=True)
             babies = sorted({b for g in chunk for b, _ in enc[g]})
-            gal, kq, kp = [], [], []
-            for b in babies:
-                if b % self.n:
-                    gal.append(self._direct(b))
-                    key = ctx.galois_keys[gal[-1]]
-                    kq.append(key.key_q)
-                    kp.append(key.key_p)
-                else:
-                    gal.append(1)
-                    kq.append(c)  # not read
-                    kp.append(c)
-            slot = {b: i for i, b in enumerate(babies)}
-            pts, pb, pg = [], [], []
-            for gi, g in enumerate(chunk):
-                for b, pt in enc[g]:
-                    pts.append(pt)
-                    pb.append(slot[b])
-                    pg.append(gi)
-            accs = _ops.hoisted_mac(d, c, kq, kp, gal, r.start, r.start // alpha, c_p, pts, pb, pg, len(chunk),
-                                    ext_mod)
+            accs = None
+            for blo in range(0, len(babies), MAC_BABIES):  # at most MAC_BABIES rotations per call
+                part = self._mac(ct, d, c, c_p, r, enc, chunk, babies[blo : blo + MAC_BABIES], ext_mod)
+                accs = part if accs is None else _ops.add(accs, part, ext_mod)
             for gi, g in enumerate(chunk):
                 term = accs[gi]
                 if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
@@ -286,6 +278,32 @@ class LinearTransform:
         dst = tuple(ctx.level_idx(ct.level - 1))
         data = switch_modulus(ring, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))
+
+    def _mac(self, ct, d, c, c_p, r, enc, chunk, babies, ext_mod):
+        """One hoisted_mac call: the sums over `babies` of diagonal * rot_b(x), per giant of
+        `chunk`, over P*Q ((len(chunk), 2, L + K, N))."""
+        ctx = self.ctx
+        gal, kq, kp = [], [], []
+        for b in babies:
+            if b % self.n:
+                gal.append(self._direct(b))
+                key = ctx.galois_keys[gal[-1]]
+                kq.append(key.key_q)
+                kp.append(key.key_p)
+            else:
+                gal.append(1)
+                kq.append(c)  # not read
+                kp.append(c)
+        slot = {b: i for i, b in enumerate(babies)}
+        pts, pb, pg = [], [], []
+        for gi, g in enumerate(chunk):
+            for b, pt in enc[g]:
+                if b in slot:
+                    pts.append(pt)
+                    pb.append(slot[b])
+                    pg.append(gi)
+        return _ops.hoisted_mac(d, c, kq, kp, gal, r.start, r.start // ctx.params.alpha, c_p, pts, pb, pg,
+                                len(chunk), ext_mod)
 
 
 class _Probe:

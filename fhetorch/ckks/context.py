@@ -199,7 +199,8 @@ class CKKSContext:
 
     def encode_extended(self, values: torch.Tensor, *, level: int, scale: float, slots: int) -> torch.Tensor:
         """encode()'s residues over the level's limbs and the special primes P, (L + K, N): a
-        multiplicand of ciphertexts before their ModDown (fused linear transforms)."""
+        multiplicand of ciphertexts before their ModDown (fused linear transforms). A batch of
+        vectors (D, slots) gives (D, L + K, N) in one pass."""
         coeffs = self.encoder.embed(values.to(self.device), slots, scale)
         self._check_fits(coeffs, level, scale)
         return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.level_idx(level)) + tuple(self.special_idx)))

@@ -1,14 +1,23 @@
 """Where the values of a feature map sit in the slots, and linear layers as slot matrices.
 
-A `Layout` places a (C, H, W) image, or a (F,) vector, in the slots of one ciphertext:
+A `Layout` places a (C, H, W) image, or a (F,) vector, in the slots of one ciphertext, with
+the multiplexed packing of Lee et al. 2022:
 
-    slot(c, y, x) = c * block + (y * gap) * row + x * gap,   row = W * gap, block = H * gap * row
+    slot(c, y, x) = (c // g^2) * block + (y * g + (c % g^2) // g) * row + x * g + c % g,
+    row = W * g, block = H * g * row,   g = the layout's gap
 
 `gap` is 1 for the input and multiplies by s at each stride-s layer: a strided convolution
-writes its output at every s-th position of its input's grid, so every linear layer keeps a
-small set of slot offsets (diagonals) instead of one per pixel (the gap idea of Lee et al.
-2022's multiplexed packing; the channels are not yet multiplexed into the gaps). Slots not
-named by the layout hold values the next layers ignore. A vector layout is slot(i) = i.
+writes its output at every s-th position of its input's grid, and the g^2 - 1 positions in
+between hold other channels (channel c sits at sub-position (c % g^2) // g, c % g of its
+block). Every stride keeps the image grid, so each linear layer keeps a small set of slot
+offsets (diagonals), and the values stay dense: a 64 x 8 x 8 map takes 4096 slots.
+
+Replication: an image layout occupies `period` slots (a power of two) and is repeated
+n / period times over the n slots. A map between layouts writes every copy of its output and
+reads the copy of its input that keeps the same offset in every copy, so the diagonal
+offsets only count modulo the period: cyclic channel shifts cost no extra diagonal (a
+stage-3 ResNet-20 convolution has 4 x 225 diagonals instead of 7 x 225). A vector layout
+(F,) has period n: one copy, at slots 0..F-1.
 
 Linear layers (graph.py's "linear" kind) become `SlotMap`s: a sparse matrix over the slots
 (rows = output slots, columns = input slots) and a bias vector, built from the layer's weights
@@ -50,19 +59,26 @@ class Layout:
         """Slots from 0 to the last one used, + 1."""
         if not self.is_image:
             return self.shape[0]
-        C = self.shape[0]
-        return C * self.grid[0] * self.grid[1]
+        return int(self.slots().max()) + 1
+
+    def period(self, n: int) -> int:
+        """The slots one copy occupies: the span rounded up to a power of two (n for vectors)."""
+        if not self.is_image:
+            return n
+        return 1 << max(0, (self.span - 1).bit_length())
 
     def slots(self) -> torch.Tensor:
-        """Slot index of every value, in the natural (C, H, W) / (F,) order (int64)."""
+        """Slot index of every value (copy 0), in the natural (C, H, W) / (F,) order (int64)."""
         if not self.is_image:
             return torch.arange(self.shape[0])
         C, H, W = self.shape
+        g = self.gap
         gh, gw = self.grid
-        c = torch.arange(C).view(C, 1, 1) * (gh * gw)
-        y = torch.arange(H).view(1, H, 1) * (self.gap * gw)
-        x = torch.arange(W).view(1, 1, W) * self.gap
-        return (c + y + x).flatten()
+        c = torch.arange(C).view(C, 1, 1)
+        sub = c % (g * g)
+        y = torch.arange(H).view(1, H, 1) * g + sub // g
+        x = torch.arange(W).view(1, 1, W) * g + sub % g
+        return ((c // (g * g)) * (gh * gw) + y * gw + x).flatten()
 
     def strided(self, C: int, s: int) -> "Layout":
         """The layout of a stride-s layer's output with C channels on this grid."""
@@ -74,10 +90,11 @@ class Layout:
         return Layout((C, H // s, W // s), self.gap * s, self.grid)
 
     def pack(self, values: torch.Tensor, n: int) -> torch.Tensor:
-        """(C, H, W) / (F,) values -> an n-slot vector (zeros elsewhere)."""
-        out = torch.zeros(n, dtype=torch.float64)
+        """(C, H, W) / (F,) values -> an n-slot vector, repeated every period (zeros elsewhere)."""
+        p = self.period(n)
+        out = torch.zeros(p, dtype=torch.float64)
         out[self.slots()] = values.reshape(-1).to(torch.float64)
-        return out
+        return out.repeat(n // p)
 
     def unpack(self, slots: torch.Tensor) -> torch.Tensor:
         return slots[self.slots().to(slots.device)].reshape(self.shape)
@@ -128,9 +145,22 @@ class SlotMap:
         return {int(k): row for k, row, ok in zip(ks.tolist(), d, keep.tolist()) if ok}
 
 
-def _coo(n, rows, cols, vals, bias=None):
-    return SlotMap(n, rows.reshape(-1).long(), cols.reshape(-1).long(), vals.reshape(-1).to(torch.float64),
-                   torch.zeros(n, dtype=torch.float64) if bias is None else bias)
+def _coo(n, rows, cols, vals, lin: Layout, lout: Layout, bias=None):
+    """The SlotMap of out[rows] += vals * in[cols] (copy-0 slots of the two layouts), written to
+    every copy of the output; each entry reads the input's copy at offset [0, period) from its
+    row, so offsets count modulo the input's period (module doc)."""
+    rows, cols, vals = rows.reshape(-1).long(), cols.reshape(-1).long(), vals.reshape(-1).to(torch.float64)
+    p_in, p_out = lin.period(n), lout.period(n)
+    copies = n // p_out
+    rows = (rows.view(1, -1) + torch.arange(copies).view(-1, 1) * p_out).flatten()
+    # the input's value sits at cols + any multiple of p_in: take the one at offset [0, p_in)
+    cols = (rows + (cols.repeat(copies) - rows) % p_in) % n
+    vals = vals.repeat(copies)
+    full = torch.zeros(n, dtype=torch.float64)
+    if bias is not None:
+        full[:p_out] = bias[:p_out]
+        full = full[:p_out].repeat(copies)
+    return SlotMap(n, rows, cols, vals, full)
 
 
 def _conv(n, w, b, stride, padding, lin: Layout, lout: Layout):
@@ -140,7 +170,7 @@ def _conv(n, w, b, stride, padding, lin: Layout, lout: Layout):
     co, ci, dy, dx, y, x = torch.meshgrid(torch.arange(Co), torch.arange(Ci), torch.arange(kh), torch.arange(kw),
                                           torch.arange(Ho), torch.arange(Wo), indexing="ij")
     iy, ix = y * stride + dy - padding, x * stride + dx - padding
-    ok = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
+    ok = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W) & (w[co, ci, dy, dx] != 0)
     sin, sout = lin.slots().view(Ci, H, W), lout.slots().view(Co, Ho, Wo)
     rows = sout[co[ok], y[ok], x[ok]]
     cols = sin[ci[ok], iy[ok], ix[ok]]
@@ -149,7 +179,7 @@ def _conv(n, w, b, stride, padding, lin: Layout, lout: Layout):
     if b is not None:
         bias = torch.zeros(n, dtype=torch.float64)
         bias[sout.flatten()] = b.to(torch.float64).repeat_interleave(Ho * Wo)
-    return _coo(n, rows, cols, vals, bias)
+    return _coo(n, rows, cols, vals, lin, lout, bias)
 
 
 def _pool(n, k, s, lin: Layout, lout: Layout):
@@ -167,18 +197,24 @@ def _matrix(n, m: torch.Tensor, b, lin: Layout, lout: Layout):
     if b is not None:
         bias = torch.zeros(n, dtype=torch.float64)
         bias[sout] = b.to(torch.float64)
-    return _coo(n, sout[rows], sin[cols], m.to(torch.float64)[rows, cols], bias)
+    return _coo(n, sout[rows], sin[cols], m.to(torch.float64)[rows, cols], lin, lout, bias)
 
 
 def _gather(n, src_index: torch.Tensor, lin: Layout, lout: Layout, scale: float = 1.0):
     """out value i = scale * in value src_index[i] (natural order; -1: zero)."""
     sin, sout = lin.slots(), lout.slots()
     ok = src_index >= 0
-    return _coo(n, sout[ok], sin[src_index[ok]], torch.full((int(ok.sum()),), scale, dtype=torch.float64))
+    return _coo(n, sout[ok], sin[src_index[ok]], torch.full((int(ok.sum()),), scale, dtype=torch.float64), lin, lout)
 
 
-def layer_map(layer, module, lin: Layout, n: int):
-    """(SlotMap or None for a pure layout change, output Layout) of a graph.py linear layer."""
+def layer_layout(layer, module, lin: Layout) -> Layout:
+    """The output Layout of a graph.py linear layer reading `lin`."""
+    return layer_map(layer, module, lin, None)[1]
+
+
+def layer_map(layer, module, lin: Layout, n: int | None):
+    """(SlotMap or None for a pure layout change, output Layout) of a graph.py linear layer on
+    n slots (n None: the layout only)."""
     node, op = layer.node, layer.op
     if op == "identity":
         return None, lin
@@ -195,7 +231,7 @@ def layer_map(layer, module, lin: Layout, n: int):
         if lout.shape[1:] != tuple(layer.shape[1:]):
             raise UnsupportedLayerError(f"nn: {layer.name}: only 'same'-size convolutions (padding = kernel // 2) "
                                         f"run encrypted; output {tuple(layer.shape)}")
-        return _conv(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), s[0], p[0], lin, lout), lout
+        return (None if n is None else _conv(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), s[0], p[0], lin, lout)), lout
     if op in ("avg_pool2d", "adaptive_avg_pool2d"):
         C, H, W = lin.shape
         if op == "adaptive_avg_pool2d":
@@ -208,12 +244,12 @@ def layer_map(layer, module, lin: Layout, n: int):
             s = module.stride if module is not None else (node.args[2] if len(node.args) > 2 else k)
             s = s if isinstance(s, int) else s[0]
         lout = lin.strided(C, s) if H // s > 1 or W // s > 1 else Layout((C, 1, 1), lin.gap * s, lin.grid)
-        return _pool(n, k, s, lin, lout), lout
+        return (None if n is None else _pool(n, k, s, lin, lout)), lout
     if op == "linear":
         m = module
         flat = lin if not lin.is_image else _flat(lin)
         lout = Layout.vector(m.out_features)
-        return _matrix(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), flat, lout), lout
+        return (None if n is None else _matrix(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), flat, lout)), lout
     if op == "slice":
         idx = node.args[1]
         if not (isinstance(idx, tuple) and len(idx) == 4 and all(isinstance(t, slice) for t in idx)
@@ -227,7 +263,7 @@ def layer_map(layer, module, lin: Layout, n: int):
         H, W = lin.shape[1:]
         c, y, x = torch.meshgrid(torch.arange(C), torch.arange(Ho), torch.arange(Wo), indexing="ij")
         src = (c * H * W + y * s * W + x * s).flatten()
-        return _gather(n, src, lin, lout), lout
+        return (None if n is None else _gather(n, src, lin, lout)), lout
     if op == "pad":
         pad = tuple(node.args[1])
         if len(pad) != 6 or any(pad[:4]) or not all(isinstance(v, int) for v in pad):
@@ -238,10 +274,10 @@ def layer_map(layer, module, lin: Layout, n: int):
         lout = Layout((C + a + b, H, W), lin.gap, lin.grid)
         src = torch.full((C + a + b, H, W), -1, dtype=torch.long)
         src[a : a + C] = torch.arange(C * H * W).view(C, H, W)
-        return _gather(n, src.flatten(), lin, lout), lout
+        return (None if n is None else _gather(n, src.flatten(), lin, lout)), lout
     if op == "mul_const":
         c = next(a for a in node.args if not hasattr(a, "op"))
-        return _gather(n, torch.arange(lin.slots().numel()), lin, lin, float(c)), lin
+        return (None if n is None else _gather(n, torch.arange(lin.slots().numel()), lin, lin, float(c))), lin
     raise UnsupportedLayerError(f"nn: {layer.name} ({op}) has no encrypted form yet")
 
 
@@ -254,4 +290,4 @@ def _flat(lin: Layout) -> Layout:
     return lin
 
 
-__all__ = ["Layout", "SlotMap", "layer_map"]
+__all__ = ["Layout", "SlotMap", "layer_layout", "layer_map"]

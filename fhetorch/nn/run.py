@@ -27,7 +27,7 @@ from ..circuits.polynomial import evaluate
 from ..ckks import evaluator as ev
 from ..errors import LayoutError
 from .graph import UnsupportedLayerError
-from .layout import Layout, layer_map
+from .layout import Layout, layer_layout, layer_map
 from .plan import relu_stages
 
 
@@ -40,25 +40,25 @@ class Program:
         if len(inp.shape) != 3:
             raise UnsupportedLayerError("nn: encrypted models take image inputs (C, H, W) for now")
         layouts = {inp.name: Layout.image(*inp.shape)}
-        maps = {}
-        # slot count: the largest layout (images keep their input grid)
-        span = layouts[inp.name].span
-        for l in layers[1:]:
-            span = max(span, l.shape[0] * (inp.shape[1] * inp.shape[2] if len(l.shape) == 3 else 1))
-        n = 1 << max(0, (span - 1).bit_length())
-        if n > cm.params.n // 2:
-            raise UnsupportedLayerError(f"nn: the feature maps need {span} slots, more than one ciphertext's "
-                                        f"{cm.params.n // 2}; multi-ciphertext layouts are not built yet")
-        self.slots = n
-        for l in layers[1:]:
+
+        def module(l):
+            return modules.get(l.node.target) if l.node.op == "call_module" else None
+
+        for l in layers[1:]:  # the layouts first: the slot count is the largest period
             if l.kind == "linear":
-                node = l.node
-                module = modules.get(node.target) if node.op == "call_module" else None
-                m, lout = layer_map(l, module, layouts[l.inputs[0]], n)
-                maps[l.name] = m
-                layouts[l.name] = lout
+                layouts[l.name] = layer_layout(l, module(l), layouts[l.inputs[0]])
             else:
                 layouts[l.name] = layouts[l.inputs[0]]
+        n = max(lay.period(1) for lay in layouts.values() if lay.is_image)
+        n = max([n] + [1 << max(0, (lay.span - 1).bit_length()) for lay in layouts.values() if not lay.is_image])
+        if n > cm.params.n // 2:
+            raise UnsupportedLayerError(f"nn: the feature maps need {n} slots, more than one ciphertext's "
+                                        f"{cm.params.n // 2}; multi-ciphertext layouts are not built yet")
+        self.slots = n
+        maps = {}
+        for l in layers[1:]:
+            if l.kind == "linear":
+                maps[l.name], _ = layer_map(l, module(l), layouts[l.inputs[0]], n)
         self.layouts, self.maps = layouts, maps
         self.output = layers[-1].name
         self._chains(layers)

@@ -43,9 +43,25 @@ def _check_against_torch(cm, x):
         if l.kind != "linear" or m is None:
             continue
         lin, lout = prog.layouts[l.inputs[0]], prog.layouts[l.name]
-        got = lout.unpack(m.dense_apply(lin.pack(acts[l.inputs[0]][0].to(torch.float64), prog.slots)))
-        want = acts[l.name][0].to(torch.float64).reshape(got.shape)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"slot map of {l.name} ({l.op})")
+        y = m.dense_apply(lin.pack(acts[l.inputs[0]][0].to(torch.float64), prog.slots))
+        want = acts[l.name][0].to(torch.float64).reshape(lout.shape)
+        p = lout.period(prog.slots)
+        for copy in range(prog.slots // p):  # every copy of a replicated layout
+            got = lout.unpack(torch.roll(y, -copy * p))
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"slot map of {l.name} ({l.op}), copy {copy}")
+
+
+def test_multiplexed_layouts_are_dense():
+    """Lee et al.'s multiplexing: after each stride the channels fill the gaps, so a ResNet
+    stage's map takes C*H*W slots (a 64 x 8 x 8 map at gap 4 on a 32 x 32 grid: 4096)."""
+    for C, H, g in [(16, 32, 1), (32, 16, 2), (64, 8, 4), (48, 8, 4)]:
+        lay = Layout((C, H, H), g, (32, 32))
+        s = lay.slots()
+        assert s.unique().numel() == C * H * H  # one value per slot
+        assert int(s.max()) < -(-C // (g * g)) * 1024
+    lay = Layout.image(16, 32, 32).strided(32, 2).strided(64, 2)
+    assert lay.period(1 << 15) == 4096
+    assert lay.pack(torch.arange(4096.0), 1 << 14).view(4, 4096).eq(torch.arange(4096.0)[lay.slots().argsort()]).all()
 
 
 def test_slot_maps_match_torch_layers(seed):

@@ -40,6 +40,7 @@ def parse_args(argv=None):
                    help="where to write the JSON; 'auto': benchmarks/results/<date>-<device>-<suite>.json "
                         "(the default for full runs; --quick runs write only when given a path)")
     p.add_argument("--no-json", action="store_true", help="write no JSON")
+    p.add_argument("--preset", default=None, help="resnet20 suite: the CKKS preset (default n16-bts40 on CUDA)")
     p.add_argument("--model", default=None, choices=("cifar", "digits"),
                    help="resnet20 suite: the CIFAR-10 checkpoint ($FHETORCH_DATA or ../shared/data; CUDA only) or "
                         "the digits network (default: cifar where it can run)")

@@ -83,9 +83,9 @@ def run(args, device: torch.device) -> dict:
     doc["median_ms"] = common.summarize([m * 1e3 for m in steady])["median_us"] / 1e3
     doc["mean_ms"] = sum(steady) / len(steady)
     doc["bootstraps"] = enc.bootstraps
-    doc["graphs"] = bool(enc.use_graphs)
+    doc["graphs"] = bool(enc.graphs.enabled)
     print(f"\nper iteration (iterations {iters // 2}..{iters - 1}, steady state): median {doc['median_ms']:.1f} ms, "
           f"mean {doc['mean_ms']:.1f} ms (bootstraps amortised; {enc.bootstraps} in {iters} iterations; gradient "
-          f"{'graph-replayed' if enc.use_graphs else 'eager'}); {len(enc.z)} ciphertexts; keys "
+          f"{'graph-replayed' if enc.graphs.enabled else 'eager'}); {len(enc.z)} ciphertexts; keys "
           f"{doc['key_bytes'] / 2**30:.2f} GiB; anchors: Cheddar 40.7 ms/it (H100 PCIe), Theodosian 26.5, target 40")
     return doc

@@ -41,6 +41,7 @@ from fhetorch.circuits import approximations
 from fhetorch.circuits import bootstrap as _bts
 from fhetorch.circuits.polynomial import evaluate
 from fhetorch.ckks import evaluator as ev
+from fhetorch.ckks.graphs import Graphs
 from fhetorch.ckks.polynomial import chebyshev
 
 LEVELS_PER_ITERATION = 6
@@ -173,8 +174,8 @@ class EncryptedHELR:
         self.v = ctx.encrypt_vector(zero, slots=ctx.slots)
         self.mask = L.row_mask(cfg.weight_bound / cfg.sigmoid_bound).to(ctx.device)
         self._q = _gradient_poly(cfg, self.n)
-        self._mask_pt, self._graphs, self._z_levels = {}, {}, {}
-        self.use_graphs = ctx.device.type == "cuda"
+        self._mask_pt, self._z_levels = {}, {}
+        self.graphs = Graphs(ctx.device.type == "cuda")
         self.t = 0
         self.bootstraps = 0
 
@@ -186,7 +187,7 @@ class EncryptedHELR:
         """Bootstrap w and v together when the next iteration would not fit."""
         if min(self.w.level, self.v.level) >= LEVELS_PER_ITERATION:
             return
-        self.w, self.v = self._graphed("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx), self.w, self.v)
+        self.w, self.v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx), self.w, self.v)
         self.bootstraps += 1
 
     def _gradient(self, v):
@@ -226,34 +227,11 @@ class EncryptedHELR:
             z = self._z_levels[key] = ev.drop_level(self.ctx, z, z.level - level) if z.level > level else z
         return z
 
-    def _graphed(self, name: str, fn, *cts):
-        """fn(*cts) (ciphertexts in, a ciphertext or tuple out) through a CUDA graph captured once
-        per (name, levels and scales of the inputs) and replayed; eager off CUDA."""
-        if not self.use_graphs:
-            return fn(*cts)
-        key = (name,) + tuple((c.level, c.scale) for c in cts)
-        entry = self._graphs.get(key)
-        if entry is None:
-            static = [c.replace(data=c.data.clone()) for c in cts]
-            fn(*static)  # warm-up: encodings and constants are cached outside the capture
-            torch.cuda.synchronize(cts[0].data.device)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = fn(*static)
-            entry = self._graphs[key] = (graph, static, out)
-        graph, static, out = entry
-        for st, c in zip(static, cts):
-            st.data.copy_(c.data)
-        graph.replay()
-        outs = out if isinstance(out, tuple) else (out,)
-        outs = tuple(o.replace(data=o.data.clone()) for o in outs)
-        return outs if isinstance(out, tuple) else outs[0]
-
     def step(self):
         ctx, cfg = self.ctx, self.cfg
         gamma, eta = cfg.schedule()[self.t]
         self._refresh()
-        grad = self._graphed("gradient", self._gradient, self.v)
+        grad = self.graphs("gradient", self._gradient, self.v)
         w_new = ev.add(ctx, self.v, ev.mul_scalar(ctx, grad, gamma))
         v_new = ev.add(ctx, ev.mul_scalar(ctx, self.v, 1 - eta), ev.mul_scalar(ctx, grad, (1 - eta) * gamma))
         if eta:

@@ -3,7 +3,7 @@
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
 # Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|profile|bytes|resnet] [bts presets] [bts repeat]
 #   resnet: the cuda linear-transform / nn tests and the resnet20 suite (CIFAR-10 where
-#   $FHETORCH_DATA or ../shared/data has the data; $2 = images).
+#   $FHETORCH_DATA or ../shared/data has the data; $2 = images, $3 = presets, space-separated).
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
 #   e.g. n16-bts40:user_levels=13+evalmod_bits=60).
 set -uo pipefail
@@ -30,10 +30,12 @@ if [ "$STAGE" = bts ]; then
     --warmup 1 --json "$OUT/bts.json" 2>&1 | tee "$OUT/bts.log" | tail -45
 fi
 if [ "$STAGE" = resnet ]; then
-  timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/circuits/test_linear.py tests/nn tests/_ops 2>&1 \
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/nn tests/models 2>&1 \
     | tee "$OUT/nn_tests.log" | tail -15
-  timeout 540 python3 -m benchmarks --suite resnet20 --device cuda --repeat "${2:-3}" --json "$OUT/resnet20.json" 2>&1 \
-    | tee "$OUT/resnet20.log" | tail -40
+  for preset in ${3:-n16-bts40}; do
+    timeout 400 python3 -m benchmarks --suite resnet20 --device cuda --preset "$preset" --repeat "${2:-3}" \
+      --json "$OUT/resnet20-$preset.json" 2>&1 | tee "$OUT/resnet20-$preset.log" | tail -14
+  done
 fi
 if [ "$STAGE" = profile ]; then
   timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \

@@ -124,6 +124,7 @@ class LinearTransform:
             g, b = k - k % self.n1, k % self.n1
             self._plan.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
         self._encoded = {}
+        self._checked = set()
         if level is not None:
             self._encode(level, ctx.nominal_scale(level), sorted(self._plan), extended=fused_ok(ctx.ring))
 
@@ -154,7 +155,12 @@ class LinearTransform:
         if todo:
             ctx = self.ctx
             batch = torch.stack([d for _, _, d in todo])
-            pts = ctx.encode_extended(batch, level=level, scale=self._scale_factor(level, scale), slots=self.n)
+            # range checks (host round trips) once per diagonal and scale: later encodings of the
+            # same values can run inside a CUDA-graph capture
+            check = (key, tuple(giants)) not in self._checked
+            pts = ctx.encode_extended(batch, level=level, scale=self._scale_factor(level, scale), slots=self.n,
+                                      check=check)
+            self._checked.add((key, tuple(giants)))
             pts = pts.view(len(todo), -1, ctx.n)  # a batch of one comes back unbatched
             if not extended:
                 pts = pts[:, : len(ctx.level_idx(level))].contiguous()

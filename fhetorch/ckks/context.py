@@ -197,12 +197,15 @@ class CKKSContext:
         self._check_fits(coeffs, level, scale)
         return Plaintext(self.ring.from_integers(coeffs, self.basis(level)), level, scale, slots)
 
-    def encode_extended(self, values: torch.Tensor, *, level: int, scale: float, slots: int) -> torch.Tensor:
+    def encode_extended(self, values: torch.Tensor, *, level: int, scale: float, slots: int,
+                        check: bool = True) -> torch.Tensor:
         """encode()'s residues over the level's limbs and the special primes P, (L + K, N): a
         multiplicand of ciphertexts before their ModDown (fused linear transforms). A batch of
-        vectors (D, slots) gives (D, L + K, N) in one pass."""
-        coeffs = self.encoder.embed(values.to(self.device), slots, scale)
-        self._check_fits(coeffs, level, scale)
+        vectors (D, slots) gives (D, L + K, N) in one pass. check=False: no range checks (no
+        host round trip; values checked at this level and scale before)."""
+        coeffs = self.encoder.embed(values.to(self.device), slots, scale, check=check)
+        if check:
+            self._check_fits(coeffs, level, scale)
         return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.level_idx(level)) + tuple(self.special_idx)))
 
     def _check_fits(self, coeffs: torch.Tensor, level: int, scale: float):

@@ -76,7 +76,15 @@ def neg(ctx, a: Ciphertext) -> Ciphertext:
 
 def add_plain(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False) -> Ciphertext:
     """a + values (a - values with subtract) for a slot vector of values."""
-    pt = ctx.encode(values, level=a.level, scale=a.scale, slots=a.slots)
+    return add_plaintext(ctx, a, ctx.encode(values, level=a.level, scale=a.scale, slots=a.slots), subtract=subtract)
+
+
+def add_plaintext(ctx, a: Ciphertext, pt, *, subtract=False) -> Ciphertext:
+    """a + pt for a Plaintext encoded at a's level and scale (encode once, add many times)."""
+    if pt.level != a.level or not math.isclose(pt.scale, a.scale, rel_tol=1e-9):
+        raise LevelError(f"add: the plaintext is at level {pt.level}, scale 2^{math.log2(pt.scale):.2f}; the "
+                         f"ciphertext at level {a.level}, scale 2^{math.log2(a.scale):.2f}: encode it at the "
+                         "ciphertext's level and scale")
     m = _mod(ctx, a.level)
     c0 = a.data[0]
     c0 = _ops.sub(c0, pt.data, m) if subtract else _ops.add(c0, pt.data, m)

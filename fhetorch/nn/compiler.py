@@ -144,10 +144,12 @@ class CompiledModel:
         the plan's input layout, divided by its bound, encrypted at the top level."""
         return self.program().encrypt(self._need_ctx("encrypt"), x)
 
-    def __call__(self, ex, *, progress: bool = False, timing: bool = False):
+    def __call__(self, ex, *, progress: bool = False, timing: bool = False, graph: bool | None = None):
         """The encrypted forward pass (bootstrapping where the plan says); progress: a tqdm bar
-        over the layers; timing: seconds per layer kind in cm.program().times (synchronises)."""
-        return self.program().run(self._need_ctx("run"), ex, progress=progress, timing=timing)
+        over the layers; timing: seconds per layer kind in cm.program().times (synchronises);
+        graph: on CUDA, capture the whole pass in one CUDA graph at the first call and replay it
+        (default unless progress or timing; the first call runs it three times)."""
+        return self.program().run(self._need_ctx("run"), ex, progress=progress, timing=timing, graph=graph)
 
     def decrypt(self, ey) -> torch.Tensor:
         """float64 output (batch dimension of 1) of an encrypted forward pass."""

@@ -25,6 +25,7 @@ from ..circuits import bootstrap as _bts
 from ..circuits.linear import LinearTransform
 from ..circuits.polynomial import evaluate
 from ..ckks import evaluator as ev
+from ..ckks.graphs import Graphs
 from ..errors import LayoutError
 from .graph import UnsupportedLayerError
 from .layout import Layout, layer_layout, layer_map
@@ -63,6 +64,8 @@ class Program:
         self.output = layers[-1].name
         self._chains(layers)
         self._lts = {}
+        self._bias_pts = {}
+        self.graphs = Graphs()
         # keep encoded diagonals only while they are few (a ResNet's would not fit the GPU)
         self.cache_encodings = sum(m.offsets() for _, _, m in self.chains.values() if m is not None) <= 2000
 
@@ -143,17 +146,28 @@ class Program:
         return (self.layouts[self.output].unpack(v) * self.cm.bounds[self.output]).reshape(1, -1)
 
     # --- the forward pass ----------------------------------------------------------------------
-    def run(self, ctx, ex, progress: bool = False, timing: bool = False):
+    def run(self, ctx, ex, progress: bool = False, timing: bool = False, graph: bool | None = None):
         """The forward pass. timing: synchronise around every layer and keep seconds per kind
-        ("linear", "relu", "add", "bootstrap") in self.times (for the benchmark's breakdown)."""
+        ("linear", "relu", "add", "bootstrap") in self.times (for the benchmark's breakdown).
+        graph (default: on CUDA, unless progress or timing): the whole pass captured in one CUDA
+        graph at the first call (after an eager warm-up) and replayed at the next ones."""
         from ..tensor import EncryptedTensor
 
         lay = getattr(ex, "layout", None)
         first = self.cm.layers[0].name
         if lay is None or lay[2] != first or lay[1] != self.cm.params.name or lay[3] != self.layouts[first]:
             raise LayoutError("CompiledModel: the input must come from cm.encrypt(x) of this compiled model")
+        if graph is None:
+            graph = not (progress or timing)
+        self.graphs.enabled = graph
+        out = self.graphs("forward", lambda ct: self._forward(ctx, ct, progress, timing), ex.ciphertext)
+        return EncryptedTensor(ctx, out, (self.slots,),
+                               layout=("nn", self.cm.params.name, self.output, self.layouts[self.output]))
+
+    def _forward(self, ctx, ct, progress: bool, timing: bool):
+        """run() on a ciphertext: the output ciphertext."""
         bt = _bts.bootstrapper(ctx) if self.cm.plan.bootstraps else None
-        vals = {first: ex.ciphertext}
+        vals = {self.cm.layers[0].name: ct}
         self.bootstraps = 0
         self.times = {"linear": 0.0, "relu": 0.0, "add": 0.0, "bootstrap": 0.0}
         clock = _Clock(ctx.device, timing)
@@ -182,8 +196,7 @@ class Program:
             t0, b0 = clock.now(), self.times["bootstrap"]
             self._layer(ctx, l, vals, ready, refresh)
             self.times[l.kind] += clock.now() - t0 - (self.times["bootstrap"] - b0)
-        return EncryptedTensor(ctx, vals[self.output], (self.slots,),
-                               layout=("nn", self.cm.params.name, self.output, self.layouts[self.output]))
+        return vals[self.output]
 
     def _layer(self, ctx, l, vals, ready, refresh):
         """One layer of run(): its value into vals (bootstrapping inputs through ready/refresh)."""
@@ -197,13 +210,21 @@ class Program:
                 return
             ct = lt(ready(src, 1))
             if bias is not None:
-                ct = ev.add_plain(ctx, ct, bias.to(ctx.device))
+                ct = ev.add_plaintext(ctx, ct, self._bias(ctx, l.name, bias, ct))
             vals[l.name] = ct
         elif l.kind == "add":
             a, b = (vals[i] for i in l.inputs)
             vals[l.name] = ev.add(ctx, a, b)
         else:
             vals[l.name] = self._relu(ctx, l.inputs[0], vals, ready, refresh)
+
+    def _bias(self, ctx, name, bias, ct):
+        """The bias plaintext at ct's level and scale (encoded once: none inside a graph capture)."""
+        key = (name, ct.level, ct.scale)
+        pt = self._bias_pts.get(key)
+        if pt is None:
+            pt = self._bias_pts[key] = ctx.encode(bias.to(ctx.device), level=ct.level, scale=ct.scale, slots=ct.slots)
+        return pt
 
     def _relu(self, ctx, src, vals, ready, refresh):
         stages, times_input = relu_stages(self.cm.relu_fn)

@@ -113,7 +113,7 @@ def _encoding_time(cm, device) -> float:
     plan = {s.name: s for s in cm.plan.steps}
     total = 0.0
     for name, (_, first, _) in prog.chains.items():
-        lt, _ = prog.transform(name)
+        lt = prog.transform(name)[0]
         if lt is None:
             continue
         level = plan[first].level_in

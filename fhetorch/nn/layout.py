@@ -102,22 +102,38 @@ class Layout:
 
 @dataclass
 class SlotMap:
-    """y = M x + bias over n slots: M as COO (rows, cols, vals), bias (n,) float64."""
+    """y = M S x + bias over n slots: M as COO (rows, cols, vals), bias (n,) float64, and S a
+    rotation-sum tree (x <- x + rot_k(x) for each step k of `presum`; none by default) that
+    costs rotations but no level and no diagonals: global average pooling sums its H x W
+    positions that way, so the pooled map and the linear layer after it keep ~200 diagonals
+    (as one slot matrix they would have one per slot of the feature map)."""
 
     n: int
     rows: torch.Tensor
     cols: torch.Tensor
     vals: torch.Tensor
     bias: torch.Tensor
+    presum: tuple = ()
 
     def dense_apply(self, x: torch.Tensor) -> torch.Tensor:
         """The map on a plaintext slot vector (tests, simulation of layouts)."""
+        for k in self.presum:
+            x = x + torch.roll(x, -k)
         y = torch.zeros(self.n, dtype=torch.float64)
         y.index_add_(0, self.rows, self.vals * x[self.cols])
         return y + self.bias
 
+    def expanded(self) -> "SlotMap":
+        """The same map with S multiplied into M (no presum)."""
+        rows, cols, vals = self.rows, self.cols, self.vals
+        for k in self.presum:  # M (I + R_k): every entry (i, j) also reads j + k
+            rows, cols, vals = torch.cat([rows, rows]), torch.cat([cols, (cols + k) % self.n]), torch.cat([vals, vals])
+        return SlotMap(self.n, rows, cols, vals, self.bias)
+
     def then(self, other: "SlotMap") -> "SlotMap":
-        """other after self: (other.M @ self.M, other.M @ self.bias + other.bias)."""
+        """other after self: (other.M @ self.M, other.M @ self.bias + other.bias), self's presum kept."""
+        if other.presum:
+            other = other.expanded()
         with warnings.catch_warnings():  # torch's notes on sparse invariants / beta CSR support
             warnings.simplefilter("ignore", UserWarning)
             a = torch.sparse_coo_tensor(torch.stack([self.rows, self.cols]), self.vals, (self.n, self.n)).coalesce()
@@ -126,11 +142,12 @@ class SlotMap:
             m = torch.sparse.mm(b, a).coalesce()
         bias = other.dense_apply(self.bias)  # other.M self.bias + other.bias
         idx = m.indices()
-        return SlotMap(self.n, idx[0], idx[1], m.values(), bias)
+        return SlotMap(self.n, idx[0], idx[1], m.values(), bias, self.presum)
 
     def scaled(self, in_factor: float, out_factor: float) -> "SlotMap":
         """The map between scaled values: y / out_factor = M (x / in_factor) * in_factor / out_factor + bias / out_factor."""
-        return SlotMap(self.n, self.rows, self.cols, self.vals * (in_factor / out_factor), self.bias / out_factor)
+        return SlotMap(self.n, self.rows, self.cols, self.vals * (in_factor / out_factor), self.bias / out_factor,
+                       self.presum)
 
     def offsets(self) -> int:
         """How many distinct diagonals (before cancellations) the map has."""
@@ -189,6 +206,18 @@ def _pool(n, k, s, lin: Layout, lout: Layout):
     return _conv(n, w, None, s, 0, lin, lout)
 
 
+def _global_pool(n, lin: Layout, lout: Layout):
+    """Mean over an H x W map (powers of two): rotation sums along x (steps gap * 2^i) and y
+    (steps row * gap * 2^i) leave each channel's sum at its (0, 0) slot; M scales it."""
+    C, H, W = lin.shape
+    g, row = lin.gap, lin.grid[1]
+    steps = tuple(g << i for i in range(W.bit_length() - 1)) + tuple(row * g << i for i in range(H.bit_length() - 1))
+    sc = lout.slots()
+    m = _coo(n, sc, sc, torch.full((C,), 1.0 / (H * W), dtype=torch.float64), lin, lout)
+    m.presum = steps
+    return m
+
+
 def _matrix(n, m: torch.Tensor, b, lin: Layout, lout: Layout):
     """out[lout slot i] = sum_j m[i, j] in[lin slot j] (m dense, natural order)."""
     rows, cols = torch.nonzero(m, as_tuple=True)
@@ -243,6 +272,9 @@ def layer_map(layer, module, lin: Layout, n: int | None):
             k = k if isinstance(k, int) else k[0]
             s = module.stride if module is not None else (node.args[2] if len(node.args) > 2 else k)
             s = s if isinstance(s, int) else s[0]
+        if k == s == H == W and H & (H - 1) == 0:  # global pooling: a rotation-sum tree, values stay in place
+            lout = Layout((C, 1, 1), lin.gap, lin.grid)
+            return (None if n is None else _global_pool(n, lin, lout)), lout
         lout = lin.strided(C, s) if H // s > 1 or W // s > 1 else Layout((C, 1, 1), lin.gap * s, lin.grid)
         return (None if n is None else _pool(n, k, s, lin, lout)), lout
     if op == "linear":

@@ -94,17 +94,18 @@ class Program:
                 self.chains[l.name] = pend.pop(l.name)
 
     def transform(self, name: str):
-        """(LinearTransform or None, scaled bias) materialising value `name` from its source."""
+        """(LinearTransform or None, scaled bias or None, rotation-sum steps applied first)
+        materialising value `name` from its source."""
         if name not in self._lts:
             src, _, m = self.chains[name]
             if m is None:
-                self._lts[name] = (None, None)
+                self._lts[name] = (None, None, ())
             else:
                 b = self.cm.bounds
                 m = m.scaled(b[src], b[name])
                 lt = LinearTransform.from_diagonals(self.cm.ctx, m.diagonals(), self.slots)
                 lt.cache_encodings = self.cache_encodings
-                self._lts[name] = (lt, m.bias if bool(m.bias.any()) else None)
+                self._lts[name] = (lt, m.bias if bool(m.bias.any()) else None, m.presum)
         return self._lts[name]
 
     def rotations(self) -> dict:
@@ -113,11 +114,11 @@ class Program:
         steps = {}
         plan = {s.name: s for s in self.cm.plan.steps}
         for name, (_, first, _) in self.chains.items():
-            lt, _ = self.transform(name)
+            lt, _, presum = self.transform(name)
             if lt is None:
                 continue
             level = plan[first].level_in  # where the chain's first layer reads its source
-            for r in lt.rotations():
+            for r in lt.rotations() + list(presum):
                 steps[r] = max(steps.get(r, 0), level)
         return steps
 
@@ -204,11 +205,14 @@ class Program:
             if l.name not in self.chains:
                 return  # composed into the layer reading it
             src = self.chains[l.name][0]
-            lt, bias = self.transform(l.name)
+            lt, bias, presum = self.transform(l.name)
             if lt is None:
                 vals[l.name] = vals[src]
                 return
-            ct = lt(ready(src, 1))
+            ct = ready(src, 1)
+            for k in presum:
+                ct = ev.add(ctx, ct, ev.rotate(ctx, ct, k))
+            ct = lt(ct)
             if bias is not None:
                 ct = ev.add_plaintext(ctx, ct, self._bias(ctx, l.name, bias, ct))
             vals[l.name] = ct

@@ -135,3 +135,20 @@ def test_small_cnn_encrypted_on_gpu_secure_preset(seed):
     assert float((got - sim).abs().max()) <= 1e-4 * scale, f"seed {seed}"
     assert float((got - plain).abs().max()) <= 1e-2 * float(plain.abs().max())
     assert int((got.argmax(1) == plain.argmax(1)).sum()) == 1
+
+
+def test_resnet20_slot_maps_match_torch(seed):
+    """The CIFAR ResNet-20 (random weights) in 16384 slots: multiplexed stages, replicated
+    copies, the strided blocks' shortcuts, global pooling as a rotation-sum tree."""
+    from models.resnet20 import ResNet20
+
+    model = _randomise_bn(ResNet20())
+    cm = fhe.nn.compile(model, torch.randn(8, 3, 32, 32), preset="n16-bts40")
+    cm.ctx = None
+    _check_against_torch(cm, torch.randn(1, 3, 32, 32))
+    prog = cm.program()
+    assert prog.slots == 1 << 14
+    assert prog.layouts["layer3_2_conv2"].period(prog.slots) == 4096
+    diagonals = {name: m.offsets() for name, (_, _, m) in prog.chains.items() if m is not None}
+    assert max(diagonals.values()) <= 900, diagonals  # stage-3 convolutions: 4 channel blocks x 15 x 15
+    assert diagonals["linear"] <= 16 * 13  # pooled by rotations: the classifier reads 64 slots

@@ -143,7 +143,7 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     parts = {"ModRaise": lambda: bt.mod_raise(bt._scale_up(x0)).data,
              "CoeffToSlot (+ split)": lambda: bt.coeff_to_slot(raised)[0].data,
              "EvalMod (2 parts)": lambda: (bt.eval_mod(re), bt.eval_mod(im))[0].data,
-             "SlotToCoeff": lambda: bt.slot_to_coeff(em).data,
+             "SlotToCoeff": lambda: bt.slot_to_coeff(em, full).data,
              f"one CtS transform ({cts[0].nonzero_diagonals} diagonals, top level)": lambda: cts[0](raised).data,
              f"cosine polynomial (degree {cfg.cos_degree})": lambda: evaluate(ctx, re, bt.cos).data}
     for case, fn in parts.items():

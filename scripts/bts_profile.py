@@ -89,7 +89,7 @@ def main():
     phases = {"ModRaise": lambda: bt.mod_raise(bt._scale_up(x0)),
               "CoeffToSlot": lambda: bt.coeff_to_slot(raised),
               "EvalMod x2": lambda: (bt.eval_mod(re), bt.eval_mod(im)),
-              "SlotToCoeff": lambda: bt.slot_to_coeff(em),
+              "SlotToCoeff": lambda: bt.slot_to_coeff(em, ctx.slots),
               "whole": lambda: bt.bootstrap(ct)}
     out["phases"] = {}
     for name, fn in phases.items():

@@ -13,7 +13,9 @@ returns an encryption of the same message at level `user_levels` of a bootstrapp
    the subring the n slots live in (times N / 2n, folded into the scale).
 3. CoeffToSlot: the inverse slot DFT (circuits/dft.py) in `cts_levels` merged stages, so the
    slots hold w = (t_k + i t_(k+n)) / Q_0 = I + eps. Its first stage also divides by 2K.
-   Conjugation splits real and imaginary parts: re = w' + conj(w'), im = i (conj(w') - w').
+   Conjugation splits real and imaginary parts: re = w' + conj(w'), im = i (conj(w') - w');
+   for sparse packings (n <= N/4) the two parts sit side by side in 2n slots instead
+   (`_wide_ends`), and EvalMod runs once.
 4. EvalMod on each part (values x / K in [-1, 1]): a Chebyshev interpolant of
    cos(2 pi (x - 1/4) / 2^r), r double-angle steps (cos 2a = 2 cos^2 a - 1) give
    sin(2 pi x) = sin(2 pi eps) ~ 2 pi eps (Han-Ki 2020); optionally arcsin / 2 pi by its
@@ -94,8 +96,12 @@ class Bootstrapper:
             out = self.q0 / (ctx.nominal_scale(0) * self.input_factor(slots))
             out /= 1.0 if cfg.arcsine else 2 * math.pi
             stc[-1] = {k: d * out for k, d in stc[-1].items()}
-            t = ([LinearTransform.from_diagonals(ctx, g, slots) for g in cts],
-                 [LinearTransform.from_diagonals(ctx, g, slots) for g in stc])
+            sizes = [slots] * len(cts), [slots] * len(stc)
+            if 2 * slots <= ctx.slots:  # sparse: one EvalMod on 2n slots (see _wide_ends)
+                cts[-1], stc[0] = _wide_ends(cts[-1], stc[0], slots)
+                sizes = [slots] * (len(cts) - 1) + [2 * slots], [2 * slots] + [slots] * (len(stc) - 1)
+            t = ([LinearTransform.from_diagonals(ctx, g, m) for g, m in zip(cts, sizes[0])],
+                 [LinearTransform.from_diagonals(ctx, g, m) for g, m in zip(stc, sizes[1])])
             self._dfts[slots] = t
         return t
 
@@ -168,10 +174,14 @@ class Bootstrapper:
         return ct.replace(slots=slots, scale=ct.scale * (ctx.slots // slots))
 
     def coeff_to_slot(self, ct: Ciphertext) -> tuple:
-        """(re, im): the ModRaised coefficients / (K Q_0) as real slot vectors."""
-        for lt in self.transforms(ct.slots)[0]:
-            ct = lt(ct)
-        return self._split(ct)
+        """(re, im): the ModRaised coefficients / (K Q_0) as real slot vectors; for a sparse
+        packing of n <= N/4 slots, (v,): one real vector of 2n slots [re, im] (_wide_ends)."""
+        n = ct.slots
+        for lt in self.transforms(n)[0]:
+            ct = lt(ct.replace(slots=lt.n))  # an n-slot ciphertext is also a replicated 2n-slot one
+        if ct.slots == n:
+            return self._split(ct)
+        return (ev.add(self.ctx, ct, ev.conjugate(self.ctx, ct)),)
 
     def _split(self, ct: Ciphertext) -> tuple:
         """(2 Re, 2 Im) of the slots: ct + conj(ct) and i (conj(ct) - ct); no level used."""
@@ -189,9 +199,10 @@ class Bootstrapper:
             p = evaluate(ctx, p, self.arcsine)
         return p
 
-    def slot_to_coeff(self, ct: Ciphertext) -> Ciphertext:
-        for lt in self.transforms(ct.slots)[1]:
+    def slot_to_coeff(self, ct: Ciphertext, slots: int) -> Ciphertext:
+        for lt in self.transforms(slots)[1]:
             ct = lt(ct)
+            ct = ct.replace(slots=min(ct.slots, slots))  # the wide first stage writes n slots, replicated
         return ct
 
     def _refresh(self, ct: Ciphertext, halve: bool) -> Ciphertext:
@@ -202,12 +213,15 @@ class Bootstrapper:
         x = self.mod_raise(self._scale_up(ct))
         if slots < ctx.slots:
             x = self._sub_sum(x, slots)
-        re, im = self.coeff_to_slot(x)
-        w = ev.add(ctx, self.eval_mod(re), ev.mul_i(ctx, self.eval_mod(im)))
+        parts = self.coeff_to_slot(x)
+        if len(parts) == 2:
+            w = ev.add(ctx, self.eval_mod(parts[0]), ev.mul_i(ctx, self.eval_mod(parts[1])))
+        else:  # [re, im] in 2n slots: SlotToCoeff's first stage forms re + i im
+            w = self.eval_mod(parts[0])
         # SlotToCoeff's constant assumes the nominal level-0 scale; another input scale, and the
         # pair's 1/2, are scale labels
         w = w.replace(scale=w.scale * (delta_in / ctx.nominal_scale(0)) * (2.0 if halve else 1.0))
-        out = self.slot_to_coeff(w)
+        out = self.slot_to_coeff(w, slots)
         assert out.level == self.cfg.user_levels, (out.level, self.cfg.user_levels)
         return out
 
@@ -224,6 +238,22 @@ class Bootstrapper:
         c = ev.add(ctx, a, ev.mul_i(ctx, b))
         out = self._refresh(c, halve=True)
         return self._split(out)
+
+
+def _wide_ends(cts_last: dict, stc_first: dict, n: int) -> tuple:
+    """CoeffToSlot's last and SlotToCoeff's first stage for a sparse packing of n <= N/4 slots,
+    as transforms of 2n slots, so that EvalMod runs once instead of on the real and the
+    imaginary part separately (Bossuat et al. 2021, sparse packings). The n-slot ciphertext
+    is also a 2n-slot one holding [x, x]:
+    - CoeffToSlot ends with y = [w, -i w]; then y + conj(y) = [2 Re w, 2 Im w] (real);
+    - SlotToCoeff starts from EvalMod's [a, b] with u = a + i b in both halves: [a, b] ->
+      [a + i b, a + i b] is diagonals {0: [1, i], n: [i, 1]}, then its first n-slot stage.
+    Same levels; the first SlotToCoeff stage has up to twice the diagonals."""
+    one, j = torch.ones(n, dtype=torch.complex128), 1j * torch.ones(n, dtype=torch.complex128)
+    lift = lambda g: {k: torch.cat([d, d]) for k, d in g.items()}  # noqa: E731 (the same stage on [x, x])
+    cts = dft.compose({0: torch.cat([one, -j])}, lift(cts_last), 2 * n)
+    stc = dft.compose(lift(stc_first), {0: torch.cat([one, j]), n: torch.cat([j, one])}, 2 * n)
+    return cts, stc
 
 
 def _unwrap(x):

@@ -79,6 +79,9 @@ def test_bootstrap_sparse_real(bctx, assert_close):
     assert eb.level == cfg.user_levels and eb.shape == ex.shape and ex.level == 0
     assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
     assert_close(bctx.decrypt(eb), x, 2**-16, "toy-n13-bts bootstrap, 8 slots")
+    # n <= N/4: CoeffToSlot ends and SlotToCoeff starts on 2n slots (one EvalMod)
+    cts, stc = B.bootstrapper(bctx).transforms(SPARSE)
+    assert cts[-1].n == stc[0].n == 2 * SPARSE and all(lt.n == SPARSE for lt in cts[:-1] + stc[1:])
 
 
 @pytest.mark.slow
@@ -190,6 +193,18 @@ def test_bootstrap_n16_full_slots_cuda(assert_close):
     out = ctx.encrypt(z, level=0).bootstrap()
     assert out.level == ctx.params.bootstrap.user_levels >= 12
     assert_close(ctx.decrypt(out).cpu(), z.cpu(), 2**-16, "n16-bts40 full-slot bootstrap")
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_bootstrap_n16_sparse_cuda(assert_close):
+    """2^14 real slots (the ResNet-20 packing): one EvalMod on 2^15 slots."""
+    n = 1 << 14
+    ctx = fhe.ckks.Context("n16-bts40", "cuda").keygen(bootstrap=True, bootstrap_slots=[n])
+    x = _rand(n).cuda()
+    out = ctx.encrypt(x, level=0).bootstrap()
+    assert out.level == ctx.params.bootstrap.user_levels
+    assert_close(ctx.decrypt(out).cpu(), x.cpu(), 2**-17, "n16-bts40 sparse 2^14-slot bootstrap")
 
 
 def test_save_load_keeps_bootstrap_keys(bctx, tmp_path, assert_close):

@@ -2,7 +2,8 @@
 
 --model cifar (the default on CUDA when the data is found: $FHETORCH_DATA or ../shared/data):
 the akamaster CIFAR-10 checkpoint, calibrated on the first 128 shared images and run on the
-next ones, n16-bts40 with the composite ReLU. --model digits: ResNet-20 on scikit-learn's 8x8
+next ones, n16-bts35 (17 levels per bootstrap: 17 bootstraps instead of n16-bts40's 27; its
+~15.5-bit bootstrapping keeps top-1 equal to plaintext) with the composite ReLU. --model digits: ResNet-20 on scikit-learn's 8x8
 digits (models/digits.py), n16-bts40 on CUDA, toy-n13-bts with a degree-31 ReLU on CPU
 (--quick: 1 image). Per image: wall-clock latency (synchronised), bootstraps, top-1 against
 plaintext and the label, max logit error; one extra run with per-layer synchronisation gives
@@ -35,7 +36,7 @@ def _model(args, gpu):
             raise SystemExit("resnet20 --model cifar: needs a CUDA GPU and the data ($FHETORCH_DATA or ../shared/data)")
         x, y = load_images(data[1])
         return ("ResNet-20 on CIFAR-10 (akamaster checkpoint)", load_checkpoint(data[0]), x[:CALIBRATION],
-                x[CALIBRATION:], y[CALIBRATION:], args.preset or "n16-bts40", "composite")
+                x[CALIBRATION:], y[CALIBRATION:], args.preset or "n16-bts35", "composite")
     xtr, _, xte, yte = digits.load_digits()
     preset, relu = (args.preset or "n16-bts40", "composite") if gpu else (args.preset or "toy-n13-bts", 31)
     return "ResNet-20 on 8x8 digits (models/digits.py)", digits.trained_model(), xtr[:256], xte, yte, preset, relu

@@ -1,26 +1,26 @@
 """Encrypted ResNet-20 inference, end to end: `bash scripts/demo.sh` (README's main command).
 
-1. ResNet-20 trained on scikit-learn's 8x8 digits (models/digits.py; a minute on a CPU, then
-   cached): the CIFAR architecture with one input channel, whose feature maps fit one
-   ciphertext.
-2. `fhe.nn.compile`: batch norm folded, ranges calibrated, ReLU replaced by a polynomial,
-   levels and bootstraps planned; the simulation's accuracy against the plaintext model.
-3. Keys, then a few test images encrypted, run through the network encrypted (bootstrapping
-   where the plan says) and decrypted; the encrypted top-1 and logits against plaintext.
+On a CUDA GPU with the CIFAR-10 data ($FHETORCH_DATA or ../shared/data: the akamaster
+checkpoint and test images): the pretrained CIFAR-10 ResNet-20, calibrated on 128 images,
+compiled for the 128-bit secure preset n16-bts35 with the composite minimax ReLU, and a few
+test images run encrypted (one CUDA graph per forward pass, about a second per image on an
+H100).
 
-On a CUDA GPU: the 128-bit secure preset n16-bts40 and the composite minimax ReLU. Without
-one: the INSECURE toy preset toy-n13-bts (N = 2^13) and a degree-31 ReLU interpolant (the
-same simulated accuracy as plaintext on digits, 5 levels), so it finishes in minutes on a CPU;
-the output says which. With ../shared/data present it also compiles the
-CIFAR-10 ResNet-20 checkpoint and reports its simulated accuracy (its encrypted run needs the
-multi-ciphertext layouts that come next, docs/status.md).
+Otherwise: ResNet-20 trained on scikit-learn's 8x8 digits (models/digits.py; a minute on a
+CPU, then cached), the CIFAR architecture with one input channel. On a GPU: n16-bts40 and the
+composite ReLU. Without one: the INSECURE toy preset toy-n13-bts (N = 2^13) and a degree-31
+ReLU interpolant, so it finishes in minutes on a CPU; the output says which.
 
-    python -m models.demo_resnet20 [--images N] [--device cpu|cuda]
+Each run: `fhe.nn.compile` (batch norm folded, ranges calibrated, ReLU replaced by a
+polynomial, levels and bootstraps planned), the simulation's agreement with the plaintext
+model, keys, then images encrypted, run through the network encrypted (bootstrapping where
+the plan says) and decrypted; the encrypted top-1 and logits against plaintext.
+
+    python -m models.demo_resnet20 [--images N] [--device cpu|cuda] [--digits]
 """
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import warnings
 
@@ -29,39 +29,40 @@ from tqdm import tqdm
 
 import fhetorch as fhe
 from models import digits
+from models.resnet20 import cifar_data, load_checkpoint, load_images
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=None, help="encrypted images (default: 4 on a GPU, 1 on a CPU)")
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    ap.add_argument("--digits", action="store_true", help="the digits network even where CIFAR-10 can run")
     args = ap.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     gpu = device.type == "cuda"
-    preset, relu = ("n16-bts40", "composite") if gpu else ("toy-n13-bts", 31)
     images = args.images or (4 if gpu else 1)
+    data = cifar_data()
+    if gpu and data and not args.digits:
+        model, calib, xte, yte, names, preset, relu = _cifar(data)
+    else:
+        if data and not gpu:
+            print("CIFAR-10 data found, but its encrypted run needs N = 2^16 (a GPU): the digits network instead")
+        model, calib, xte, yte, names, preset, relu = _digits(gpu)
     if gpu:
         print(f"device {torch.cuda.get_device_name(device)}: preset {preset} (128-bit secure), composite ReLU")
     else:
         print(f"no CUDA GPU: REDUCED INSECURE CONFIGURATION (toy-n13-bts, N = 2^13; a test preset, not "
               f"secure) with a degree-{relu} ReLU, so it finishes in minutes on a CPU")
 
-    bar = tqdm(total=12, desc="training ResNet-20 on digits (cached after)", leave=False)
-    model = digits.trained_model(progress=lambda e, n, loss: bar.update(1))
-    bar.close()
-    xtr, ytr, xte, yte = digits.load_digits()
-    print(f"ResNet-20 on 8x8 digits: plaintext test accuracy {digits.accuracy(model, xte, yte):.2%} "
-          f"({len(yte)} images)")
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
-        cm = fhe.nn.compile(model, xtr[:256], preset=preset, device=device, relu=relu)
+        cm = fhe.nn.compile(model, calib, preset=preset, device=device, relu=relu)
     sim = cm.simulate(xte).argmax(1)
     plain = cm.plaintext(xte).argmax(1)
-    print(f"compiled: {len(cm.layers)} layers, {cm.plan.bootstraps} bootstraps planned; simulation accuracy "
-          f"{float((sim == yte).float().mean()):.2%}, top-1 agreement with plaintext "
+    print(f"compiled: {len(cm.layers)} layers, {cm.plan.bootstraps} bootstraps planned; on {len(yte)} test images "
+          f"simulation accuracy {float((sim == yte).float().mean()):.2%}, top-1 agreement with plaintext "
           f"{float((sim == plain).float().mean()):.2%}; {cm.last_ranges}")
 
     t0 = time.perf_counter()
@@ -73,7 +74,7 @@ def main(argv=None):
     for i in range(images):
         x = xte[i : i + 1]
         t0 = time.perf_counter()
-        ey = cm(cm.encrypt(x), progress=True)
+        ey = cm(cm.encrypt(x), progress=not gpu)  # on a GPU: one CUDA graph (captured at the first image)
         got = cm.decrypt(ey)
         if gpu:
             torch.cuda.synchronize(device)
@@ -81,20 +82,28 @@ def main(argv=None):
         want = cm.plaintext(x).to(torch.float64)
         same = int(got.argmax()) == int(want.argmax())
         agree += same
-        print(f"image {i}: label {int(yte[i])}, plaintext {int(want.argmax())}, encrypted {int(got.argmax())} "
-              f"({'agree' if same else 'DIFFER'}), max logit error {float((got - want).abs().max()):.3g}, "
-              f"{dt:.2f} s, {cm.program().bootstraps} bootstraps")
+        first = " (first image: CUDA-graph capture)" if gpu and i == 0 else ""
+        print(f"image {i}: label {names[int(yte[i])]}, plaintext {names[int(want.argmax())]}, encrypted "
+              f"{names[int(got.argmax())]} ({'agree' if same else 'DIFFER'}), max logit error "
+              f"{float((got - want).abs().max()):.3g}, {dt:.2f} s{first}, {cm.program().bootstraps} bootstraps")
     print(f"encrypted top-1 equal to plaintext on {agree}/{images} images")
 
-    ckpt = os.path.join(SHARED, "resnet20_cifar10_akamaster.th")
-    if os.path.exists(ckpt):
-        from models.resnet20 import load_checkpoint, load_images, simulated_agreement
 
-        x, _ = load_images(os.path.join(SHARED, "cifar10_test_first512.npz"), 192)
-        cc, agree = simulated_agreement(load_checkpoint(ckpt), x, 128)
-        print(f"CIFAR-10 ResNet-20 (shared checkpoint): {cc.plan.bootstraps} bootstraps planned at n16-bts40; "
-              f"simulated top-1 agreement {agree:.2%} on 64 images; its encrypted run needs multi-ciphertext "
-              "layouts (next)")
+def _cifar(data):
+    x, y = load_images(data[1])
+    print("CIFAR-10 ResNet-20 (pretrained checkpoint), 128 images for calibration")
+    return load_checkpoint(data[0]), x[:128], x[128:], y[128:], CLASSES, "n16-bts35", "composite"
+
+
+def _digits(gpu):
+    bar = tqdm(total=12, desc="training ResNet-20 on digits (cached after)", leave=False)
+    model = digits.trained_model(progress=lambda e, n, loss: bar.update(1))
+    bar.close()
+    xtr, ytr, xte, yte = digits.load_digits()
+    print(f"ResNet-20 on 8x8 digits: plaintext test accuracy {digits.accuracy(model, xte, yte):.2%} "
+          f"({len(yte)} images)")
+    preset, relu = ("n16-bts40", "composite") if gpu else ("toy-n13-bts", 31)
+    return model, xtr[:256], xte, yte, tuple(str(d) for d in range(10)), preset, relu
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def run(args, device: torch.device) -> dict:
         warnings.simplefilter("ignore")
         ctx = fhe.Context(preset, device)
     t0 = time.perf_counter()
-    ctx.keygen(rotations=EncryptedHELR.rotations(*z.shape, ctx.slots), bootstrap=True, power_of_two_rotations=False)
+    EncryptedHELR.keygen(ctx, *z.shape)
     common.sync(device)
     doc["keygen_s"] = time.perf_counter() - t0
     doc["key_bytes"] = ctx.key_bytes()

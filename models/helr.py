@@ -24,7 +24,8 @@ constant, so on CUDA it is captured in a CUDA graph once per input level and rep
 the bootstrapping of (w, v).
 Weights are carried divided by S (`weight_bound`) so that bootstrapping, which needs values
 in [-1, 1], can refresh them; w and v are bootstrapped together as one complex ciphertext
-(`bootstrap_pair`) when the next iteration would not fit.
+(`bootstrap_pair`) when the next iteration would not fit, as a sparse packing of f slots
+(they repeat every row; keys: EncryptedHELR.keygen).
 
 `PlainHELR` runs the identical algorithm (same polynomial, same order) in float64, in
 lock-step, for the tests. `load_digits_3v8()` gives scikit-learn's digits, 3 versus 8.
@@ -183,11 +184,24 @@ class EncryptedHELR:
     def rotations(n_rows: int, n_features: int, slots: int) -> list:
         return _Layout(n_rows, n_features, slots).rotations()
 
+    @staticmethod
+    def keygen(ctx, n_rows: int, n_features: int):
+        """Every key training needs (client side): the layout's rotations and the bootstrapping
+        keys for the weights' period (f slots: see _refresh)."""
+        layout = _Layout(n_rows, n_features, ctx.slots)
+        return ctx.keygen(rotations=layout.rotations(), bootstrap=True, bootstrap_slots=[layout.f],
+                          power_of_two_rotations=False)
+
     def _refresh(self):
-        """Bootstrap w and v together when the next iteration would not fit."""
+        """Bootstrap w and v together when the next iteration would not fit. Both repeat every
+        f slots (the weights in every row), so they are an f-slot sparse packing: bootstrapped
+        as such (SubSum, DFTs of f slots, one EvalMod) at a fraction of a full-slot bootstrap."""
         if min(self.w.level, self.v.level) >= LEVELS_PER_ITERATION:
             return
-        self.w, self.v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx), self.w, self.v)
+        f, full = self.layout.f, self.ctx.slots
+        w, v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx),
+                           self.w.replace(slots=f), self.v.replace(slots=f))
+        self.w, self.v = w.replace(slots=full), v.replace(slots=full)
         self.bootstraps += 1
 
     def _gradient(self, v):

@@ -24,7 +24,7 @@ def main():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctx = fhe.Context("n16-bts40", dev)
-    ctx.keygen(rotations=EncryptedHELR.rotations(*z.shape, ctx.slots), bootstrap=True, power_of_two_rotations=False)
+    EncryptedHELR.keygen(ctx, *z.shape)
     h = EncryptedHELR(ctx, z, HELRConfig(iterations=4))
     v = h.v
     from fhetorch.ckks import evaluator as ev

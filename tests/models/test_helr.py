@@ -21,8 +21,7 @@ def _ctx(preset, device, z):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctx = fhe.Context(preset, device)
-    return ctx.keygen(rotations=EncryptedHELR.rotations(*z.shape, ctx.slots), bootstrap=True,
-                      power_of_two_rotations=False)
+    return EncryptedHELR.keygen(ctx, *z.shape)
 
 
 def test_plain_helr_learns_digits():

@@ -63,6 +63,27 @@ def _split(ks, n1: int):
     return baby, giant
 
 
+def bsgs_steps(ks, n: int, n1: int | None = None, bsgs: bool = True) -> tuple:
+    """(n1, baby steps, giant steps) for diagonals at offsets ks: n1 (a power of two) chosen to
+    minimise the distinct rotations unless given; n1 = n without bsgs."""
+    ks = sorted(ks)
+    if n1 is None:
+        if bsgs and ks:
+            cands = [1 << i for i in range(n.bit_length())]
+            cost = lambda n1: sum(len([s for s in part if s]) for part in _split(ks, n1))  # noqa: E731
+            n1 = min(cands, key=lambda n1: (cost(n1), n1))
+        else:
+            n1 = n
+    baby, giant = _split(ks, int(n1))
+    return int(n1), baby, giant
+
+
+def rotation_steps(ks, n: int) -> list:
+    """The rotation steps a transform with diagonals at offsets ks uses (LinearTransform.rotations)."""
+    _, baby, giant = bsgs_steps(ks, n)
+    return sorted({s for s in baby + giant if s % n})
+
+
 class LinearTransform:
     """y = M x for a plaintext (n, n) matrix M on ciphertexts of n slots. `lt(ct)` evaluates it."""
 
@@ -107,17 +128,7 @@ class LinearTransform:
         # model's many transforms would not fit the GPU with every diagonal encoded)
         self.cache_encodings = True
         ks = sorted(diags)
-        if n1 is not None:
-            self.n1 = int(n1)
-        elif bsgs and ks:
-            cands = [1 << i for i in range(n.bit_length())]
-            cost = lambda n1: sum(len([s for s in part if s]) for part in _split(ks, n1))
-            self.n1 = min(cands, key=lambda n1: (cost(n1), n1))
-        else:
-            self.n1 = n
-        baby, giant = _split(ks, self.n1)
-        self.baby = baby
-        self.giant = giant
+        self.n1, self.baby, self.giant = bsgs_steps(ks, n, n1, bsgs)
         # {g: [(b, pre-rotated diagonal)]}
         self._plan = {}
         for k in ks:

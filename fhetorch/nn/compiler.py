@@ -131,6 +131,49 @@ class CompiledModel:
         context.keygen(rotations=sorted(top), power_of_two_rotations=False, low_level_rotations=low, **kw)
         return context
 
+    def report(self) -> str:
+        """The plan, then what running it takes: the linear transforms (diagonals), the rotation
+        keys and their memory (each at the levels it is used at), the bootstrapping keys'
+        slot count, and the expected latency on the H100 (plan.LATENCY_MODEL). Needs no keys;
+        after cm.keygen() it adds the memory of the keys generated."""
+        from ..rlwe import switching_key_bytes
+        from .plan import LATENCY_MODEL, SPARSE_BOOTSTRAP_MS
+
+        prog, p = self.program(), self.params
+        names = [n for n, (_, _, m) in prog.chains.items() if m is not None]
+        diags = {n: len(prog.offsets(n)) for n in names}
+        total = sum(diags.values())
+        rots = prog.rotations()
+        k, alpha = len(p.special_primes), p.alpha
+
+        def key(level):
+            return switching_key_bytes(p.n, p.limbs(min(level, p.max_level)).stop, k, alpha)
+
+        rot_bytes = sum(key(lvl) for lvl in rots.values())
+        full = 2 * key(p.max_level)  # relinearisation and conjugation
+        big = max(diags, key=diags.get) if diags else None
+        rows = [str(self.plan),
+                f"linear transforms: {len(names)}, {total} diagonals in all (encoded at every call; largest: "
+                f"{big} with {diags.get(big, 0)}); slots {prog.slots}",
+                f"rotation keys: {len(rots)} steps, {rot_bytes / 2**30:.2f} GiB at their levels; relinearisation and "
+                f"conjugation {full / 2**30:.2f} GiB"]
+        relus = sum(1 for l in self.layers if l.kind == "relu")
+        if self.plan.bootstraps:
+            sparse = 2 * prog.slots <= p.n // 2
+            rows.append(f"bootstrapping: {self.plan.bootstraps} of {prog.slots} slots "
+                        f"({'sparse, one EvalMod' if sparse else 'full'}); its keys come with keygen")
+        model = LATENCY_MODEL.get(p.name)
+        bts = self.plan.expected_bootstrap_ms()
+        if model is not None and bts is not None:
+            per = SPARSE_BOOTSTRAP_MS if 2 * prog.slots <= p.n // 2 else bts[0] / max(1, self.plan.bootstraps)
+            t = self.plan.bootstraps * per / 1e3 + total * model[0] + relus * model[1]
+            rows.append(f"expected latency on an H100 (graph-replayed): ~{t:.2f} s = {self.plan.bootstraps} bootstraps x "
+                        f"{per:.0f} ms + {total} diagonals x {model[0] * 1e6:.0f} us + {relus} ReLUs x "
+                        f"{model[1] * 1e3:.1f} ms (plan.LATENCY_MODEL)")
+        if self.ctx is not None and self.ctx.secret_key is not None:
+            rows.append(f"keys generated: {self.ctx.key_bytes() / 2**30:.2f} GiB")
+        return "\n".join(rows)
+
     def program(self):
         """The encrypted program (layouts, slot maps, their linear transforms), built once."""
         if self._program is None:

@@ -28,6 +28,15 @@ FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
 # Bootstrapping latency measured on the H100 (graph-replayed, full slots; docs/benchmarks.md).
 BOOTSTRAP_MS = {"n16-bts40": (44.1, "H100, commit 71fb2d8"), "n16-bts35": (47.3, "H100, commit 71fb2d8")}
+# Sparse packings (n <= N/4) run one EvalMod: 29.95 ms at 2^13 slots (H100, commit bc097b6).
+SPARSE_BOOTSTRAP_MS = 30.0
+
+# Latency model of a graph-replayed encrypted network on the H100 (report()): per bootstrap
+# (above), per diagonal of the linear transforms (encoded at every call, multiplied, summed)
+# and per ReLU, fitted to the CIFAR ResNet-20 runs of the resnet20 suite (commit bc097b6:
+# 1.24 s with 27 bootstraps at n16-bts40, 0.96 s with 17 at n16-bts35, 8536 diagonals, 19
+# ReLUs; the non-bootstrap time split as in the eager breakdown). An estimate, not a promise.
+LATENCY_MODEL = {"n16-bts40": (27.7e-6, 11.6e-3), "n16-bts35": (20.3e-6, 15.4e-3)}  # (s per diagonal, s per ReLU)
 
 
 @dataclass
@@ -68,8 +77,8 @@ class Plan:
         rows.append(f"total: {len(self.steps)} layers, {self.bootstraps} bootstraps")
         t = self.expected_bootstrap_ms()
         if t is not None:
-            rows.append(f"expected time in bootstrapping: {t[0]:.0f} ms ({self.bootstraps} x, measured {t[1]}); "
-                        "the linear layers and ReLUs come on top (not yet measured)")
+            rows.append(f"expected time in bootstrapping: {t[0]:.0f} ms ({self.bootstraps} x at full slots, measured "
+                        f"{t[1]}); cm.report() adds the linear layers, ReLUs, keys and sparse packings")
         return "\n".join(rows)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..circuits import bootstrap as _bts
-from ..circuits.linear import LinearTransform
+from ..circuits.linear import LinearTransform, rotation_steps
 from ..circuits.polynomial import evaluate
 from ..ckks import evaluator as ev
 from ..ckks.graphs import Graphs
@@ -64,6 +64,7 @@ class Program:
         self.output = layers[-1].name
         self._chains(layers)
         self._lts = {}
+        self._offsets = {}
         self._bias_pts = {}
         self.graphs = Graphs()
         # keep encoded diagonals only while they are few (a ResNet's would not fit the GPU)
@@ -108,17 +109,24 @@ class Program:
                 self._lts[name] = (lt, m.bias if bool(m.bias.any()) else None, m.presum)
         return self._lts[name]
 
+    def offsets(self, name: str) -> list:
+        """The diagonal offsets of the map materialising `name` ([] for none), computed once."""
+        ks = self._offsets.get(name)
+        if ks is None:
+            m = self.chains[name][2]
+            ks = self._offsets[name] = [] if m is None else sorted(m.diagonals())
+        return ks
+
     def rotations(self) -> dict:
         """{rotation step: the highest level a transform uses it at} (from the plan), so keys
-        used only below the top hold only the limbs of their levels."""
+        used only below the top hold only the limbs of their levels. No context needed."""
         steps = {}
         plan = {s.name: s for s in self.cm.plan.steps}
-        for name, (_, first, _) in self.chains.items():
-            lt, _, presum = self.transform(name)
-            if lt is None:
+        for name, (_, first, m) in self.chains.items():
+            if m is None:
                 continue
             level = plan[first].level_in  # where the chain's first layer reads its source
-            for r in lt.rotations() + list(presum):
+            for r in rotation_steps(self.offsets(name), self.slots) + list(m.presum):
                 steps[r] = max(steps.get(r, 0), level)
         return steps
 

@@ -97,6 +97,12 @@ def gen_switching(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: torch.Ten
     return SwitchingKey(k[:, :, :q_stop].contiguous(), k[:, :, q_stop:].contiguous())
 
 
+def switching_key_bytes(n: int, q_stop: int, special: int, alpha: int) -> int:
+    """Bytes of a gen_switching key over Q limbs [0, q_stop) and `special` P limbs: one
+    (body, a) pair of int32 polynomials per digit of alpha limbs."""
+    return -(-q_stop // alpha) * 2 * (q_stop + special) * n * 4
+
+
 def gen_switching_level(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: torch.Tensor, level_idx: range,
                         special_idx: range) -> SwitchingKey:
     """A one-digit key switching s_from -> sk.s for ciphertexts on the limbs `level_idx` only,

@@ -152,3 +152,23 @@ def test_resnet20_slot_maps_match_torch(seed):
     diagonals = {name: m.offsets() for name, (_, _, m) in prog.chains.items() if m is not None}
     assert max(diagonals.values()) <= 900, diagonals  # stage-3 convolutions: 4 channel blocks x 15 x 15
     assert diagonals["linear"] <= 16 * 13  # pooled by rotations: the classifier reads 64 slots
+
+
+def test_report_lists_keys_and_latency():
+    """cm.report(): the rotation keys keygen makes (same steps), their memory by the key-size
+    formula (checked against generated keys), diagonals; the generated keys after keygen."""
+    from fhetorch.rlwe import switching_key_bytes
+
+    cm = fhe.nn.compile(SmallCNN().eval(), torch.randn(8, 1, 16, 16), preset="toy-n13-bts", relu=15)
+    prog = cm.program()
+    rots = prog.rotations()
+    text = cm.report()
+    assert f"rotation keys: {len(rots)} steps" in text and "diagonals" in text and "keys generated" not in text
+    ctx = cm.keygen()
+    p = cm.params
+    for step, lvl in list(rots.items())[:3]:  # capped keys hold the limbs of their level only
+        g = fhe.ckks.context.galois_element(step, p.n)
+        key = ctx.galois_keys[g]
+        want = switching_key_bytes(p.n, p.limbs(min(lvl, p.max_level)).stop, len(p.special_primes), p.alpha)
+        assert key.nbytes == want
+    assert "keys generated" in cm.report()

@@ -8,11 +8,12 @@ layers on ciphertexts with the plan's rules (plan.py):
   (fused BSGS, circuits/linear.py) plus the bias, one level — when a ReLU, an addition, a
   second consumer or the output needs it. Bound factors (compiler.py) scale the map then.
 - a ReLU runs its polynomial stages on values in [-1, 1] (no constants: input and output
-  share their bound), bootstrapping the intermediate between stages when a stage needs more
-  levels than are left, then x * (...) for the composite form;
+  share their bound), then x * (...) for the composite form;
 - an addition adds two ciphertexts (the lower level wins);
-- any value about to be used with too few levels is bootstrapped first, and the refreshed
-  ciphertext serves its later consumers — the same greedy rule the plan reports.
+- bootstraps are exactly the plan's (plan.Step.bootstraps: inputs before a layer, the ReLU's
+  intermediate before a stage, x or the intermediate before the product); a refreshed value
+  serves its later consumers. A level short of what an operation needs raises (the plan and
+  the execution disagree: a bug).
 
 All values share one slot count n (the smallest power of two holding every layout); a
 bootstrapping of n < N/2 slots is the sparse one.
@@ -190,12 +191,7 @@ class Program:
             self.times["bootstrap"] += clock.now() - t
             return out
 
-        def ready(name, need):
-            ct = vals[name]
-            if ct.level < need:
-                ct = vals[name] = refresh(ct)
-            return ct
-
+        steps = {st.name: st for st in self.cm.plan.steps}
         layers = self.cm.layers[1:]
         if progress:
             from tqdm import tqdm
@@ -203,12 +199,16 @@ class Program:
             layers = tqdm(layers, desc="encrypted layers", unit="layer", leave=False)
         for l in layers:
             t0, b0 = clock.now(), self.times["bootstrap"]
-            self._layer(ctx, l, vals, ready, refresh)
+            boots = steps[l.name].bootstraps
+            for point, v in boots:
+                if point == "in":  # before the layer (for a composed map: where its chain starts)
+                    vals[v] = refresh(vals[v])
+            self._layer(ctx, l, vals, boots, refresh)
             self.times[l.kind] += clock.now() - t0 - (self.times["bootstrap"] - b0)
         return vals[self.output]
 
-    def _layer(self, ctx, l, vals, ready, refresh):
-        """One layer of run(): its value into vals (bootstrapping inputs through ready/refresh)."""
+    def _layer(self, ctx, l, vals, boots, refresh):
+        """One layer of run(): its value into vals (its inputs already refreshed where the plan says)."""
         if l.kind == "linear":
             if l.name not in self.chains:
                 return  # composed into the layer reading it
@@ -217,7 +217,7 @@ class Program:
             if lt is None:
                 vals[l.name] = vals[src]
                 return
-            ct = ready(src, 1)
+            ct = _need(vals[src], 1, l.name)
             for k in presum:
                 ct = ev.add(ctx, ct, ev.rotate(ctx, ct, k))
             ct = lt(ct)
@@ -228,7 +228,7 @@ class Program:
             a, b = (vals[i] for i in l.inputs)
             vals[l.name] = ev.add(ctx, a, b)
         else:
-            vals[l.name] = self._relu(ctx, l.inputs[0], vals, ready, refresh)
+            vals[l.name] = self._relu(ctx, l, vals, boots, refresh)
 
     def _bias(self, ctx, name, bias, ct):
         """The bias plaintext at ct's level and scale (encoded once: none inside a graph capture)."""
@@ -238,18 +238,28 @@ class Program:
             pt = self._bias_pts[key] = ctx.encode(bias.to(ctx.device), level=ct.level, scale=ct.scale, slots=ct.slots)
         return pt
 
-    def _relu(self, ctx, src, vals, ready, refresh):
+    def _relu(self, ctx, l, vals, boots, refresh):
         stages, times_input = relu_stages(self.cm.relu_fn)
-        y = ready(src, stages[0][1])
-        for series, depth in stages:
-            if y.level < depth:
+        src = l.inputs[0]
+        y = vals[src]
+        for k, (series, depth) in enumerate(stages):
+            if (("stage", k), "y") in boots:
                 y = refresh(y)
-            y = evaluate(ctx, y, series)
+            y = evaluate(ctx, _need(y, depth, l.name), series)
         if times_input:
-            if y.level < 1:
+            if ("product", src) in boots:
+                vals[src] = refresh(vals[src])
+            if ("product", "y") in boots:
                 y = refresh(y)
-            y = ev.multiply(ctx, vals[src], y)
+            y = ev.multiply(ctx, _need(vals[src], 1, l.name), _need(y, 1, l.name))
         return y
+
+
+def _need(ct, levels: int, where: str):
+    if ct.level < levels:
+        raise RuntimeError(f"nn: {where} needs {levels} levels, its input has {ct.level}: the plan and the "
+                           "execution disagree (a bug; please report it)")
+    return ct
 
 
 class _Clock:

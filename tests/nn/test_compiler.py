@@ -140,19 +140,86 @@ def test_bad_arguments():
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", relu="exact")
 
 
-def _check_plan(plan):
-    """Levels never go below 0, each step's output follows from its input, bootstraps refresh."""
+def _check_plan(plan, cm=None):
+    """Levels never go below 0, each step's output follows from its input, bootstraps refresh;
+    with cm: replaying the steps' bootstraps on the layer graph reproduces every level."""
     for s in plan.steps:
         assert s.level_out >= 0 and s.level_in >= 0, s
         if s.kind == "linear" and not s.bootstraps:
             assert s.level_out == s.level_in - s.levels, s
         assert s.level_in <= max(plan.top, plan.after_bootstrap)
+    if cm is None:
+        return
+    from fhetorch.nn.plan import relu_stages
+
+    stages, product = relu_stages(cm.relu_fn)
+    depths = [d for _, d in stages]
+    level, after = {}, plan.after_bootstrap
+    for layer, s in zip(cm.layers, plan.steps):
+        assert layer.name == s.name
+        for point, v in s.bootstraps:
+            if point == "in":
+                level[v] = after
+        if layer.kind == "input":
+            out = plan.top
+        elif layer.kind == "add":
+            out = min(level[i] for i in layer.inputs)
+        elif layer.kind == "linear":
+            out = level[layer.inputs[0]] - s.levels
+        else:
+            x = layer.inputs[0]
+            y = level[x]
+            for k, d in enumerate(depths):
+                if (("stage", k), "y") in s.bootstraps:
+                    y = after
+                assert y >= d, (s, k)
+                y -= d
+            if product:
+                if ("product", x) in s.bootstraps:
+                    level[x] = after
+                if ("product", "y") in s.bootstraps:
+                    y = after
+                assert min(level[x], y) >= 1, s
+                y = min(level[x], y) - 1
+            out = y
+        assert out == s.level_out >= 0, s
+        level[layer.name] = out
+    assert plan.bootstraps == sum(len(s.bootstraps) for s in plan.steps)
+
+
+def _greedy_chain(costs, top, after):
+    """Fewest bootstraps for a chain of operations costing `costs` levels: bootstrapping as
+    late as possible is optimal on a chain."""
+    level, count = top, 0
+    for c in costs:
+        if level < c:
+            level, count = after, count + 1
+        level -= c
+    return count
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_planner_is_optimal_on_chains(trial):
+    """conv -> ReLU chains of random length and ReLU degree: the planner's count equals the
+    optimum (late-as-possible on a chain; single-stage ReLU: no product)."""
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    units = int(torch.randint(3, 9, (1,), generator=g))
+    degree = [7, 15, 31][int(torch.randint(0, 3, (1,), generator=g))]
+    layers = []
+    for _ in range(units):
+        layers += [nn.Conv2d(2, 2, 3, 1, 1), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Flatten(), nn.Linear(2 * 8 * 8, 3)).eval()
+    cm = fhe.nn.compile(model, torch.randn(8, 2, 8, 8), preset="toy-n13-bts", relu=degree)
+    _check_plan(cm.plan, cm)
+    depth = cm.plan.relu_depths[0]
+    costs = [1, depth] * units + [1]
+    assert cm.plan.bootstraps == _greedy_chain(costs, cm.plan.top, cm.plan.after_bootstrap)
 
 
 def test_plan_levels_and_bootstraps(seed):
     model = _randomise_bn(SmallCNN())
     cm = fhe.nn.compile(model, torch.randn(16, 1, 16, 16), preset="toy-n13-bts", relu=15)
-    _check_plan(cm.plan)
+    _check_plan(cm.plan, cm)
     # 4 ReLUs of depth 4 with 6 levels after each bootstrap: at least one bootstrap after the fresh levels
     assert cm.plan.bootstraps >= 1
     text = str(cm.plan)
@@ -170,8 +237,8 @@ def test_resnet20_simulation_agrees_with_plaintext():
     model = load_checkpoint(str(DATA / "resnet20_cifar10_akamaster.th"))
     x, y = load_images(str(DATA / "cifar10_test_first512.npz"))
     cm = fhe.nn.compile(model, x[:128], preset="n16-bts40")
-    _check_plan(cm.plan)
-    assert cm.plan.bootstraps > 0
+    _check_plan(cm.plan, cm)
+    assert 0 < cm.plan.bootstraps <= 26  # the shortest path (a greedy rule takes 27)
     test = x[448:512]
     plain = cm.plaintext(test).argmax(1)
     sim = cm.simulate(test).argmax(1)

@@ -134,10 +134,9 @@ class CompiledModel:
     def report(self) -> str:
         """The plan, then what running it takes: the linear transforms (diagonals), the rotation
         keys and their memory (each at the levels it is used at), the bootstrapping keys'
-        slot count, and the expected latency on the H100 (plan.LATENCY_MODEL). Needs no keys;
+        slot count, and the expected latency on the H100 (plan.py's model). Needs no keys;
         after cm.keygen() it adds the memory of the keys generated."""
         from ..rlwe import switching_key_bytes
-        from .plan import LATENCY_MODEL, SPARSE_BOOTSTRAP_MS
 
         prog, p = self.program(), self.params
         names = [n for n, (_, _, m) in prog.chains.items() if m is not None]
@@ -157,19 +156,12 @@ class CompiledModel:
                 f"{big} with {diags.get(big, 0)}); slots {prog.slots}",
                 f"rotation keys: {len(rots)} steps, {rot_bytes / 2**30:.2f} GiB at their levels; relinearisation and "
                 f"conjugation {full / 2**30:.2f} GiB"]
-        relus = sum(1 for l in self.layers if l.kind == "relu")
         if self.plan.bootstraps:
             sparse = 2 * prog.slots <= p.n // 2
             rows.append(f"bootstrapping: {self.plan.bootstraps} of {prog.slots} slots "
                         f"({'sparse, one EvalMod' if sparse else 'full'}); its keys come with keygen")
-        model = LATENCY_MODEL.get(p.name)
-        bts = self.plan.expected_bootstrap_ms()
-        if model is not None and bts is not None:
-            per = SPARSE_BOOTSTRAP_MS if 2 * prog.slots <= p.n // 2 else bts[0] / max(1, self.plan.bootstraps)
-            t = self.plan.bootstraps * per / 1e3 + total * model[0] + relus * model[1]
-            rows.append(f"expected latency on an H100 (graph-replayed): ~{t:.2f} s = {self.plan.bootstraps} bootstraps x "
-                        f"{per:.0f} ms + {total} diagonals x {model[0] * 1e6:.0f} us + {relus} ReLUs x "
-                        f"{model[1] * 1e3:.1f} ms (plan.LATENCY_MODEL)")
+        rows.append(f"expected latency on an H100 (graph-replayed): ~{self.plan.estimated_s:.2f} s (plan.py's model: "
+                    f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")
         if self.ctx is not None and self.ctx.secret_key is not None:
             rows.append(f"keys generated: {self.ctx.key_bytes() / 2**30:.2f} GiB")
         return "\n".join(rows)

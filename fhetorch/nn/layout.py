@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .graph import UnsupportedLayerError
 

@@ -15,31 +15,34 @@ lies in [-1, 1] (compiler.py's range classes), so any point may bootstrap: befor
 (each of its inputs), inside a composite ReLU before any stage (the intermediate), and before
 the final product (x or the intermediate).
 
-The planner takes the fewest bootstraps: a shortest path over (layer, levels of the values
-still to be read), exact because the frontier keeps every Pareto-optimal state (the search
-Orion and Fhelipe do over the layer graph). ResNet-20: 26 bootstraps at n16-bts40 (a greedy
-as-late-as-possible rule took 27), 17 at n16-bts35 (the same). All bootstraps cost the
-same; the level-dependent cost of the other operations is not modelled. The executor
-(run.py) takes exactly the plan's bootstraps (`Step.bootstraps`).
+The planner minimises the estimated latency (the model below: bootstraps, and every
+operation by its level's limbs, so bootstrapping late keeps the layers cheap): a shortest
+path over (layer, levels of the values still to be read), exact because the frontier keeps
+every Pareto-optimal (seconds, levels) state (the search Orion and Fhelipe do over the layer
+graph). ResNet-20: 17 bootstraps at n16-bts35, estimated 0.955 s (measured 0.96 s); 27 at
+n16-bts40, estimated 1.27 s (measured 1.24 s) — a 26-bootstrap plan exists but runs its
+layers at higher levels (measured 1.28 s). The executor (run.py) takes exactly the plan's
+bootstraps (`Step.bootstraps`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
-# Bootstrapping latency measured on the H100 (graph-replayed, full slots; docs/benchmarks.md).
-BOOTSTRAP_MS = {"n16-bts40": (44.1, "H100, commit 71fb2d8"), "n16-bts35": (47.3, "H100, commit 71fb2d8")}
-# Sparse packings (n <= N/4) run one EvalMod: 29.95 ms at 2^13 slots (H100, commit bc097b6).
-SPARSE_BOOTSTRAP_MS = 30.0
 
-# Latency model of a graph-replayed encrypted network on the H100 (report()): per bootstrap
-# (above), per diagonal of the linear transforms (encoded at every call, multiplied, summed)
-# and per ReLU, fitted to the CIFAR ResNet-20 runs of the resnet20 suite (commit bc097b6:
-# 1.24 s with 27 bootstraps at n16-bts40, 0.96 s with 17 at n16-bts35, 8536 diagonals, 19
-# ReLUs; the non-bootstrap time split as in the eager breakdown). An estimate, not a promise.
-LATENCY_MODEL = {"n16-bts40": (27.7e-6, 11.6e-3), "n16-bts35": (20.3e-6, 15.4e-3)}  # (s per diagonal, s per ReLU)
-
+# Latency model of a graph-replayed network on the H100, what the planner minimises: a
+# bootstrap (sparse packing) costs BOOTSTRAP_S; a linear layer ALPHA per diagonal and limb (its
+# diagonals estimated as input channels x 9 for a convolution, input features for a linear
+# layer, 32 for gathers and pools: run.py's maps have about that many), a ReLU BETA per level
+# of its stages and limb, limbs = Q limbs at the operation's level + the special primes:
+# ops at lower levels are cheaper. Fitted to the CIFAR ResNet-20 runs of the resnet20 suite
+# (commits bc097b6, e9a9fcc: 0.96 s at n16-bts35; 1.24 s with 27 bootstraps and 1.28 s with 26
+# at n16-bts40, the 26 running its layers at higher levels). An estimate, not a promise.
+BOOTSTRAP_S = 0.030
+ALPHA, BETA = 2.0e-6, 3.8e-5
 
 @dataclass
 class Step:
@@ -59,15 +62,11 @@ class Plan:
     after_bootstrap: int
     steps: list
     relu_depths: list
+    estimated_s: float = 0.0  # the latency model's figure for this plan (H100, graph-replayed)
 
     @property
     def bootstraps(self) -> int:
         return sum(len(s.bootstraps) for s in self.steps)
-
-    def expected_bootstrap_ms(self):
-        """(ms, source) of the bootstraps alone on the measured GPU, or None."""
-        t = BOOTSTRAP_MS.get(self.preset)
-        return None if t is None else (t[0] * self.bootstraps, t[1])
 
     def __str__(self):
         rows = [f"plan for preset {self.preset}: fresh inputs at level {self.top}, {self.after_bootstrap} levels "
@@ -77,10 +76,8 @@ class Plan:
             b = ", ".join(_boot_text(p, v) for p, v in s.bootstraps)
             rows.append(f"{s.name:28s} {s.op:20s} {s.level_in:3d} {s.level_out:3d}  {b}")
         rows.append(f"total: {len(self.steps)} layers, {self.bootstraps} bootstraps")
-        t = self.expected_bootstrap_ms()
-        if t is not None:
-            rows.append(f"expected time in bootstrapping: {t[0]:.0f} ms ({self.bootstraps} x at full slots, measured "
-                        f"{t[1]}); cm.report() adds the linear layers, ReLUs, keys and sparse packings")
+        rows.append(f"estimated latency {self.estimated_s:.2f} s (H100, graph-replayed; plan.py's model); "
+                    "cm.report() adds diagonals and keys")
         return "\n".join(rows)
 
 
@@ -104,12 +101,13 @@ def relu_stages(fn) -> tuple:
 
 
 def make_plan(layers: list, params, relu_fn) -> Plan:
-    """The plan with the fewest bootstraps: a shortest path over (layer, levels of the live
+    """The plan of least estimated latency: a shortest path over (layer, levels of the live
     values). At every layer each input may be bootstrapped first (a refreshed value serves its
-    later consumers), and inside a ReLU the intermediate before any stage and x before the
-    product; an operation needs its inputs at >= the levels it consumes. The frontier keeps
-    the Pareto-optimal (bootstraps, levels) states, so the search is exact and small: a
-    ResNet has at most three live values at a time."""
+    later consumers), and inside a ReLU the intermediate before any stage and x or the
+    intermediate before the product; an operation needs its inputs at >= the levels it
+    consumes; costs as the latency model above. The frontier keeps the Pareto-optimal
+    (seconds, levels) states, so the search is exact and small: a ResNet has at most three
+    live values at a time."""
     info = params.info()
     if not info.bootstrappable:
         raise ValueError(f"nn.compile: preset {params.name!r} cannot bootstrap; deep models need n16-bts40, "
@@ -125,25 +123,52 @@ def make_plan(layers: list, params, relu_fn) -> Plan:
     kind = {l.name: l for l in layers}
     needs = {l.name: _linear_need(l, kind, consumers) for l in layers if l.kind == "linear"}
 
-    # frontier: {levels of the live values (sorted (name, level) tuple): (bootstraps, trail)}
+    def limbs(level):
+        return len(params.limbs(level)) + len(params.special_primes)
+
+    def diagonals(l):
+        src = kind[l.inputs[0]].shape
+        if l.op == "conv2d":
+            return 9 * (src[0] if len(src) == 3 else 1)
+        if l.op == "linear":
+            return max(1, int(torch.tensor(src).prod())) if src else 1
+        return 32
+
+    def cost(l, boots, lin):
+        """Estimated seconds of layer l (input level lin) with its bootstraps."""
+        t = BOOTSTRAP_S * len(boots)
+        if l.kind == "linear" and needs[l.name]:
+            t += ALPHA * diagonals(l) * limbs(lin)
+        elif l.kind == "relu":
+            y = lin
+            for k, d in enumerate(stages):
+                if (("stage", k), "y") in boots:
+                    y = after
+                t += BETA * d * limbs(y)
+                y -= d
+            if product:
+                t += BETA * limbs(max(1, y))
+        return t
+
+    # frontier: {levels of the live values (sorted (name, level) tuple): (seconds, trail)}
     # trail: (previous trail, layer name, boots, level_in, level_out) for the reconstruction
-    frontier = {(): (0, None)}
+    frontier = {(): (0.0, None)}
     for k, l in enumerate(layers):
         nxt = {}
-        for state, (cost, trail) in frontier.items():
+        for state, (t, trail) in frontier.items():
             lv = dict(state)
             for boots, out, lin in _moves(l, lv, top, after, stages, product, needs):
                 new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
                 new[l.name] = out
                 key = tuple(sorted((n, x) for n, x in new.items() if last_use.get(n, -1) > k))
-                c = cost + len(boots)
+                c = t + cost(l, boots, lin)
                 if key not in nxt or c < nxt[key][0]:
                     nxt[key] = (c, (trail, l.name, boots, lin, out))
         frontier = _pareto(nxt)
         if not frontier:
             raise ValueError(f"nn.compile: no plan fits {l.name} ({l.op}) in {after} levels after a bootstrap; "
                              "use a preset with more levels or a lower-degree ReLU (relu=<degree>)")
-    _, trail = min(frontier.values(), key=lambda v: v[0])
+    seconds, trail = min(frontier.values(), key=lambda v: v[0])
     steps = []
     while trail is not None:
         trail, name, boots, lin, out = trail
@@ -151,7 +176,7 @@ def make_plan(layers: list, params, relu_fn) -> Plan:
         used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, 0)
         steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
     steps.reverse()
-    return Plan(params.name, top, after, steps, stages + ([1] if product else []))
+    return Plan(params.name, top, after, steps, stages + ([1] if product else []), seconds)
 
 
 def _linear_need(l, kind, consumers) -> int:

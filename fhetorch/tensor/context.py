@@ -10,6 +10,7 @@ from ..ckks.context import CKKSContext, normalize_device
 from ..ckks.params import Params, preset as _preset
 from ..errors import ContextError, EncodingError, LayoutError
 from .encrypted_tensor import EncryptedTensor
+from .layout import Layout
 
 
 class Context(CKKSContext):
@@ -85,11 +86,15 @@ class Context(CKKSContext):
         if not isinstance(et, EncryptedTensor):
             raise ContextError(f"decrypt: expected an EncryptedTensor, got {type(et).__name__}")
         self.check_same_keys(et.ctx, "decrypt")
-        if et.layout is not None:
+        if et.layout is not None and not isinstance(et.layout, Layout):
             raise LayoutError("decrypt: this tensor is packed in a compiled model's layout; use cm.decrypt(et)")
         if et.device != self.device:
             et = et.to(self.device)
-        v = self.decrypt_vector(et.ciphertext)[: et.numel()].reshape(et.shape)
+        v = self.decrypt_vector(et.ciphertext)
+        if isinstance(et.layout, Layout):  # an image layer's output (tensor/image.py)
+            v = et.layout.unpack(v).reshape(et.shape)
+        else:
+            v = v[: et.numel()].reshape(et.shape)
         return v if et.is_complex() else v.real.contiguous()
 
     def check_same_keys(self, other: "Context", what: str):

@@ -17,7 +17,9 @@ from ..ckks import evaluator as ev
 from ..ckks.ciphertext import Ciphertext
 from ..errors import ContextError, EncodingError, LayoutError
 from ..circuits import bootstrap as _bootstrap
+from . import image as _image
 from . import linear as _linear
+from .layout import Layout
 
 _ALIASES = {"multiply": "mul", "subtract": "sub", "negative": "neg"}
 
@@ -40,6 +42,8 @@ def binary_op(name: str, a, b):
 def _layout_name(layout) -> str:
     if layout is None:
         return "the flat layout"
+    if isinstance(layout, Layout):
+        return f"the image layout {layout}"
     return f"the layout of value {layout[2]!r} of a model compiled for {layout[1]}" if layout[0] == "nn" else str(layout)
 
 
@@ -100,6 +104,22 @@ class EncryptedTensor:
     def _like(self, ct: Ciphertext, is_complex=None, shape=None) -> "EncryptedTensor":
         return EncryptedTensor(self.ctx, ct, self.shape if shape is None else shape,
                                self._complex if is_complex is None else is_complex, self.layout)
+
+    def with_layout(self, layout) -> "EncryptedTensor":
+        """The same ciphertext described by another layout (None: the flat packing)."""
+        return EncryptedTensor(self.ctx, self.ciphertext, self.shape, self._complex, layout)
+
+    def __getitem__(self, idx):
+        """x[..., ::s, ::s] on an image (the option-A shortcut's subsampling); nothing else yet."""
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        whole = slice(None)
+        lead, tail = idx[:-2], idx[-2:]
+        if (len(idx) == self.dim() and len(tail) == 2 and all(i == whole for i in lead) and tail[0] == tail[1]
+                and isinstance(tail[0], slice) and tail[0].start in (None, 0) and tail[0].stop is None
+                and self.dim() in (3, 4)):
+            return _image.subsample(self, tail[0].step or 1)
+        raise NotImplementedError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on images "
+                                  "(the values live in slots; other selections need a slot map)")
 
     # --- operands ---------------------------------------------------------------------
     def _check_partner(self, other: "EncryptedTensor", what: str):
@@ -334,13 +354,22 @@ class EncryptedTensor:
             x = args[0]
             w = args[1] if len(args) > 1 else kwargs.get("weight")
             b = args[2] if len(args) > 2 else kwargs.get("bias")
-            return _linear.linear(x, w, b)
+            return _image.linear(x, w, b) if isinstance(x.layout, Layout) else _linear.linear(x, w, b)
+        if name in ("conv2d", "avg_pool2d", "adaptive_avg_pool2d", "flatten"):
+            return getattr(_image, name)(*args, **kwargs)
+        if name == "pad":
+            x, pad = args[0], tuple(args[1] if len(args) > 1 else kwargs["pad"])
+            if len(pad) == 6 and not any(pad[:4]) and kwargs.get("value", 0) in (0, None) and \
+                    (len(args) < 3 or args[2] == "constant"):
+                return _image.pad_channels(x, pad[4], pad[5])
+            raise NotImplementedError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
         if name == "sum" and isinstance(args[0], EncryptedTensor):
             dim = args[1] if len(args) > 1 else kwargs.get("dim")
             return args[0].sum(dim, kwargs.get("keepdim", False))
         raise NotImplementedError(f"{name} is not supported on EncryptedTensor (supported: torch.add, torch.sub, "
-                                  "torch.mul, torch.neg, torch.roll, torch.matmul, torch.nn.functional.linear, "
-                                  "torch.sum and the arithmetic operators, @ included)")
+                                  "torch.mul, torch.neg, torch.roll, torch.matmul, torch.sum, torch.flatten, the "
+                                  "arithmetic operators, @ included, and F.linear, F.conv2d, F.avg_pool2d, "
+                                  "F.adaptive_avg_pool2d, F.pad of channels, x[..., ::s, ::s])")
 
 
 def _scaled(x, alpha):

@@ -1,0 +1,157 @@
+"""Image layers on EncryptedTensors: F.conv2d, average / global pooling, flatten, F.linear
+and the option-A shortcut (x[..., ::2, ::2], channel F.pad), with plaintext weights.
+
+An image tensor of shape (C, H, W) or (1, C, H, W) is packed in a `Layout` (tensor/layout.py):
+a fresh encryption is the gap-1 layout (row-major, the flat packing); a stride-s layer keeps
+the grid, multiplies the gap by s and multiplexes the channels into the gaps (Lee et al.
+2022), so no values move and every layer keeps few slot offsets. Each layer is one slot
+matrix evaluated as a fused BSGS LinearTransform: one level (flatten: none; global pooling:
+rotations and one level). The output carries its layout (`et.layout`); a gap-1 output is the
+flat packing again. ctx.decrypt reads any of these layouts.
+
+Rotation keys: the transforms use the steps their diagonals need; with only the default
++-2^i keys they compose each step from those (slower); `image_rotations` lists the steps so
+the client can generate them directly.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..circuits.linear import LinearTransform
+from ..ckks import evaluator as ev
+from ..errors import LayoutError
+from .layout import Layout, SlotMap, conv_map, gather_map, global_pool_map, matrix_map, pool_map
+
+
+def layout_of(x) -> Layout:
+    """The image layout of x: its own, or the flat packing of a fresh (C, H, W) tensor."""
+    lay = x.layout
+    if isinstance(lay, Layout):
+        return lay
+    if lay is not None:
+        raise LayoutError("image layers: this tensor is packed in a compiled model's layout; run the model instead")
+    shape = _chw(x)
+    return Layout.image(*shape) if len(shape) == 3 else Layout.vector(shape[0])
+
+
+def _chw(x) -> tuple:
+    shape = tuple(x.shape)
+    if len(shape) == 4 and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) not in (1, 3):
+        raise ValueError(f"image layers on EncryptedTensor: shape (C, H, W) or (1, C, H, W) expected, got {tuple(x.shape)}")
+    return shape
+
+
+def _apply(x, m: SlotMap, lout: Layout, shape: tuple):
+    """x's ciphertext through slot map m (one level): a tensor of layout lout and `shape` (the
+    batch dimension of x, if any, is put back)."""
+    ctx = x.ctx
+    n = max(x.slots, m.n)
+    ct = x.ciphertext.replace(slots=n)  # a packing of S slots is also one of any multiple
+    for k in m.presum:
+        ct = ev.add(ctx, ct, ev.rotate(ctx, ct, k))
+    ct = LinearTransform.from_diagonals(ctx, m.diagonals(), n)(ct)
+    if bool(m.bias.any()):
+        ct = ev.add_plain(ctx, ct, m.bias.to(ctx.device))
+    shape = ((1,) + tuple(shape)) if len(x.shape) in (2, 4) and x.shape[0] == 1 else tuple(shape)
+    if lout.is_image and lout.gap == 1 and lout.grid == tuple(lout.shape[1:]):  # the flat packing again
+        return x._like(ct.replace(slots=lout.period(n)), shape=shape).with_layout(None)
+    return x._like(ct, shape=shape).with_layout(lout)
+
+
+def _slots(x, lout: Layout) -> int:
+    return max(x.slots, layout_of(x).period(x.ctx.slots), lout.period(x.ctx.slots) if lout.is_image else 1)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    w = torch.as_tensor(weight).detach()
+    s = stride if isinstance(stride, int) else stride[0]
+    p = padding if isinstance(padding, int) else padding[0]
+    if (not isinstance(stride, int) and stride[0] != stride[1]) or (not isinstance(padding, int) and padding[0] != padding[1]):
+        raise NotImplementedError("conv2d on EncryptedTensor: equal strides and paddings on both axes")
+    if dilation not in (1, (1, 1)) or groups != 1:
+        raise NotImplementedError("conv2d on EncryptedTensor: dilation 1 and groups 1 only")
+    if w.dim() != 4 or w.shape[2] != w.shape[3] or p != w.shape[2] // 2 or s not in (1, 2):
+        raise NotImplementedError("conv2d on EncryptedTensor: square kernels with padding = kernel // 2 ('same') and "
+                                  f"stride 1 or 2; got weight {tuple(w.shape)}, stride {stride}, padding {padding}")
+    lin = layout_of(x)
+    C, H, W = lin.shape
+    if w.shape[1] != C:
+        raise ValueError(f"conv2d: weight of shape {tuple(w.shape)} for {C} input channels")
+    lout = lin.strided(w.shape[0], s)
+    n = _slots(x, lout)
+    m = conv_map(n, w, None if bias is None else torch.as_tensor(bias).detach(), s, p, lin, lout)
+    return _apply(x, m, lout, lout.shape)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    k = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
+    s = k if stride is None else (stride if isinstance(stride, int) else stride[0])
+    if padding not in (0, (0, 0)) or k != s:
+        raise NotImplementedError("avg_pool2d on EncryptedTensor: kernel = stride and no padding")
+    lin = layout_of(x)
+    C, H, W = lin.shape
+    if k == H == W:
+        return adaptive_avg_pool2d(x, 1)
+    lout = lin.strided(C, s)
+    return _apply(x, pool_map(_slots(x, lout), k, s, lin, lout), lout, lout.shape)
+
+
+def adaptive_avg_pool2d(x, output_size):
+    if output_size not in (1, (1, 1)):
+        raise NotImplementedError("adaptive_avg_pool2d on EncryptedTensor: output size 1 (global pooling) only")
+    lin = layout_of(x)
+    C, H, W = lin.shape
+    if H != W or H & (H - 1):
+        raise NotImplementedError(f"global pooling on EncryptedTensor: square maps of a power-of-two side, got {H}x{W}")
+    lout = Layout((C, 1, 1), lin.gap, lin.grid)
+    return _apply(x, global_pool_map(_slots(x, lout), lin, lout), lout, (C, 1, 1))
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """A (C, 1, 1) map after global pooling, as C values (no level: the layout says where they are)."""
+    lin = layout_of(x)
+    if not lin.is_image:
+        return x
+    C, H, W = lin.shape
+    if (H, W) != (1, 1):
+        raise NotImplementedError("flatten on an encrypted image: only after global pooling (C x 1 x 1)")
+    shape = (1, C) if len(x.shape) == 4 and start_dim == 1 else (C,)
+    return x._like(x.ciphertext, shape=shape)
+
+
+def linear(x, weight, bias=None):
+    """F.linear on a flattened image layout: the C values read where the layout has them; the
+    m outputs come out as the flat packing of a fresh (m,) tensor (every copy written)."""
+    lin = layout_of(x)
+    w = torch.as_tensor(weight).detach()
+    if w.dim() != 2 or w.shape[1] != lin.shape[0]:
+        raise ValueError(f"linear: weight of shape {tuple(w.shape)} for {lin.shape[0]} encrypted values")
+    lout = Layout((w.shape[0], 1, 1), 1, (1, 1))  # m values at slots 0..m-1, repeated every power of two >= m
+    m = matrix_map(_slots(x, lout), w, None if bias is None else torch.as_tensor(bias).detach(), lin, lout)
+    return _apply(x, m, lout, (w.shape[0],))
+
+
+def subsample(x, s: int):
+    """x[..., ::s, ::s]: the option-A shortcut's subsampling (the grid stays, the gap grows)."""
+    lin = layout_of(x)
+    C, H, W = lin.shape
+    lout = lin.strided(C, s)
+    _, Ho, Wo = lout.shape
+    c, y, xx = torch.meshgrid(torch.arange(C), torch.arange(Ho), torch.arange(Wo), indexing="ij")
+    src = (c * H * W + y * s * W + xx * s).flatten()
+    return _apply(x, gather_map(_slots(x, lout), src, lin, lout), lout, lout.shape)
+
+
+def pad_channels(x, before: int, after: int):
+    """F.pad(x, (0, 0, 0, 0, before, after)): zero channels around the map (the option-A shortcut)."""
+    lin = layout_of(x)
+    C, H, W = lin.shape
+    lout = Layout((C + before + after, H, W), lin.gap, lin.grid)
+    src = torch.full((C + before + after, H, W), -1, dtype=torch.long)
+    src[before : before + C] = torch.arange(C * H * W).view(C, H, W)
+    return _apply(x, gather_map(_slots(x, lout), src.flatten(), lin, lout), lout, lout.shape)
+
+
+__all__ = ["adaptive_avg_pool2d", "avg_pool2d", "conv2d", "flatten", "layout_of", "linear", "pad_channels", "subsample"]

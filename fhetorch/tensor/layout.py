@@ -1,0 +1,239 @@
+"""Where the values of a feature map sit in the slots, and linear layers as slot matrices.
+
+A `Layout` places a (C, H, W) image, or a (F,) vector, in the slots of one ciphertext, with
+the multiplexed packing of Lee et al. 2022:
+
+    slot(c, y, x) = (c // g^2) * block + (y * g + (c % g^2) // g) * row + x * g + c % g,
+    row = W * g, block = H * g * row,   g = the layout's gap
+
+`gap` is 1 for the input and multiplies by s at each stride-s layer: a strided convolution
+writes its output at every s-th position of its input's grid, and the g^2 - 1 positions in
+between hold other channels (channel c sits at sub-position (c % g^2) // g, c % g of its
+block). Every stride keeps the image grid, so each linear layer keeps a small set of slot
+offsets (diagonals), and the values stay dense: a 64 x 8 x 8 map takes 4096 slots.
+
+Replication: an image layout occupies `period` slots (a power of two) and is repeated
+n / period times over the n slots. A map between layouts writes every copy of its output and
+reads the copy of its input that keeps the same offset in every copy, so the diagonal
+offsets only count modulo the period: cyclic channel shifts cost no extra diagonal (a
+stage-3 ResNet-20 convolution has 4 x 225 diagonals instead of 7 x 225). A vector layout
+(F,) has period n: one copy, at slots 0..F-1.
+
+Linear layers become `SlotMap`s: a sparse matrix over the slots (rows = output slots,
+columns = input slots) and a bias vector, built from the layer's weights and the two layouts
+(conv_map, pool_map, global_pool_map, matrix_map, gather_map); consecutive maps compose into
+one (a sparse product). A SlotMap becomes a `circuits.LinearTransform` through its
+generalised diagonals (offset = column - row mod n). Used by the image operations on
+EncryptedTensors (tensor/image.py) and by compiled models (nn/layout.py, nn/run.py).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import LayoutError
+
+
+@dataclass(frozen=True)
+class Layout:
+    shape: tuple  # (C, H, W) or (F,)
+    gap: int = 1
+    grid: tuple = ()  # (H * gap, W * gap) of the image grid; () for vectors
+
+    @staticmethod
+    def image(C: int, H: int, W: int) -> "Layout":
+        return Layout((C, H, W), 1, (H, W))
+
+    @staticmethod
+    def vector(n: int) -> "Layout":
+        return Layout((n,), 1, ())
+
+    @property
+    def is_image(self) -> bool:
+        return len(self.shape) == 3
+
+    @property
+    def span(self) -> int:
+        """Slots from 0 to the last one used, + 1."""
+        if not self.is_image:
+            return self.shape[0]
+        return int(self.slots().max()) + 1
+
+    def period(self, n: int) -> int:
+        """The slots one copy occupies: the span rounded up to a power of two (n for vectors)."""
+        if not self.is_image:
+            return n
+        return 1 << max(0, (self.span - 1).bit_length())
+
+    def slots(self) -> torch.Tensor:
+        """Slot index of every value (copy 0), in the natural (C, H, W) / (F,) order (int64)."""
+        if not self.is_image:
+            return torch.arange(self.shape[0])
+        C, H, W = self.shape
+        g = self.gap
+        gh, gw = self.grid
+        c = torch.arange(C).view(C, 1, 1)
+        sub = c % (g * g)
+        y = torch.arange(H).view(1, H, 1) * g + sub // g
+        x = torch.arange(W).view(1, 1, W) * g + sub % g
+        return ((c // (g * g)) * (gh * gw) + y * gw + x).flatten()
+
+    def strided(self, C: int, s: int) -> "Layout":
+        """The layout of a stride-s layer's output with C channels on this grid."""
+        if not self.is_image:
+            raise ValueError("a strided layer needs an image layout")
+        _, H, W = self.shape
+        if H % s or W % s:
+            raise LayoutError(f"stride {s} on a {H}x{W} map leaves a remainder; use even sizes")
+        return Layout((C, H // s, W // s), self.gap * s, self.grid)
+
+    def pack(self, values: torch.Tensor, n: int) -> torch.Tensor:
+        """(C, H, W) / (F,) values -> an n-slot vector, repeated every period (zeros elsewhere)."""
+        p = self.period(n)
+        out = torch.zeros(p, dtype=torch.float64)
+        out[self.slots()] = values.reshape(-1).to(torch.float64)
+        return out.repeat(n // p)
+
+    def unpack(self, slots: torch.Tensor) -> torch.Tensor:
+        return slots[self.slots().to(slots.device)].reshape(self.shape)
+
+
+@dataclass
+class SlotMap:
+    """y = M S x + bias over n slots: M as COO (rows, cols, vals), bias (n,) float64, and S a
+    rotation-sum tree (x <- x + rot_k(x) for each step k of `presum`; none by default) that
+    costs rotations but no level and no diagonals: global average pooling sums its H x W
+    positions that way, so the pooled map and the linear layer after it keep ~200 diagonals
+    (as one slot matrix they would have one per slot of the feature map)."""
+
+    n: int
+    rows: torch.Tensor
+    cols: torch.Tensor
+    vals: torch.Tensor
+    bias: torch.Tensor
+    presum: tuple = ()
+
+    def dense_apply(self, x: torch.Tensor) -> torch.Tensor:
+        """The map on a plaintext slot vector (tests, simulation of layouts)."""
+        for k in self.presum:
+            x = x + torch.roll(x, -k)
+        y = torch.zeros(self.n, dtype=torch.float64)
+        y.index_add_(0, self.rows, self.vals * x[self.cols])
+        return y + self.bias
+
+    def expanded(self) -> "SlotMap":
+        """The same map with S multiplied into M (no presum)."""
+        rows, cols, vals = self.rows, self.cols, self.vals
+        for k in self.presum:  # M (I + R_k): every entry (i, j) also reads j + k
+            rows, cols, vals = torch.cat([rows, rows]), torch.cat([cols, (cols + k) % self.n]), torch.cat([vals, vals])
+        return SlotMap(self.n, rows, cols, vals, self.bias)
+
+    def then(self, other: "SlotMap") -> "SlotMap":
+        """other after self: (other.M @ self.M, other.M @ self.bias + other.bias), self's presum kept."""
+        if other.presum:
+            other = other.expanded()
+        with warnings.catch_warnings():  # torch's notes on sparse invariants / beta CSR support
+            warnings.simplefilter("ignore", UserWarning)
+            a = torch.sparse_coo_tensor(torch.stack([self.rows, self.cols]), self.vals, (self.n, self.n)).coalesce()
+            b = torch.sparse_coo_tensor(torch.stack([other.rows, other.cols]), other.vals,
+                                        (other.n, other.n)).coalesce()
+            m = torch.sparse.mm(b, a).coalesce()
+        bias = other.dense_apply(self.bias)  # other.M self.bias + other.bias
+        idx = m.indices()
+        return SlotMap(self.n, idx[0], idx[1], m.values(), bias, self.presum)
+
+    def scaled(self, in_factor: float, out_factor: float) -> "SlotMap":
+        """The map between scaled values: y / out_factor = M (x / in_factor) * in_factor / out_factor + bias / out_factor."""
+        return SlotMap(self.n, self.rows, self.cols, self.vals * (in_factor / out_factor), self.bias / out_factor,
+                       self.presum)
+
+    def offsets(self) -> int:
+        """How many distinct diagonals (before cancellations) the map has."""
+        return int(torch.unique((self.cols - self.rows) % self.n).numel())
+
+    def diagonals(self) -> dict:
+        """{offset k: (n,) diagonal} with diag_k[i] = M[i, (i + k) mod n] (circuits/linear.py)."""
+        ks, which = torch.unique((self.cols - self.rows) % self.n, return_inverse=True)
+        d = torch.zeros(ks.numel(), self.n, dtype=torch.float64)
+        d.index_put_((which, self.rows), self.vals, accumulate=True)
+        keep = d.ne(0).any(dim=1)
+        return {int(k): row for k, row, ok in zip(ks.tolist(), d, keep.tolist()) if ok}
+
+
+def coo_map(n, rows, cols, vals, lin: Layout, lout: Layout, bias=None):
+    """The SlotMap of out[rows] += vals * in[cols] (copy-0 slots of the two layouts), written to
+    every copy of the output; each entry reads the input's copy at offset [0, period) from its
+    row, so offsets count modulo the input's period (module doc)."""
+    rows, cols, vals = rows.reshape(-1).long(), cols.reshape(-1).long(), vals.reshape(-1).to(torch.float64)
+    p_in, p_out = lin.period(n), lout.period(n)
+    copies = n // p_out
+    rows = (rows.view(1, -1) + torch.arange(copies).view(-1, 1) * p_out).flatten()
+    # the input's value sits at cols + any multiple of p_in: take the one at offset [0, p_in)
+    cols = (rows + (cols.repeat(copies) - rows) % p_in) % n
+    vals = vals.repeat(copies)
+    full = torch.zeros(n, dtype=torch.float64)
+    if bias is not None:
+        full[:p_out] = bias[:p_out]
+        full = full[:p_out].repeat(copies)
+    return SlotMap(n, rows, cols, vals, full)
+
+
+def conv_map(n, w, b, stride, padding, lin: Layout, lout: Layout):
+    Co, Ci, kh, kw = w.shape
+    _, H, W = lin.shape
+    _, Ho, Wo = lout.shape
+    co, ci, dy, dx, y, x = torch.meshgrid(torch.arange(Co), torch.arange(Ci), torch.arange(kh), torch.arange(kw),
+                                          torch.arange(Ho), torch.arange(Wo), indexing="ij")
+    iy, ix = y * stride + dy - padding, x * stride + dx - padding
+    ok = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W) & (w[co, ci, dy, dx] != 0)
+    sin, sout = lin.slots().view(Ci, H, W), lout.slots().view(Co, Ho, Wo)
+    rows = sout[co[ok], y[ok], x[ok]]
+    cols = sin[ci[ok], iy[ok], ix[ok]]
+    vals = w.to(torch.float64)[co[ok], ci[ok], dy[ok], dx[ok]]
+    bias = None
+    if b is not None:
+        bias = torch.zeros(n, dtype=torch.float64)
+        bias[sout.flatten()] = b.to(torch.float64).repeat_interleave(Ho * Wo)
+    return coo_map(n, rows, cols, vals, lin, lout, bias)
+
+
+def pool_map(n, k, s, lin: Layout, lout: Layout):
+    C, H, W = lin.shape
+    w = torch.zeros(C, C, k, k, dtype=torch.float64)
+    w[torch.arange(C), torch.arange(C)] = 1.0 / (k * k)
+    return conv_map(n, w, None, s, 0, lin, lout)
+
+
+def global_pool_map(n, lin: Layout, lout: Layout):
+    """Mean over an H x W map (powers of two): rotation sums along x (steps gap * 2^i) and y
+    (steps row * gap * 2^i) leave each channel's sum at its (0, 0) slot; M scales it."""
+    C, H, W = lin.shape
+    g, row = lin.gap, lin.grid[1]
+    steps = tuple(g << i for i in range(W.bit_length() - 1)) + tuple(row * g << i for i in range(H.bit_length() - 1))
+    sc = lout.slots()
+    m = coo_map(n, sc, sc, torch.full((C,), 1.0 / (H * W), dtype=torch.float64), lin, lout)
+    m.presum = steps
+    return m
+
+
+def matrix_map(n, m: torch.Tensor, b, lin: Layout, lout: Layout):
+    """out[lout slot i] = sum_j m[i, j] in[lin slot j] (m dense, natural order)."""
+    rows, cols = torch.nonzero(m, as_tuple=True)
+    sin, sout = lin.slots(), lout.slots()
+    bias = None
+    if b is not None:
+        bias = torch.zeros(n, dtype=torch.float64)
+        bias[sout] = b.to(torch.float64)
+    return coo_map(n, sout[rows], sin[cols], m.to(torch.float64)[rows, cols], lin, lout, bias)
+
+
+def gather_map(n, src_index: torch.Tensor, lin: Layout, lout: Layout, scale: float = 1.0):
+    """out value i = scale * in value src_index[i] (natural order; -1: zero)."""
+    sin, sout = lin.slots(), lout.slots()
+    ok = src_index >= 0
+    return coo_map(n, sout[ok], sin[src_index[ok]], torch.full((int(ok.sum()),), scale, dtype=torch.float64), lin, lout)
+
+
+__all__ = ["Layout", "SlotMap", "conv_map", "pool_map", "global_pool_map", "matrix_map", "gather_map", "coo_map"]

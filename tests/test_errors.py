@@ -117,13 +117,16 @@ def test_keygen_on_public_context(ctx_n10):
 
 # --- values -------------------------------------------------------------------------------
 def test_too_many_values(ctx_n10):
-    with pytest.raises(fhe.EncodingError) as e:
-        ctx_n10.encrypt(_rand(ctx_n10.slots + 1))
+    """More values than slots span several ciphertexts; operations that need one say so."""
+    assert not ctx_n10.encrypt(_rand(ctx_n10.slots)).multi  # exactly full: one ciphertext
+    ex = ctx_n10.encrypt(_rand(ctx_n10.slots + 1))
+    assert ex.multi and len(ex.ciphertexts) == 2
+    with pytest.raises(NotImplementedError) as e:
+        ex.rotate(1)
     msg = str(e.value)
-    assert msg.startswith("encrypt") and str(ctx_n10.slots + 1) in msg and str(ctx_n10.slots) in msg
-    with pytest.raises(fhe.EncodingError, match="encrypt"):
-        ctx_n10.encrypt(_rand(20, 30))
-    ctx_n10.encrypt(_rand(ctx_n10.slots))  # exactly full is fine
+    assert "spans 2" in msg and str(ctx_n10.slots + 1) in msg and str(ctx_n10.slots) in msg
+    with pytest.raises(NotImplementedError, match="spans"):
+        ex @ torch.ones(ctx_n10.slots + 1, 3)
 
 
 def test_empty_tensor(ctx_n10):

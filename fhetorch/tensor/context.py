@@ -63,18 +63,24 @@ class Context(CKKSContext):
 
     # --- tensors ---------------------------------------------------------------------
     def encrypt(self, t, *, level: int | None = None) -> EncryptedTensor:
-        """Pack a tensor (any shape with at most `slots` values) into one ciphertext."""
+        """Pack a tensor into one ciphertext (at most `slots` values) or several (chunks of
+        `slots` values in order)."""
         t = torch.as_tensor(t)
         is_complex = t.is_complex()
         values = t.detach().to(torch.complex128 if is_complex else torch.float64).flatten()
         n = values.numel()
         if n == 0:
             raise EncodingError("encrypt: empty tensor")
-        if n > self.slots:
-            raise EncodingError(f"encrypt: {n} values do not fit in one ciphertext of {self.slots} slots; use a "
-                                "preset with a larger N or split the tensor")
         if level is not None and not 0 <= level <= self.max_level:
             raise EncodingError(f"encrypt: level must be in [0, {self.max_level}], got {level}")
+        if n > self.slots:  # several ciphertexts of full slots, the last one padded
+            cts = []
+            for j in range(0, n, self.slots):
+                chunk = torch.zeros(self.slots, dtype=values.dtype)
+                part = values[j : j + self.slots]
+                chunk[: part.numel()] = part
+                cts.append(self.encrypt_vector(chunk.to(self.device), level=level, slots=self.slots))
+            return EncryptedTensor(self, cts, t.shape, is_complex)
         slots = 1 << max(0, math.ceil(math.log2(n)))
         padded = torch.zeros(slots, dtype=values.dtype)
         padded[:n] = values
@@ -90,6 +96,9 @@ class Context(CKKSContext):
             raise LayoutError("decrypt: this tensor is packed in a compiled model's layout; use cm.decrypt(et)")
         if et.device != self.device:
             et = et.to(self.device)
+        if et.multi:
+            v = torch.cat([self.decrypt_vector(ct) for ct in et.ciphertexts])[: et.numel()].reshape(et.shape)
+            return v if et.is_complex() else v.real.contiguous()
         v = self.decrypt_vector(et.ciphertext)
         if isinstance(et.layout, Layout):  # an image layer's output (tensor/image.py)
             v = et.layout.unpack(v).reshape(et.shape)

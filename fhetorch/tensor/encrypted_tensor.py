@@ -48,30 +48,50 @@ def _layout_name(layout) -> str:
 
 
 class EncryptedTensor:
-    """Values of a tensor, encrypted. Create with `ctx.encrypt(t)`; read with `ctx.decrypt(et)`."""
+    """Values of a tensor, encrypted. Create with `ctx.encrypt(t)`; read with `ctx.decrypt(et)`.
 
-    def __init__(self, ctx, ciphertext: Ciphertext, shape, is_complex: bool = False, layout=None):
+    A tensor with more values than one ciphertext's slots spans several: chunk j holds the
+    flattened values [j * slots, (j + 1) * slots) in the flat layout above (`.ciphertexts`).
+    Element-wise arithmetic, sums, level changes, bootstrapping and devices work on every
+    chunk; rotations, rolls, matrix products and image layers need one ciphertext."""
+
+    def __init__(self, ctx, ciphertext, shape, is_complex: bool = False, layout=None):
         self.ctx = ctx
-        self.ciphertext = ciphertext
+        self.ciphertexts = list(ciphertext) if isinstance(ciphertext, (list, tuple)) else [ciphertext]
         self.shape = torch.Size(shape)
         self._complex = bool(is_complex)
         # None: the flat layout above; otherwise where a producer (fhetorch.nn) put the values,
         # e.g. a compiled model's feature-map layout; operands must agree on it.
         self.layout = layout
 
+    @property
+    def ciphertext(self) -> Ciphertext:
+        """The ciphertext of a one-ciphertext tensor."""
+        if len(self.ciphertexts) != 1:
+            raise NotImplementedError(f"this operation needs the tensor in one ciphertext; it spans "
+                                      f"{len(self.ciphertexts)} ({self.numel()} values, {self.ctx.slots} slots each): "
+                                      "element-wise arithmetic, sum, levels and bootstrapping work on it, rotations "
+                                      "and linear layers do not; split the tensor")
+        return self.ciphertexts[0]
+
+    @property
+    def multi(self) -> bool:
+        """True when the values span several ciphertexts."""
+        return len(self.ciphertexts) > 1
+
     # --- metadata ---------------------------------------------------------------------
     @property
     def level(self) -> int:
         """Rescales left before the ciphertext is exhausted."""
-        return self.ciphertext.level
+        return min(ct.level for ct in self.ciphertexts)
 
     @property
     def scale(self) -> float:
-        return float(self.ciphertext.scale)
+        return float(self.ciphertexts[0].scale)
 
     @property
     def device(self) -> torch.device:
-        return self.ciphertext.device
+        return self.ciphertexts[0].device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -79,8 +99,8 @@ class EncryptedTensor:
 
     @property
     def slots(self) -> int:
-        """Slots of the packing (a power of two >= numel())."""
-        return self.ciphertext.slots
+        """Slots of the packing (a power of two >= numel(); per chunk for several ciphertexts)."""
+        return self.ciphertexts[0].slots
 
     def is_complex(self) -> bool:
         return self._complex
@@ -104,6 +124,40 @@ class EncryptedTensor:
     def _like(self, ct: Ciphertext, is_complex=None, shape=None) -> "EncryptedTensor":
         return EncryptedTensor(self.ctx, ct, self.shape if shape is None else shape,
                                self._complex if is_complex is None else is_complex, self.layout)
+
+    # --- several ciphertexts -------------------------------------------------------------
+    def chunks(self) -> list:
+        """One-ciphertext flat tensors, one per ciphertext, in order (views of the values)."""
+        n = self.ctx.slots
+        sizes = [min(n, self.numel() - j * n) for j in range(len(self.ciphertexts))]
+        if len(self.ciphertexts) == 1:
+            return [self]
+        return [EncryptedTensor(self.ctx, ct, (k,), self._complex) for ct, k in zip(self.ciphertexts, sizes)]
+
+    @staticmethod
+    def _joined(parts: list, shape, is_complex: bool) -> "EncryptedTensor":
+        return EncryptedTensor(parts[0].ctx, [p.ciphertext for p in parts], shape, is_complex)
+
+    def _each(self, fn, other=None) -> "EncryptedTensor":
+        """fn(chunk) or fn(chunk, other's chunk) over the chunks (other: an EncryptedTensor of
+        the same shape, a plaintext broadcast to this shape, or a scalar)."""
+        mine = self.chunks()
+        if isinstance(other, EncryptedTensor):
+            self._check_partner(other, "element-wise op")
+            theirs = other.chunks()
+        elif other is None or isinstance(other, (bool, int, float, complex)):
+            theirs = [other] * len(mine)
+        else:
+            t = torch.as_tensor(other)
+            try:
+                t = torch.broadcast_to(t, self.shape).flatten()
+            except RuntimeError:
+                raise ValueError(f"plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted shape "
+                                 f"{tuple(self.shape)}") from None
+            n = self.ctx.slots
+            theirs = [t[j * n : j * n + m.numel()] for j, m in enumerate(mine)]
+        out = [fn(a) if other is None else fn(a, b) for a, b in zip(mine, theirs)]
+        return self._joined(out, self.shape, any(o.is_complex() for o in out))
 
     def with_layout(self, layout) -> "EncryptedTensor":
         """The same ciphertext described by another layout (None: the flat packing)."""
@@ -166,6 +220,8 @@ class EncryptedTensor:
 
     # --- arithmetic -------------------------------------------------------------------
     def _add(self, other, sign: int = 1) -> "EncryptedTensor":
+        if self.multi or getattr(other, "multi", False):
+            return self._each(lambda a, b: a._add(b, sign), other)
         what = "add" if sign > 0 else "sub"
         if isinstance(other, EncryptedTensor):
             self._check_partner(other, what)
@@ -182,6 +238,8 @@ class EncryptedTensor:
         return self._add(other, -1)
 
     def _mul(self, other) -> "EncryptedTensor":
+        if self.multi or getattr(other, "multi", False):
+            return self._each(lambda a, b: a._mul(b), other)
         if isinstance(other, EncryptedTensor):
             self._check_partner(other, "mul")
             return self._like(ev.multiply(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
@@ -193,6 +251,8 @@ class EncryptedTensor:
         return self._like(ct, self._complex or is_c)
 
     def __neg__(self):
+        if self.multi:
+            return self._each(lambda a: -a)
         return self._like(ev.neg(self.ctx, self.ciphertext))
 
     def __add__(self, o):
@@ -226,26 +286,50 @@ class EncryptedTensor:
         return self._mul(o)
 
     def square(self):
+        if self.multi:
+            return self._each(lambda a: a.square())
         return self._like(ev.square(self.ctx, self.ciphertext))
 
     def mul_i(self):
         """Multiply by the imaginary unit (exact, no level used)."""
+        if self.multi:
+            return self._each(lambda a: a.mul_i())
         return self._like(ev.mul_i(self.ctx, self.ciphertext), True)
 
     def conj(self):
+        if self.multi:
+            return self._each(lambda a: a.conj())
         return self._like(ev.conjugate(self.ctx, self.ciphertext)) if self._complex else self
 
     # --- levels -----------------------------------------------------------------------
     def drop_level(self, levels: int = 1) -> "EncryptedTensor":
+        if self.multi:
+            return self._each(lambda a: a.drop_level(levels))
         return self._like(ev.drop_level(self.ctx, self.ciphertext, levels))
 
     def rescale(self) -> "EncryptedTensor":
+        if self.multi:
+            return self._each(lambda a: a.rescale())
         return self._like(ev.rescale(self.ctx, self.ciphertext))
 
     def bootstrap(self) -> "EncryptedTensor":
         """A new EncryptedTensor with the same values and levels refreshed (a bootstrappable
-        preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py."""
+        preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py.
+        Several ciphertexts: two real chunks share one bootstrapping (as a + i b)."""
+        if self.multi:
+            return self._bootstrap_chunks()
         return _bootstrap.bootstrap(self)
+
+    def _bootstrap_chunks(self) -> "EncryptedTensor":
+        parts = self.chunks()
+        out = []
+        for j in range(0, len(parts), 2):
+            pair = parts[j : j + 2]
+            if len(pair) == 2 and not self._complex and pair[0].slots == pair[1].slots:
+                out += list(_bootstrap.bootstrap_pair(*pair))
+            else:
+                out += [_bootstrap.bootstrap(q) for q in pair]
+        return self._joined(out, self.shape, self._complex)
 
     def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
         """(self, other) refreshed by one bootstrapping of self + i other (both real-valued)."""
@@ -309,7 +393,19 @@ class EncryptedTensor:
         return _linear.matmul(self, w)
 
     def sum(self, dim=None, keepdim=False):
-        """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none)."""
+        """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none;
+        several ciphertexts: the chunks' sums added)."""
+        if self.multi:
+            sums = [_linear.sum_all(c) for c in self.chunks()]
+            ctx, total = self.ctx, sums[0].ciphertext
+            for t in sums[1:]:
+                total = ev.add(ctx, total, t.ciphertext)
+            shape = (1,) * self.dim() if keepdim else ()
+            if dim is not None:
+                dims = (dim,) if isinstance(dim, int) else tuple(dim)
+                if sorted(d % self.dim() for d in dims) != list(range(self.dim())):
+                    raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
+            return EncryptedTensor(ctx, total, shape, self._complex)
         return _linear.sum_all(self, dim, keepdim)
 
     def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
@@ -320,7 +416,8 @@ class EncryptedTensor:
         ctx = self.ctx.to(device)
         if ctx.device == self.device:
             return self
-        return EncryptedTensor(ctx, self.ciphertext.to(ctx.device), self.shape, self._complex, self.layout)
+        return EncryptedTensor(ctx, [ct.to(ctx.device) for ct in self.ciphertexts], self.shape, self._complex,
+                               self.layout)
 
     def cpu(self):
         return self.to("cpu")

@@ -24,6 +24,7 @@ def _pow2(k: int) -> int:
 def linear(x, weight, bias=None):
     """F.linear(x, weight, bias): y = weight @ x + bias, weight (m, k) plaintext, x encrypted (k,)."""
     w = torch.as_tensor(weight)
+    x.ciphertext  # noqa: B018 - one ciphertext only (raises for a tensor spanning several)
     if x.dim() != 1:
         raise NotImplementedError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
                                   f"{tuple(x.shape)}")

@@ -44,13 +44,17 @@ from ..errors import MissingKeyError, ParameterError
 from ..rlwe import key_switch
 from . import dft
 from .chebyshev import interpolate
-from .linear import LinearTransform
+from .linear import LinearTransform, rotation_steps
 from .polynomial import evaluate
 
 def config(ctx):
-    cfg = ctx.params.bootstrap
+    return config_of(ctx.params)
+
+
+def config_of(params):
+    cfg = params.bootstrap
     if cfg is None:
-        raise ParameterError(f"bootstrap: parameters {ctx.params.name!r} are not bootstrappable; use a preset made for "
+        raise ParameterError(f"bootstrap: parameters {params.name!r} are not bootstrappable; use a preset made for "
                              "it (n16-bts40, n16-bts35, or toy-n13-bts for tests)")
     return cfg
 
@@ -115,20 +119,7 @@ class Bootstrapper:
 
     def rotations(self, slots: int) -> dict:
         """{rotation step: highest level it is used at} for bootstrapping `slots` slots."""
-        cfg, ctx = self.cfg, self.ctx
-        cts, stc = self.transforms(slots)
-        out = {}
-        step = slots
-        while step < ctx.slots:  # SubSum, at the top
-            out[step] = cfg.top
-            step *= 2
-        for i, lt in enumerate(cts):
-            for s in lt.rotations():
-                out[s] = max(out.get(s, 0), cfg.top - i)
-        for i, lt in enumerate(stc):
-            for s in lt.rotations():
-                out[s] = max(out.get(s, 0), cfg.stc_input_level - i)
-        return out
+        return rotation_levels(self.ctx.params, slots)
 
     # --- the algorithm --------------------------------------------------------------------
     def _prepare(self, ct: Ciphertext) -> Ciphertext:
@@ -238,6 +229,28 @@ class Bootstrapper:
         c = ev.add(ctx, a, ev.mul_i(ctx, b))
         out = self._refresh(c, halve=True)
         return self._split(out)
+
+
+def rotation_levels(params, slots: int) -> dict:
+    """{rotation step: highest level it is used at} for bootstrapping `slots` slots under
+    `params` (no context needed: the plan report estimates key memory from it)."""
+    cfg, full = config_of(params), params.n // 2
+    cts = _pad_groups(dft.coeff_to_slot_groups(slots, cfg.cts_levels), cfg.cts_levels, slots)
+    stc = _pad_groups(dft.slot_to_coeff_groups(slots, cfg.stc_levels), cfg.stc_levels, slots)
+    sizes = [slots] * len(cts), [slots] * len(stc)
+    if 2 * slots <= full:
+        cts[-1], stc[0] = _wide_ends(cts[-1], stc[0], slots)
+        sizes = [slots] * (len(cts) - 1) + [2 * slots], [2 * slots] + [slots] * (len(stc) - 1)
+    out = {}
+    step = slots
+    while step < full:  # SubSum, at the top
+        out[step] = cfg.top
+        step *= 2
+    for first, groups, ns in ((cfg.top, cts, sizes[0]), (cfg.stc_input_level, stc, sizes[1])):
+        for i, (g, n) in enumerate(zip(groups, ns)):
+            for s in rotation_steps(g, n):
+                out[s] = max(out.get(s, 0), first - i)
+    return out
 
 
 def _wide_ends(cts_last: dict, stc_first: dict, n: int) -> tuple:

@@ -133,9 +133,9 @@ class CompiledModel:
 
     def report(self) -> str:
         """The plan, then what running it takes: the linear transforms (diagonals), the rotation
-        keys and their memory (each at the levels it is used at), the bootstrapping keys'
-        slot count, and the expected latency on the H100 (plan.py's model). Needs no keys;
-        after cm.keygen() it adds the memory of the keys generated."""
+        keys and their memory (each at the levels it is used at), the bootstrapping keys, the
+        estimated key memory, and the expected latency on the H100 (plan.py's model). Needs no
+        keys; after cm.keygen() it adds the memory of the keys generated."""
         from ..rlwe import switching_key_bytes
 
         prog, p = self.program(), self.params
@@ -157,9 +157,18 @@ class CompiledModel:
                 f"rotation keys: {len(rots)} steps, {rot_bytes / 2**30:.2f} GiB at their levels; relinearisation and "
                 f"conjugation {full / 2**30:.2f} GiB"]
         if self.plan.bootstraps:
+            from ..circuits.bootstrap import rotation_levels
+
             sparse = 2 * prog.slots <= p.n // 2
+            both = dict(rots)
+            for r, lvl in rotation_levels(p, prog.slots).items():  # a shared step keeps the higher level
+                both[r] = max(both.get(r, 0), lvl)
+            bts_bytes = sum(key(lvl) for lvl in both.values()) - rot_bytes + key(p.max_level)  # + encapsulation
             rows.append(f"bootstrapping: {self.plan.bootstraps} of {prog.slots} slots "
-                        f"({'sparse, one EvalMod' if sparse else 'full'}); its keys come with keygen")
+                        f"({'sparse, one EvalMod' if sparse else 'full'}); its keys {bts_bytes / 2**30:.2f} GiB more "
+                        f"({len(both) - len(rots)} more rotation steps, shared ones at their higher level)")
+            rot_bytes += bts_bytes
+        rows.append(f"key memory (estimated): {(rot_bytes + full) / 2**30:.2f} GiB")
         rows.append(f"expected latency on an H100 (graph-replayed): ~{self.plan.estimated_s:.2f} s (plan.py's model: "
                     f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")
         if self.ctx is not None and self.ctx.secret_key is not None:

@@ -171,4 +171,8 @@ def test_report_lists_keys_and_latency():
         key = ctx.galois_keys[g]
         want = switching_key_bytes(p.n, p.limbs(min(lvl, p.max_level)).stop, len(p.special_primes), p.alpha)
         assert key.nbytes == want
-    assert "keys generated" in cm.report()
+    text = cm.report()
+    assert "keys generated" in text
+    est = float(text.split("key memory (estimated): ")[1].split(" GiB")[0])
+    got = ctx.key_bytes() / 2**30
+    assert abs(est - got) <= 0.15 * got, (est, got)  # rotation, bootstrapping, relinearisation keys

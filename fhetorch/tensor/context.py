@@ -97,9 +97,9 @@ class Context(CKKSContext):
         if et.device != self.device:
             et = et.to(self.device)
         if et.multi:
-            v = torch.cat([self.decrypt_vector(ct) for ct in et.ciphertexts])[: et.numel()].reshape(et.shape)
-            return v if et.is_complex() else v.real.contiguous()
-        v = self.decrypt_vector(et.ciphertext)
+            v = torch.cat([self.decrypt_vector(ct) for ct in et.ciphertexts])
+        else:
+            v = self.decrypt_vector(et.ciphertext)
         if isinstance(et.layout, Layout):  # an image layer's output (tensor/image.py)
             v = et.layout.unpack(v).reshape(et.shape)
         else:

@@ -134,9 +134,9 @@ class EncryptedTensor:
             return [self]
         return [EncryptedTensor(self.ctx, ct, (k,), self._complex) for ct, k in zip(self.ciphertexts, sizes)]
 
-    @staticmethod
-    def _joined(parts: list, shape, is_complex: bool) -> "EncryptedTensor":
-        return EncryptedTensor(parts[0].ctx, [p.ciphertext for p in parts], shape, is_complex)
+    def _joined(self, parts: list, shape, is_complex: bool) -> "EncryptedTensor":
+        """The chunk results as one tensor of this tensor's layout (chunk ops are slot-wise)."""
+        return EncryptedTensor(parts[0].ctx, [p.ciphertext for p in parts], shape, is_complex, self.layout)
 
     def _each(self, fn, other=None) -> "EncryptedTensor":
         """fn(chunk) or fn(chunk, other's chunk) over the chunks (other: an EncryptedTensor of
@@ -395,6 +395,9 @@ class EncryptedTensor:
     def sum(self, dim=None, keepdim=False):
         """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none;
         several ciphertexts: the chunks' sums added)."""
+        if isinstance(self.layout, Layout):
+            raise NotImplementedError("sum of an image-layout tensor: its slots also hold values the layout ignores; "
+                                      "use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
         if self.multi:
             sums = [_linear.sum_all(c) for c in self.chunks()]
             ctx, total = self.ctx, sums[0].ciphertext

@@ -44,9 +44,13 @@ def _chw(x) -> tuple:
 
 
 def _apply(x, m: SlotMap, lout: Layout, shape: tuple):
-    """x's ciphertext through slot map m (one level): a tensor of layout lout and `shape` (the
-    batch dimension of x, if any, is put back)."""
+    """x's ciphertext(s) through slot map m (one level): a tensor of layout lout and `shape`
+    (the batch dimension of x, if any, is put back)."""
     ctx = x.ctx
+    shape = ((1,) + tuple(shape)) if len(x.shape) in (2, 4) and x.shape[0] == 1 else tuple(shape)
+    flat = lout.is_image and lout.gap == 1 and lout.grid == tuple(lout.shape[1:])
+    if x.multi or m.n > ctx.slots:
+        return _apply_blocks(x, m, lout, shape, flat)
     n = max(x.slots, m.n)
     ct = x.ciphertext.replace(slots=n)  # a packing of S slots is also one of any multiple
     for k in m.presum:
@@ -54,14 +58,52 @@ def _apply(x, m: SlotMap, lout: Layout, shape: tuple):
     ct = LinearTransform.from_diagonals(ctx, m.diagonals(), n)(ct)
     if bool(m.bias.any()):
         ct = ev.add_plain(ctx, ct, m.bias.to(ctx.device))
-    shape = ((1,) + tuple(shape)) if len(x.shape) in (2, 4) and x.shape[0] == 1 else tuple(shape)
-    if lout.is_image and lout.gap == 1 and lout.grid == tuple(lout.shape[1:]):  # the flat packing again
+    if flat:  # the flat packing again
         return x._like(ct.replace(slots=lout.period(n)), shape=shape).with_layout(None)
     return x._like(ct, shape=shape).with_layout(lout)
 
 
+def _apply_blocks(x, m: SlotMap, lout: Layout, shape: tuple, flat: bool):
+    """A map over V = m.n > slots virtual slots, for tensors spanning several ciphertexts
+    (virtual slot s is slot s % slots of ciphertext s // slots): output block i = the sum over
+    input blocks j of the map's (i, j) block, each one n-slot LinearTransform (one level)."""
+    ctx, n = x.ctx, x.ctx.slots
+    if m.presum:
+        m = m.expanded()  # rotations would cross ciphertexts: the sums go into the matrix
+    cts = [ct.replace(slots=n) for ct in x.ciphertexts]
+    p_out = lout.period(m.n)
+    k_out = 1 if p_out <= n else -(-(int(lout.slots().max()) + 1) // n)
+    keep = m.rows < k_out * n
+    rows, cols, vals = m.rows[keep], m.cols[keep], m.vals[keep]
+    bi, bj = rows // n, cols // n
+    out = []
+    for i in range(k_out):
+        acc = None
+        for j in range(len(cts)):
+            sel = (bi == i) & (bj == j)
+            if not bool(sel.any()):
+                continue
+            block = SlotMap(n, rows[sel] % n, cols[sel] % n, vals[sel], torch.zeros(n, dtype=torch.float64))
+            y = LinearTransform.from_diagonals(ctx, block.diagonals(), n)(cts[j])
+            acc = y if acc is None else ev.add(ctx, acc, y)
+        if acc is None:
+            raise LayoutError(f"image layer: output block {i} reads nothing (an empty map)")
+        bias = m.bias[i * n : (i + 1) * n]
+        if bool(bias.any()):
+            acc = ev.add_plain(ctx, acc, bias.to(ctx.device))
+        out.append(acc)
+    if k_out == 1:
+        ct = out[0].replace(slots=lout.period(n)) if flat else out[0]
+        return type(x)(ctx, ct, shape, x.is_complex(), None if flat else lout)
+    return type(x)(ctx, out, shape, x.is_complex(), None if flat else lout)
+
+
 def _slots(x, lout: Layout) -> int:
-    return max(x.slots, layout_of(x).period(x.ctx.slots), lout.period(x.ctx.slots) if lout.is_image else 1)
+    """The (virtual) slot count of a map from x's layout to lout: a power of two holding both
+    layouts' periods and all of x's ciphertexts."""
+    n = max(x.slots * len(x.ciphertexts), layout_of(x).period(x.ctx.slots),
+            lout.period(x.ctx.slots) if lout.is_image else 1)
+    return 1 << max(0, (n - 1).bit_length())
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

@@ -80,3 +80,24 @@ def test_layouts_are_checked(ctx_n12, gen):
         torch.flatten(ex, 1)
     with pytest.raises(NotImplementedError, match="indexing"):
         ex[:, :, 1:, :]
+
+
+def test_feature_maps_over_several_ciphertexts(ctx_n10, gen):
+    """A 4 x 16 x 16 map (1024 values) on 512-slot ciphertexts: two ciphertexts; each layer's
+    map is cut into (output, input) ciphertext blocks. conv -> conv(s=2) + shortcut -> pool."""
+    x = torch.randn(1, 4, 16, 16, generator=gen)
+    w1, w2 = torch.randn(4, 4, 3, 3, generator=gen) * 0.3, torch.randn(8, 4, 3, 3, generator=gen) * 0.3
+    b1 = torch.randn(4, generator=gen)
+    ex = ctx_n10.encrypt(x)
+    assert len(ex.ciphertexts) == 2
+    ey, y = F.conv2d(ex, w1, b1, 1, 1), F.conv2d(x, w1, b1, 1, 1)
+    assert ey.multi and ey.layout is None  # stride 1: the flat packing, still two ciphertexts
+    _close(ctx_n10, ey, y, "conv2d over two ciphertexts")
+    ez = F.conv2d(ey, w2, None, 2, 1) + F.pad(ey[:, :, ::2, ::2], (0, 0, 0, 0, 2, 2))
+    z = F.conv2d(y, w2, None, 2, 1) + F.pad(y[:, :, ::2, ::2], (0, 0, 0, 0, 2, 2))
+    assert isinstance(ez.layout, Layout) and ez.layout.gap == 2  # 8 x 8 x 8 multiplexed on the 16 x 16 grid
+    _close(ctx_n10, ez, z, "strided block over two ciphertexts")
+    ep = F.adaptive_avg_pool2d(ez, 1)
+    _close(ctx_n10, ep, F.adaptive_avg_pool2d(z, 1), "global pooling of a multiplexed map")
+    with pytest.raises(NotImplementedError, match="image-layout"):
+        ez.sum()

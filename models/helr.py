@@ -9,8 +9,9 @@ with sigma HELR's degree-3 least-squares sigmoid on [-8, 8], gamma_t = gamma0 / 
 the usual NAG schedule eta_t = (1 - lambda_t) / lambda_(t+1).
 
 Packing (the paper's): the batch Z (rows x features, features padded to a power of two f) row
-by row in the slots, `rows_per_ct` rows per ciphertext (several ciphertexts for larger
-batches: 1024 x 256 is 8 ciphertexts at 2^15 slots); the weights replicated in every row.
+by row in the slots, `rows_per_ct` rows per ciphertext: one EncryptedTensor of shape
+(rows, f) spanning several ciphertexts for larger batches (1024 x 256 is 8 ciphertexts at
+2^15 slots); the weights replicated in every row.
 One iteration, on each Z ciphertext:
   a = Z * V                         1 level
   row sums (log2 f rotations), times a mask with 1/B at each row's first slot: 1 level
@@ -169,7 +170,8 @@ class EncryptedHELR:
     def __init__(self, ctx, z: torch.Tensor, cfg: HELRConfig):
         self.ctx, self.cfg, self.n = ctx, cfg, z.shape[0]
         self.layout = L = _Layout(z.shape[0], z.shape[1], ctx.slots)
-        self.z = [ctx.encrypt_vector(v.to(ctx.device), slots=ctx.slots) for v in L.pack(z)]
+        # the padded batch (rows x f) as one EncryptedTensor: 1024 x 256 spans 8 ciphertexts
+        self.z = ctx.encrypt(torch.cat(L.pack(z)).view(-1, L.f))
         zero = torch.zeros(ctx.slots, dtype=torch.float64, device=ctx.device)
         self.w = ctx.encrypt_vector(zero, slots=ctx.slots)
         self.v = ctx.encrypt_vector(zero, slots=ctx.slots)
@@ -209,7 +211,7 @@ class EncryptedHELR:
         ctx, L = self.ctx, self.layout
         q = self._q
         total = None
-        for j in range(len(self.z)):
+        for j in range(len(self.z.ciphertexts)):
             a = ev.multiply(ctx, self._z_at(j, v.level), v)
             k = 1
             while k < L.f:  # row sums at each row's first slot
@@ -237,7 +239,7 @@ class EncryptedHELR:
         key = (j, level)
         z = self._z_levels.get(key)
         if z is None:
-            z = self.z[j]
+            z = self.z.ciphertexts[j]
             z = self._z_levels[key] = ev.drop_level(self.ctx, z, z.level - level) if z.level > level else z
         return z
 

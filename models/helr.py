@@ -25,8 +25,9 @@ constant, so on CUDA it is captured in a CUDA graph once per input level and rep
 the bootstrapping of (w, v).
 Weights are carried divided by S (`weight_bound`) so that bootstrapping, which needs values
 in [-1, 1], can refresh them; w and v are bootstrapped together as one complex ciphertext
-(`bootstrap_pair`) when the next iteration would not fit, as a sparse packing of f slots
-(they repeat every row; keys: EncryptedHELR.keygen).
+(`bootstrap_pair`) where fhetorch.nn's planner puts the bootstraps (`plan_iterations`: one
+layer per iteration; it refreshes the pair when the next iteration would not fit), as a
+sparse packing of f slots (they repeat every row; keys: EncryptedHELR.keygen).
 
 `PlainHELR` runs the identical algorithm (same polynomial, same order) in float64, in
 lock-step, for the tests. `load_digits_3v8()` gives scikit-learn's digits, 3 versus 8.
@@ -45,6 +46,8 @@ from fhetorch.circuits.polynomial import evaluate
 from fhetorch.ckks import evaluator as ev
 from fhetorch.ckks.graphs import Graphs
 from fhetorch.ckks.polynomial import chebyshev
+from fhetorch.nn.graph import Layer
+from fhetorch.nn.plan import make_plan
 
 LEVELS_PER_ITERATION = 6
 
@@ -164,6 +167,16 @@ class PlainHELR:
         return self.w[: self.layout.f] * self.cfg.weight_bound
 
 
+def plan_iterations(params, iterations: int):
+    """Where training bootstraps, by fhetorch.nn's planner: one "op" layer of
+    LEVELS_PER_ITERATION levels per iteration, reading the (w, v) pair as one value (they are
+    refreshed together, as one complex ciphertext)."""
+    layers = [Layer("wv0", "input", "input", [], ())]
+    for t in range(iterations):
+        layers.append(Layer(f"wv{t + 1}", "op", "helr_iteration", [f"wv{t}"], (), levels=LEVELS_PER_ITERATION))
+    return make_plan(layers, params)
+
+
 class EncryptedHELR:
     """HELR on ciphertexts of a CKKS context (keys: rotations(), and bootstrapping keys)."""
 
@@ -179,6 +192,7 @@ class EncryptedHELR:
         self._q = _gradient_poly(cfg, self.n)
         self._mask_pt, self._z_levels = {}, {}
         self.graphs = Graphs(ctx.device.type == "cuda")
+        self.plan = plan_iterations(ctx.params, cfg.iterations)
         self.t = 0
         self.bootstraps = 0
 
@@ -195,10 +209,13 @@ class EncryptedHELR:
                           power_of_two_rotations=False)
 
     def _refresh(self):
-        """Bootstrap w and v together when the next iteration would not fit. Both repeat every
-        f slots (the weights in every row), so they are an f-slot sparse packing: bootstrapped
-        as such (SubSum, DFTs of f slots, one EvalMod) at a fraction of a full-slot bootstrap."""
-        if min(self.w.level, self.v.level) >= LEVELS_PER_ITERATION:
+        """Bootstrap w and v together where the plan says (self.plan: fhetorch.nn's planner over
+        the iterations). Both repeat every f slots (the weights in every row), so they are an
+        f-slot sparse packing: bootstrapped as such (SubSum, DFTs of f slots, one EvalMod) at a
+        fraction of a full-slot bootstrap."""
+        if self.t >= len(self.plan.steps) - 1:
+            raise ValueError(f"HELR: planned for {self.cfg.iterations} iterations (HELRConfig.iterations)")
+        if not self.plan.steps[self.t + 1].bootstraps:
             return
         f, full = self.layout.f, self.ctx.slots
         w, v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx),
@@ -254,6 +271,8 @@ class EncryptedHELR:
             v_new = ev.add(ctx, v_new, ev.mul_scalar(ctx, self.w, eta))
         self.v, self.w = v_new, w_new
         self.t += 1
+        if min(self.w.level, self.v.level) < self.plan.steps[self.t].level_out:
+            raise RuntimeError("HELR: an iteration used more levels than LEVELS_PER_ITERATION (a bug)")
 
     def weights(self) -> torch.Tensor:
         """Decrypted weights (client side)."""

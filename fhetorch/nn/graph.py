@@ -37,11 +37,12 @@ class UnsupportedLayerError(FHEError, NotImplementedError):
 @dataclass
 class Layer:
     name: str
-    kind: str  # "input" | "linear" | "relu" | "add"
+    kind: str  # "input" | "linear" | "relu" | "add" | "op" (a step of known depth: `levels`)
     op: str  # what it is: conv2d, linear, avg_pool2d, flatten, slice, pad, relu, add, ...
     inputs: list
     shape: tuple  # output shape of one sample
     node: fx.Node = field(repr=False, default=None)
+    levels: int = 0  # "op" layers: the levels the step consumes (circuits outside fhetorch.nn, e.g. HELR)
 
 
 _LINEAR_MODULES = {nn.Conv2d: "conv2d", nn.Linear: "linear", nn.AvgPool2d: "avg_pool2d",

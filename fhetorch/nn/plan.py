@@ -100,7 +100,7 @@ def relu_stages(fn) -> tuple:
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 
-def make_plan(layers: list, params, relu_fn) -> Plan:
+def make_plan(layers: list, params, relu_fn=None) -> Plan:
     """The plan of least estimated latency: a shortest path over (layer, levels of the live
     values). At every layer each input may be bootstrapped first (a refreshed value serves its
     later consumers), and inside a ReLU the intermediate before any stage and x or the
@@ -113,7 +113,7 @@ def make_plan(layers: list, params, relu_fn) -> Plan:
         raise ValueError(f"nn.compile: preset {params.name!r} cannot bootstrap; deep models need n16-bts40, "
                          "n16-bts35 (or toy-n13-bts for tests)")
     top, after = params.max_level, info.levels_after_bootstrap
-    series, product = relu_stages(relu_fn)
+    series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
     last_use, consumers = {}, {}
     for k, l in enumerate(layers):
@@ -139,6 +139,8 @@ def make_plan(layers: list, params, relu_fn) -> Plan:
         t = BOOTSTRAP_S * len(boots)
         if l.kind == "linear" and needs[l.name]:
             t += ALPHA * diagonals(l) * limbs(lin)
+        elif l.kind == "op":
+            t += BETA * l.levels * limbs(lin)
         elif l.kind == "relu":
             y = lin
             for k, d in enumerate(stages):
@@ -173,7 +175,7 @@ def make_plan(layers: list, params, relu_fn) -> Plan:
     while trail is not None:
         trail, name, boots, lin, out = trail
         l = kind[name]
-        used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, 0)
+        used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, l.levels)
         steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
     steps.reverse()
     return Plan(params.name, top, after, steps, stages + ([1] if product else []), seconds)
@@ -198,11 +200,12 @@ def _moves(l, lv, top, after, stages, product, needs):
     inside a ReLU, "y" the intermediate)."""
     if l.kind == "input":
         return [((), top, top)]
-    if l.kind == "add":
+    if l.kind in ("add", "op"):  # an op needs all its inputs at >= its depth
         out = []
         for pick in _subsets(l.inputs):
             levels = [after if i in pick else lv[i] for i in l.inputs]
-            out.append((tuple(("in", i) for i in pick), min(levels), min(levels)))
+            if min(levels) >= l.levels:
+                out.append((tuple(("in", i) for i in pick), min(levels) - l.levels, min(levels)))
         return out
     src = l.inputs[0]
     if l.kind == "linear":

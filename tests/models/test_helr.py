@@ -51,7 +51,7 @@ def test_encrypted_helr_lockstep_through_bootstrapping():
         plain.step()
         err = float((enc.weights() - plain.weights()).abs().max())
         assert err <= 1e-4, f"iteration {t}: |w_enc - w_plain| = {err:.2e} (seed {seed})"
-    assert enc.bootstraps >= 1
+    assert enc.bootstraps >= 1 and enc.bootstraps == enc.plan.bootstraps  # where fhetorch.nn's planner put them
     assert accuracy(enc.weights(), x, y) == accuracy(plain.weights(), x, y)
 
 
@@ -68,6 +68,25 @@ def test_encrypted_helr_gpu_paper_shape_lockstep():
     for _ in range(cfg.iterations):
         enc.step()
         plain.step()
-    assert enc.bootstraps >= 1
+    assert enc.bootstraps >= 1 and enc.bootstraps == enc.plan.bootstraps  # where fhetorch.nn's planner put them
     assert float((enc.weights() - plain.weights()).abs().max()) <= 1e-4
     assert abs(accuracy(enc.weights(), x, y) - accuracy(plain.weights(), x, y)) <= 0.005
+
+
+def test_training_bootstraps_come_from_the_planner():
+    """plan_iterations: the nn planner over the iterations refreshes (w, v) when the next
+    iteration does not fit, the fewest bootstraps for the chain."""
+    from models.helr import LEVELS_PER_ITERATION, plan_iterations
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        params = fhe.ckks.params.preset("toy-n13-bts")
+    for iterations in (1, 3, 7, 12):
+        plan = plan_iterations(params, iterations)
+        top, after = params.max_level, params.info().levels_after_bootstrap
+        level, want = top, 0
+        for _ in range(iterations):
+            if level < LEVELS_PER_ITERATION:
+                level, want = after, want + 1
+            level -= LEVELS_PER_ITERATION
+        assert plan.bootstraps == want, (iterations, plan.bootstraps, want)

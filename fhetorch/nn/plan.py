@@ -26,9 +26,8 @@ bootstraps (`Step.bootstraps`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-
-import torch
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
@@ -131,7 +130,7 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         if l.op == "conv2d":
             return 9 * (src[0] if len(src) == 3 else 1)
         if l.op == "linear":
-            return max(1, int(torch.tensor(src).prod())) if src else 1
+            return max(1, math.prod(src)) if src else 1
         return 32
 
     def cost(l, boots, lin):

@@ -51,11 +51,12 @@ class Program:
                 layouts[l.name] = layer_layout(l, module(l), layouts[l.inputs[0]])
             else:
                 layouts[l.name] = layouts[l.inputs[0]]
-        n = max(lay.period(1) for lay in layouts.values() if lay.is_image)
-        n = max([n] + [1 << max(0, (lay.span - 1).bit_length()) for lay in layouts.values() if not lay.is_image])
+        n = max(lay.period(1) if lay.is_image else 1 << max(0, (lay.span - 1).bit_length()) for lay in layouts.values())
         if n > cm.params.n // 2:
             raise UnsupportedLayerError(f"nn: the feature maps need {n} slots, more than one ciphertext's "
-                                        f"{cm.params.n // 2}; multi-ciphertext layouts are not built yet")
+                                        f"{cm.params.n // 2}; compiled models keep each map in one ciphertext: use a "
+                                        "preset with a larger N, or the image layers on EncryptedTensors "
+                                        "(F.conv2d, ...), which span several")
         self.slots = n
         maps = {}
         for l in layers[1:]:
@@ -65,7 +66,7 @@ class Program:
         self.output = layers[-1].name
         self._chains(layers)
         self._lts = {}
-        self._offsets = {}
+        self._offsets, self._diagonals = {}, {}
         self._bias_pts = {}
         self.graphs = Graphs()
         # keep encoded diagonals only while they are few (a ResNet's would not fit the GPU)
@@ -104,18 +105,27 @@ class Program:
                 self._lts[name] = (None, None, ())
             else:
                 b = self.cm.bounds
+                raw = self._diagonals.pop(name, None)  # kept by offsets() (keygen), else computed here
+                f = b[src] / b[name]  # what m.scaled does to the matrix
+                diags = {k: d * f for k, d in (m.diagonals() if raw is None else raw).items()}
                 m = m.scaled(b[src], b[name])
-                lt = LinearTransform.from_diagonals(self.cm.ctx, m.diagonals(), self.slots)
+                lt = LinearTransform.from_diagonals(self.cm.ctx, diags, self.slots)
                 lt.cache_encodings = self.cache_encodings
                 self._lts[name] = (lt, m.bias if bool(m.bias.any()) else None, m.presum)
         return self._lts[name]
 
     def offsets(self, name: str) -> list:
-        """The diagonal offsets of the map materialising `name` ([] for none), computed once."""
+        """The diagonal offsets of the map materialising `name` ([] for none), computed once; the
+        diagonals are kept until transform() builds the LinearTransform from them."""
         ks = self._offsets.get(name)
         if ks is None:
             m = self.chains[name][2]
-            ks = self._offsets[name] = [] if m is None else sorted(m.diagonals())
+            if m is None:
+                ks = []
+            else:
+                self._diagonals[name] = m.diagonals()
+                ks = sorted(self._diagonals[name])
+            self._offsets[name] = ks
         return ks
 
     def rotations(self) -> dict:

@@ -81,6 +81,10 @@ def bsgs_steps(ks, n: int, n1: int | None = None, bsgs: bool = True) -> tuple:
 def rotation_steps(ks, n: int) -> list:
     """The rotation steps a transform with diagonals at offsets ks uses (LinearTransform.rotations)."""
     _, baby, giant = bsgs_steps(ks, n)
+    return _steps(baby, giant, n)
+
+
+def _steps(baby, giant, n: int) -> list:
     return sorted({s for s in baby + giant if s % n})
 
 
@@ -141,7 +145,7 @@ class LinearTransform:
 
     def rotations(self) -> list:
         """The rotation steps evaluation uses (keys: ctx.keygen(rotations=lt.rotations()))."""
-        return sorted({s for s in self.baby + self.giant if s % self.n})
+        return _steps(self.baby, self.giant, self.n)
 
     def encoded_bytes(self) -> int:
         """Memory of the diagonals encoded so far (every level, scale and path)."""

@@ -10,6 +10,8 @@ branches) after its warm-up: everything it does must be the same for every input
 """
 from __future__ import annotations
 
+import gc
+
 import torch
 
 
@@ -28,7 +30,11 @@ class Graphs:
             static = [c.replace(data=c.data.clone()) for c in cts]
             fn(*static)  # warm-up: encodings and constants are cached outside the capture
             torch.cuda.synchronize(cts[0].data.device)
-            torch.cuda.empty_cache()  # the capture's private pool cannot reuse the warm-up's cached blocks
+            # the capture's private pool cannot reuse cached blocks, and an allocation that fails
+            # inside a capture frees memory by synchronising, which invalidates it: collect
+            # cyclic garbage (earlier models, graphs) and return the cache to the driver first
+            gc.collect()
+            torch.cuda.empty_cache()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 out = fn(*static)

@@ -138,8 +138,7 @@ class LinearTransform:
         for k in ks:
             g, b = k - k % self.n1, k % self.n1
             self._plan.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
-        self._encoded = {}
-        self._checked = set()
+        self._encoded, self._coeffs = {}, {}
         if level is not None:
             self._encode(level, ctx.nominal_scale(level), sorted(self._plan), extended=fused_ok(ctx.ring))
 
@@ -148,9 +147,11 @@ class LinearTransform:
         return _steps(self.baby, self.giant, self.n)
 
     def encoded_bytes(self) -> int:
-        """Memory of the diagonals encoded so far (every level, scale and path)."""
-        return sum(pt.numel() * pt.element_size() for enc in self._encoded.values()
-                   for items in enc.values() for _, pt in items)
+        """Memory of the diagonals encoded so far (every level, scale and path), and of the
+        coefficients kept when the encodings are not."""
+        enc = sum(pt.numel() * pt.element_size() for enc in self._encoded.values()
+                  for items in enc.values() for _, pt in items)
+        return enc + sum(c.numel() * c.element_size() for c in self._coeffs.values())
 
     @property
     def nonzero_diagonals(self) -> int:
@@ -163,20 +164,25 @@ class LinearTransform:
     def _encode(self, level: int, scale: float, giants, extended: bool = False) -> dict:
         """{g: [(b, encoded diagonal)]} for the giant steps `giants`, at _scale_factor, over the
         level's limbs (extended: and P's, for the fused path). One batched encoding for all the
-        diagonals asked for; cached per (level, scale) unless cache_encodings is off."""
+        diagonals asked for; cached per (level, scale) unless cache_encodings is off (then the
+        coefficients are kept and only the residues redone)."""
         key = ("ext" if extended else "q", level, float(scale))
         cache = self._encoded.setdefault(key, {}) if self.cache_encodings else {}
         todo = [(g, b, d) for g in giants if g not in cache for b, d in self._plan[g]]
         if todo:
             ctx = self.ctx
-            batch = torch.stack([d for _, _, d in todo])
-            # range checks (host round trips) once per diagonal and scale: later encodings of the
-            # same values can run inside a CUDA-graph capture
-            check = (key, tuple(giants)) not in self._checked
-            pts = ctx.encode_extended(batch, level=level, scale=self._scale_factor(level, scale), slots=self.n,
-                                      check=check)
-            self._checked.add((key, tuple(giants)))
-            pts = pts.view(len(todo), -1, ctx.n)  # a batch of one comes back unbatched
+            # the coefficients (the FFT half of encoding, 8 bytes a coefficient) are kept when the
+            # residues (4 bytes x (L + K) limbs) are not: later calls redo only the residues, with
+            # no range check (no host round trip: a CUDA-graph capture can contain them)
+            ckey = (level, float(scale), tuple(giants))
+            coeffs = self._coeffs.get(ckey)
+            if coeffs is None:
+                batch = torch.stack([d for _, _, d in todo])
+                coeffs = ctx.encode_coefficients(batch, level=level, scale=self._scale_factor(level, scale),
+                                                 slots=self.n).view(len(todo), ctx.n)
+                if not self.cache_encodings:
+                    self._coeffs[ckey] = coeffs
+            pts = ctx.extended_residues(coeffs, level)
             if not extended:
                 pts = pts[:, : len(ctx.level_idx(level))].contiguous()
             for (g, b, _), pt in zip(todo, pts):

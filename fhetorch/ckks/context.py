@@ -203,9 +203,21 @@ class CKKSContext:
         multiplicand of ciphertexts before their ModDown (fused linear transforms). A batch of
         vectors (D, slots) gives (D, L + K, N) in one pass. check=False: no range checks (no
         host round trip; values checked at this level and scale before)."""
+        return self.extended_residues(self.encode_coefficients(values, level=level, scale=scale, slots=slots,
+                                                               check=check), level)
+
+    def encode_coefficients(self, values: torch.Tensor, *, level: int, scale: float, slots: int,
+                            check: bool = True) -> torch.Tensor:
+        """The int64 coefficients round(scale * m) of encoding `values` ((D, slots) -> (D, N)),
+        checked to fit the level unless check=False: the half of encoding that does not depend
+        on the limbs (linear transforms keep it and redo only the residues)."""
         coeffs = self.encoder.embed(values.to(self.device), slots, scale, check=check)
         if check:
             self._check_fits(coeffs, level, scale)
+        return coeffs
+
+    def extended_residues(self, coeffs: torch.Tensor, level: int) -> torch.Tensor:
+        """NTT-domain residues of int64 coefficients over the level's limbs and P, (..., L + K, N)."""
         return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.level_idx(level)) + tuple(self.special_idx)))
 
     def _check_fits(self, coeffs: torch.Tensor, level: int, scale: float):

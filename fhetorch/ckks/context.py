@@ -197,23 +197,18 @@ class CKKSContext:
         self._check_fits(coeffs, level, scale)
         return Plaintext(self.ring.from_integers(coeffs, self.basis(level)), level, scale, slots)
 
-    def encode_extended(self, values: torch.Tensor, *, level: int, scale: float, slots: int,
-                        check: bool = True) -> torch.Tensor:
+    def encode_extended(self, values: torch.Tensor, *, level: int, scale: float, slots: int) -> torch.Tensor:
         """encode()'s residues over the level's limbs and the special primes P, (L + K, N): a
         multiplicand of ciphertexts before their ModDown (fused linear transforms). A batch of
-        vectors (D, slots) gives (D, L + K, N) in one pass. check=False: no range checks (no
-        host round trip; values checked at this level and scale before)."""
-        return self.extended_residues(self.encode_coefficients(values, level=level, scale=scale, slots=slots,
-                                                               check=check), level)
+        vectors (D, slots) gives (D, L + K, N) in one pass."""
+        return self.extended_residues(self.encode_coefficients(values, level=level, scale=scale, slots=slots), level)
 
-    def encode_coefficients(self, values: torch.Tensor, *, level: int, scale: float, slots: int,
-                            check: bool = True) -> torch.Tensor:
+    def encode_coefficients(self, values: torch.Tensor, *, level: int, scale: float, slots: int) -> torch.Tensor:
         """The int64 coefficients round(scale * m) of encoding `values` ((D, slots) -> (D, N)),
-        checked to fit the level unless check=False: the half of encoding that does not depend
+        checked to fit the level: the half of encoding that does not depend
         on the limbs (linear transforms keep it and redo only the residues)."""
-        coeffs = self.encoder.embed(values.to(self.device), slots, scale, check=check)
-        if check:
-            self._check_fits(coeffs, level, scale)
+        coeffs = self.encoder.embed(values.to(self.device), slots, scale)
+        self._check_fits(coeffs, level, scale)
         return coeffs
 
     def extended_residues(self, coeffs: torch.Tensor, level: int) -> torch.Tensor:

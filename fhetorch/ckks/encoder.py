@@ -45,16 +45,15 @@ class Encoder:
         if slots < 1 or slots > self.n // 2 or slots & (slots - 1):
             raise EncodingError(f"encode: slots must be a power of two in [1, {self.n // 2}], got {slots}")
 
-    def embed(self, values: torch.Tensor, slots: int, scale: float, check: bool = True) -> torch.Tensor:
+    def embed(self, values: torch.Tensor, slots: int, scale: float) -> torch.Tensor:
         """Complex or real (slots,) values -> int64 coefficients round(scale * m) (N,); a batch
-        (D, slots) -> (D, N) in one pass (one check, one FFT). check=False skips the NaN and
-        overflow checks (host round trips): for values checked before (CUDA-graph capture)."""
+        (D, slots) -> (D, N) in one pass (one check, one FFT)."""
         self.check_slots(slots)
         v = values.to(torch.complex128)
         v = v.reshape(-1) if v.numel() == slots else v
         if v.dim() > 2 or v.shape[-1] != slots:
             raise EncodingError(f"encode: got {v.numel()} values for {slots} slots")
-        if check and not bool(torch.isfinite(torch.view_as_real(v)).all()):
+        if not bool(torch.isfinite(torch.view_as_real(v)).all()):
             raise EncodingError("encode: values contain NaN or inf; clean the input first")
         pos, neg, twist = self._tables(v.device)
         z = v.repeat(*([1] * (v.dim() - 1)), self.n // 2 // slots)
@@ -62,7 +61,7 @@ class Encoder:
         ev[..., pos] = z
         ev[..., neg] = z.conj()
         m = (torch.fft.fft(ev, dim=-1) / self.n * twist.conj()).real * scale
-        if check and not bool((m.abs() < MAX_COEFF).all()):
+        if not bool((m.abs() < MAX_COEFF).all()):
             top = float(v.abs().max())
             raise EncodingError(f"encode: values up to {top:.3g} at scale 2^{math.log2(scale):.1f} overflow 62-bit "
                                 "coefficients; use smaller values or a smaller scale")

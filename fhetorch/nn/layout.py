@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from ..errors import LayoutError
 from ..tensor.layout import (Layout, SlotMap, conv_map, gather_map, global_pool_map, matrix_map,  # noqa: F401
-                             pool_map)
+                             pad_channels_map, pool_map, subsample_map)
 from .graph import UnsupportedLayerError
 
 
@@ -74,25 +74,13 @@ def _layer_map(layer, module, lin: Layout, n: int | None):
                 and idx[0] == slice(None) and idx[1] == slice(None) and idx[2] == idx[3]
                 and idx[2].start in (None, 0) and idx[2].stop is None):
             raise UnsupportedLayerError(f"nn: {layer.name}: only x[:, :, ::s, ::s] slicing runs encrypted")
-        s = idx[2].step or 1
-        C = lin.shape[0]
-        lout = lin.strided(C, s)
-        _, Ho, Wo = lout.shape
-        H, W = lin.shape[1:]
-        c, y, x = torch.meshgrid(torch.arange(C), torch.arange(Ho), torch.arange(Wo), indexing="ij")
-        src = (c * H * W + y * s * W + x * s).flatten()
-        return (None if n is None else gather_map(n, src, lin, lout)), lout
+        return subsample_map(n, lin, idx[2].step or 1)
     if op == "pad":
         pad = tuple(node.args[1])
         if len(pad) != 6 or any(pad[:4]) or not all(isinstance(v, int) for v in pad):
             raise UnsupportedLayerError(f"nn: {layer.name}: only channel zero-padding F.pad(x, (0,0,0,0,a,b)) runs "
                                         "encrypted")
-        a, b = pad[4], pad[5]
-        C, H, W = lin.shape
-        lout = Layout((C + a + b, H, W), lin.gap, lin.grid)
-        src = torch.full((C + a + b, H, W), -1, dtype=torch.long)
-        src[a : a + C] = torch.arange(C * H * W).view(C, H, W)
-        return (None if n is None else gather_map(n, src.flatten(), lin, lout)), lout
+        return pad_channels_map(n, lin, pad[4], pad[5])
     if op == "mul_const":
         c = next(a for a in node.args if not hasattr(a, "op"))
         return (None if n is None else gather_map(n, torch.arange(lin.slots().numel()), lin, lin, float(c))), lin

@@ -20,7 +20,8 @@ import torch
 from ..circuits.linear import LinearTransform
 from ..ckks import evaluator as ev
 from ..errors import LayoutError
-from .layout import Layout, SlotMap, conv_map, gather_map, global_pool_map, matrix_map, pool_map
+from .layout import (Layout, SlotMap, conv_map, global_pool_map, matrix_map, pad_channels_map, pool_map,
+                     subsample_map)
 
 
 def layout_of(x) -> Layout:
@@ -178,22 +179,16 @@ def linear(x, weight, bias=None):
 def subsample(x, s: int):
     """x[..., ::s, ::s]: the option-A shortcut's subsampling (the grid stays, the gap grows)."""
     lin = layout_of(x)
-    C, H, W = lin.shape
-    lout = lin.strided(C, s)
-    _, Ho, Wo = lout.shape
-    c, y, xx = torch.meshgrid(torch.arange(C), torch.arange(Ho), torch.arange(Wo), indexing="ij")
-    src = (c * H * W + y * s * W + xx * s).flatten()
-    return _apply(x, gather_map(_slots(x, lout), src, lin, lout), lout, lout.shape)
+    m, lout = subsample_map(_slots(x, lin.strided(lin.shape[0], s)), lin, s)
+    return _apply(x, m, lout, lout.shape)
 
 
 def pad_channels(x, before: int, after: int):
     """F.pad(x, (0, 0, 0, 0, before, after)): zero channels around the map (the option-A shortcut)."""
     lin = layout_of(x)
-    C, H, W = lin.shape
-    lout = Layout((C + before + after, H, W), lin.gap, lin.grid)
-    src = torch.full((C + before + after, H, W), -1, dtype=torch.long)
-    src[before : before + C] = torch.arange(C * H * W).view(C, H, W)
-    return _apply(x, gather_map(_slots(x, lout), src.flatten(), lin, lout), lout, lout.shape)
+    lout = Layout((lin.shape[0] + before + after,) + tuple(lin.shape[1:]), lin.gap, lin.grid)
+    m, lout = pad_channels_map(_slots(x, lout), lin, before, after)
+    return _apply(x, m, lout, lout.shape)
 
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "conv2d", "flatten", "layout_of", "linear", "pad_channels", "subsample"]

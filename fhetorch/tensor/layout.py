@@ -236,4 +236,24 @@ def gather_map(n, src_index: torch.Tensor, lin: Layout, lout: Layout, scale: flo
     return coo_map(n, sout[ok], sin[src_index[ok]], torch.full((int(ok.sum()),), scale, dtype=torch.float64), lin, lout)
 
 
-__all__ = ["Layout", "SlotMap", "conv_map", "pool_map", "global_pool_map", "matrix_map", "gather_map", "coo_map"]
+def subsample_map(n, lin: Layout, s: int):
+    """(map, output layout) of x[..., ::s, ::s]: the grid stays, the gap grows by s."""
+    C, H, W = lin.shape
+    lout = lin.strided(C, s)
+    _, Ho, Wo = lout.shape
+    c, y, x = torch.meshgrid(torch.arange(C), torch.arange(Ho), torch.arange(Wo), indexing="ij")
+    src = (c * H * W + y * s * W + x * s).flatten()
+    return (None if n is None else gather_map(n, src, lin, lout)), lout
+
+
+def pad_channels_map(n, lin: Layout, before: int, after: int):
+    """(map, output layout) of F.pad(x, (0, 0, 0, 0, before, after)): zero channels around the map."""
+    C, H, W = lin.shape
+    lout = Layout((C + before + after, H, W), lin.gap, lin.grid)
+    src = torch.full((C + before + after, H, W), -1, dtype=torch.long)
+    src[before : before + C] = torch.arange(C * H * W).view(C, H, W)
+    return (None if n is None else gather_map(n, src.flatten(), lin, lout)), lout
+
+
+__all__ = ["Layout", "SlotMap", "conv_map", "pool_map", "global_pool_map", "matrix_map", "gather_map", "coo_map", "subsample_map",
+           "pad_channels_map"]

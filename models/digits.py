@@ -13,7 +13,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from models.resnet20 import ResNet20
+from models.resnet20 import ResNet20, load_weights
 
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fhetorch", "resnet20_digits.pt")
 
@@ -56,7 +56,7 @@ def trained_model(progress=None) -> ResNet20:
     """The cached trained model, training it first if needed (a minute or two on 2 CPU cores)."""
     if os.path.exists(CACHE):
         model = ResNet20(num_classes=10, in_channels=1)
-        model.load_state_dict(torch.load(CACHE, map_location="cpu"))
+        model.load_state_dict(load_weights(CACHE))
         return model.eval()
     model = train(progress=progress)
     os.makedirs(os.path.dirname(CACHE), exist_ok=True)

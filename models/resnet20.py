@@ -15,6 +15,7 @@ Every layer is one torch.fx can trace (no lambdas), so `fhetorch.nn.compile` tak
 from __future__ import annotations
 
 import os
+import pickle
 
 import numpy as np
 import torch
@@ -82,9 +83,25 @@ def cifar_data():
     return paths if all(os.path.exists(p) for p in paths) else None
 
 
+def load_weights(path: str):
+    """torch.load(path) restricted to tensors and plain containers (weights_only=True): a
+    file whose unpickling would run code or build other objects raises SerializationError,
+    and nothing in it runs."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        from fhetorch.errors import SerializationError
+
+        reason = str(e).splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise SerializationError(f"load_weights: {path} is not a plain weights file, refused without running it "
+                                 f"({reason}); use a checkpoint of tensors, e.g. torch.save(model.state_dict(), "
+                                 "path), from a source you trust") from None
+
+
 def load_checkpoint(path: str) -> ResNet20:
-    """A ResNet20 in eval mode with the weights of an akamaster-format checkpoint."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    """A ResNet20 in eval mode with the weights of an akamaster-format checkpoint (loaded
+    safely: `load_weights`)."""
+    ckpt = load_weights(path)
     state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, dict) else ckpt
     state = {k.removeprefix("module."): v for k, v in state.items()}
     model = ResNet20()

@@ -28,13 +28,37 @@ from tqdm import tqdm
 from models.resnet20 import ResNet20, normalize
 
 
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles what a CIFAR-10 batch holds and nothing else: dicts, lists, bytes, numbers
+    and numpy arrays. Any other global (what a crafted file would call) is refused before it
+    is looked up, so nothing in the file runs."""
+
+    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),  # bytes in protocol 2
+               ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer")}
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            from fhetorch.errors import SerializationError
+
+            raise SerializationError(f"load_cifar: the batch file refers to {module}.{name}, which a CIFAR-10 "
+                                     "batch never holds; refused without running it (use the original "
+                                     "cifar-10-batches-py files)")
+        return super().find_class(module, name)
+
+
+def read_batch(path: str) -> dict:
+    """One python-version CIFAR-10 batch (a pickled dict with bytes keys), unpickled safely."""
+    with open(path, "rb") as f:
+        return _BatchUnpickler(f, encoding="bytes").load()
+
+
 def load_cifar(folder: str):
     """((train images uint8 (50000, 3, 32, 32), labels), (test images, labels)) from the python batches."""
     def read(names):
         xs, ys = [], []
         for name in names:
-            with open(os.path.join(folder, name), "rb") as f:
-                d = pickle.load(f, encoding="bytes")
+            d = read_batch(os.path.join(folder, name))
             xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
             ys.append(np.asarray(d[b"labels"], dtype=np.int64))
         return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))

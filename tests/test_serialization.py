@@ -271,3 +271,231 @@ def test_load_without_context(ctx_n10, what):
 def test_save_unsupported_object():
     with pytest.raises(fhe.SerializationError, match="save"):
         _bytes(torch.zeros(3))
+
+
+# --- several ciphertexts and layouts ---------------------------------------------------------
+def test_tensor_of_several_ciphertexts_roundtrip(ctx_n10, assert_close):
+    x = _rand(3, 500)  # 1500 values: three ciphertexts of 512 slots
+    ex = ctx_n10.encrypt(x) * 0.5
+    ey = _load_bytes(_bytes(ex), ctx_n10)
+    assert ey.multi and len(ey.ciphertexts) == 3 and ey.shape == ex.shape
+    assert all(torch.equal(a.data, b.data) for a, b in zip(ey.ciphertexts, ex.ciphertexts))
+    assert_close(ctx_n10.decrypt(ey), 0.5 * x, B10, "several ciphertexts from a file")
+
+
+def test_image_layout_roundtrip(ctx_n10, assert_close):
+    """A strided layer's output keeps its multiplexed layout through a file (it was dropped,
+    and the loaded tensor decrypted to values in the wrong order)."""
+    x = _rand(4, 8, 8)
+    ey = torch.nn.functional.avg_pool2d(ctx_n10.encrypt(x), 2)
+    ez = _load_bytes(_bytes(ey), ctx_n10)
+    assert ez.layout == ey.layout and ez.layout.gap == 2
+    assert_close(ctx_n10.decrypt(ez), torch.nn.functional.avg_pool2d(x, 2), B10, "image layout from a file")
+
+
+# --- crafted files: fields altered, digest recomputed -----------------------------------------
+def _tampered(data: bytes, edit, ctx=None) -> bytes:
+    """The file with edit(ctx, meta, tensors) applied and its SHA-256 recomputed the way save
+    computes it: what someone who knows the format can write."""
+    payload = torch.load(io.BytesIO(data), weights_only=True)
+    edit(ctx, payload["meta"], payload["tensors"])
+    try:
+        payload["digest"] = fhe.serialization._digest(payload["meta"], payload["tensors"])
+    except RuntimeError:  # a sparse tensor has no digest; load must refuse it before asking
+        payload["digest"] = ""
+    f = io.BytesIO()
+    torch.save(payload, f)
+    return f.getvalue()
+
+
+def _limb_prime(ctx, level, limb):
+    return ctx.ring.primes[ctx.level_idx(level)[limb]]
+
+
+def _set(tensors, key, where, value):
+    t = tensors[key].clone()
+    t[where] = value
+    tensors[key] = t
+
+
+def _meta(**kw):
+    return lambda ctx, meta, tensors: meta.update(kw)
+
+
+def _residue(key, where, value):
+    """Set one residue; value(ctx, meta) gives it (e.g. the prime of its limb)."""
+    return lambda ctx, meta, tensors: _set(tensors, key, where, value(ctx, meta))
+
+
+def _prime(limb, extra=0):
+    return lambda ctx, meta: _limb_prime(ctx, meta["level"], limb) + extra
+
+
+# edit(ctx, meta, tensors) of a 10-value tensor file (16 slots, level 7 of toy-n10)
+CT_EDITS = {
+    "residue=q": _residue("data", (0, 0, 7), _prime(0)),
+    "residue>q": _residue("data", (1, -1, 3), _prime(-1, 1)),
+    "residue=int32max": _residue("data", (1, 0, 0), lambda c, m: 2**31 - 1),
+    "residue<0": _residue("data", (0, 0, 0), lambda c, m: -1),
+    "level=-1": _meta(level=-1),
+    "level>max": lambda ctx, meta, tensors: meta.update(level=ctx.max_level + 1),
+    "level=float": lambda ctx, meta, tensors: meta.update(level=float(meta["level"])),
+    "level=str": lambda ctx, meta, tensors: meta.update(level=str(meta["level"])),
+    "scale=nan": _meta(scale=float("nan")),
+    "scale=inf": _meta(scale=float("inf")),
+    "scale=0": _meta(scale=0.0),
+    "scale<0": _meta(scale=-(2.0**35)),
+    "scale<1": _meta(scale=0.25),
+    "scale>=Q": _meta(scale=1e300),
+    "scale=str": _meta(scale="2^35"),
+    "slots=3": _meta(slots=3),
+    "slots=0": _meta(slots=0),
+    "slots<0": _meta(slots=-16),
+    "slots=N": lambda ctx, meta, tensors: meta.update(slots=ctx.n),
+    "slots=float": _meta(slots=16.0),
+    "shape>slots": _meta(shape=[17]),
+    "shape=0": _meta(shape=[0]),
+    "shape<0": _meta(shape=[-2, -5]),
+    "shape=float": _meta(shape=[2.5, 4]),
+    "shape=str": _meta(shape="10"),
+    "shape=huge": _meta(shape=[2**40]),
+    "complex=str": _meta(complex="yes"),
+    "complex=int": _meta(complex=1),
+    "layout=str": _meta(layout="nn"),
+    "layout=grid": _meta(layout={"layout": [[10], 1, [4, 4]]}),
+    "layout=bigger": _meta(layout={"layout": [[4, 4, 4], 1, [4, 4]]}),
+    "ciphertexts=extra": lambda ctx, meta, tensors: meta.update(ciphertexts=[
+        {"level": meta["level"], "scale": meta["scale"], "slots": 16}] * 2),
+    "data=int64": lambda ctx, meta, tensors: tensors.update(data=tensors["data"].to(torch.int64)),
+    "data=sparse": lambda ctx, meta, tensors: tensors.update(data=tensors["data"].to_sparse()),
+}
+
+
+@pytest.fixture(scope="module")
+def tensor_file(ctx_n10):
+    """A 10-value tensor (16 slots) after one multiplication, as a file."""
+    ex = ctx_n10.encrypt(_rand(10)) * 0.5
+    assert ex.slots == 16
+    return ex, _bytes(ex)
+
+
+def test_tamper_helper_keeps_a_valid_file(ctx_n10, tensor_file):
+    """The helper alone (no edit) gives a file that loads: the tests below fail on their edit."""
+    ex, data = tensor_file
+    ey = _load_bytes(_tampered(data, lambda c, m, t: None), ctx_n10)
+    assert torch.equal(ctx_n10.decrypt(ey), ctx_n10.decrypt(ex))
+
+
+@pytest.mark.parametrize("edit", sorted(CT_EDITS))
+def test_crafted_tensor_file(ctx_n10, tensor_file, edit):
+    _, data = tensor_file
+    with pytest.raises(fhe.SerializationError, match="load"):
+        _load_bytes(_tampered(data, CT_EDITS[edit], ctx_n10), ctx_n10)
+
+
+def test_crafted_file_of_several_ciphertexts(ctx_n10):
+    ex = ctx_n10.encrypt(_rand(1300))  # three ciphertexts
+    data = _bytes(ex)
+
+    def drop_last(ctx, meta, tensors):  # 1300 values in two ciphertexts of 512 slots
+        meta["ciphertexts"] = meta["ciphertexts"][:2]
+        del tensors["data.2"]
+
+    def sparse_chunk(ctx, meta, tensors):
+        meta["ciphertexts"][1]["slots"] = 256
+
+    q = _limb_prime(ctx_n10, ex.level, 0)
+    for edit in (drop_last, sparse_chunk, lambda c, m, t: _set(t, "data.2", (0, 0, 5), q),
+                 lambda c, m, t: m["ciphertexts"][2].update(scale=float("nan"))):
+        with pytest.raises(fhe.SerializationError, match="load"):
+            _load_bytes(_tampered(data, edit), ctx_n10)
+
+
+@pytest.fixture(scope="module")
+def keyed_file(make_context):
+    """A toy-n10 context with a rotation key and the encapsulation keys, saved with its secret key."""
+    ctx = make_context("toy-n10", rotations=(3,), fresh=True, power_of_two_rotations=False, conjugation=False,
+                       encapsulation_weight=16)
+    return ctx, _bytes(ctx, secret_key=True)
+
+
+def _rename_galois(new):
+    """The rotation key of step 3 filed under another Galois element `new(ctx)`."""
+    def edit(ctx, meta, tensors):
+        g, name = fhe.ckks.galois_element(3, ctx.n), new(ctx)
+        meta["galois"] = [name]
+        for part in ("q", "p"):
+            tensors[f"galois.{name}.{part}"] = tensors.pop(f"galois.{g}.{part}")
+    return edit
+
+
+def _key_residue(key, where, value):
+    """Set one residue of a key; value(ctx) gives it."""
+    return lambda ctx, meta, tensors: _set(tensors, key if isinstance(key, str) else key(ctx), where, value(ctx))
+
+
+def _q0(extra=0):
+    return lambda ctx: ctx.ring.primes[0] + extra
+
+
+def _p0(extra=0):
+    return lambda ctx: ctx.params.special_primes[0] + extra
+
+
+def _int32max(ctx):
+    return 2**31 - 1
+
+
+def _galois3(part):
+    return lambda ctx: f"galois.{fhe.ckks.galois_element(3, ctx.n)}.{part}"
+
+
+# edit(ctx, meta, tensors) of a toy-n10 context file (rotation key 3, encapsulation keys, secret key)
+KEY_EDITS = {
+    "public_key>q": _key_residue("public_key", (1, 0, 9), _q0()),
+    "public_key<0": _key_residue("public_key", (0, 2, 9), lambda ctx: -7),
+    "relin.q>q": _key_residue("relin.q", (0, 1, 0, 4), _q0(1)),
+    "relin.p>p": _key_residue("relin.p", (0, 0, 0, 4), _p0()),
+    "galois.q>q": _key_residue(_galois3("q"), (0, 0, 0, 0), _int32max),
+    "galois.p<0": _key_residue(_galois3("p"), (0, 1, 0, 0), lambda ctx: -1),
+    "galois=even": _rename_galois(lambda ctx: fhe.ckks.galois_element(3, ctx.n) + 1),
+    "galois=0": _rename_galois(lambda ctx: 0),
+    "galois>2N": _rename_galois(lambda ctx: 2 * ctx.n + 1),
+    "galois=str": _rename_galois(lambda ctx: str(fhe.ckks.galois_element(3, ctx.n))),
+    "galois=dup": lambda ctx, meta, tensors: meta.update(galois=meta["galois"] * 2),
+    "enc.sparse>q": _key_residue("enc.sparse.q", (0, 0, -1, 1), _int32max),
+    "enc.dense>p": _key_residue("enc.dense.p", (0, 1, 0, 1), _p0(3)),
+    "enc.weight=0": lambda ctx, meta, tensors: meta["encapsulation"].update(weight=0),
+    "enc.weight>N": lambda ctx, meta, tensors: meta["encapsulation"].update(weight=ctx.n + 1),
+    "enc.special": lambda ctx, meta, tensors: meta["encapsulation"].update(special=[0, 3]),
+    "secret_key>q": _key_residue("secret_key", (-1, 5), _int32max),
+    "secret_key<0": _key_residue("secret_key", (0, 5), lambda ctx: -1),
+    "secret_flag=str": _meta(secret_key="yes"),
+    "key_id=int": _meta(key_id=12345),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(KEY_EDITS))
+def test_crafted_context_file(keyed_file, edit):
+    ctx, data = keyed_file
+    with pytest.raises(fhe.SerializationError, match="load"):
+        _quiet_load(_tampered(data, KEY_EDITS[edit], ctx))
+
+
+def test_crafted_context_helper_keeps_a_valid_file(keyed_file, assert_close):
+    ctx, data = keyed_file
+    back = _quiet_load(_tampered(data, lambda c, m, t: None))
+    x = _rand(64)
+    assert_close(back.decrypt(ctx.encrypt(x).rotate(3)), torch.roll(x, -3), B10, "untampered context file")
+
+
+@pytest.mark.parametrize("what", ["public_key", "switching_key"])
+def test_crafted_key_file(ctx_n10, what):
+    key = ctx_n10.public_key if what == "public_key" else ctx_n10.relin_key
+    name = "data" if what == "public_key" else "q"
+    q0 = ctx_n10.ring.primes[0]
+    data = _bytes(key)
+    assert isinstance(_load_bytes(_tampered(data, lambda c, m, t: None), ctx_n10), type(key))
+    for value in (q0, 2**31 - 1, -1):
+        with pytest.raises(fhe.SerializationError, match="residues"):
+            _load_bytes(_tampered(data, lambda c, m, t: _set(t, name, (0,) * t[name].dim(), value)), ctx_n10)

@@ -287,6 +287,17 @@ class CKKSContext:
     def to(self, device) -> "CKKSContext":
         return self._copy(normalize_device(device))
 
+    def __copy__(self) -> "CKKSContext":
+        """copy.copy and copy.deepcopy: the key tensors (never changed in place) are shared,
+        the random generator is new, so a copy never repeats the original's encryption
+        randomness. Pickling: fhetorch/serialization.py (a secret key is never pickled)."""
+        c = self._copy(self.device)
+        c.sampler = Sampler(self.device)
+        return c
+
+    def __deepcopy__(self, memo) -> "CKKSContext":
+        return self.__copy__()
+
     def _copy(self, device) -> "CKKSContext":
         c = self.__class__.__new__(self.__class__)
         c.__dict__.update(self.__dict__)

@@ -3,15 +3,56 @@
 Every draw takes a fresh 64-bit stream number from a host counter, so no two draws under
 one key share ChaCha20 blocks. Sampling stays outside captured CUDA graphs (a replayed
 graph would repeat its randomness).
+
+Processes: a forked child gets a fresh os.urandom key for every live sampler (an
+os.register_at_fork hook), so parent and child never draw the same streams; a spawned
+process (torch.distributed ranks, multiprocessing "spawn") builds its contexts anew, with
+keys of its own. A sampler is never pickled or copied with its key: a copy is a fresh
+generator (new os.urandom key).
 """
 from __future__ import annotations
 
 import os
 import struct
+import weakref
 
 import torch
 
 from .. import _ops
+
+
+class _Key:
+    """The ChaCha20 key and the stream counter that a sampler and its device copies share;
+    the key tensor is made on a device when first used there (after a fork, the child's
+    new key must not touch a device the parent initialised)."""
+
+    def __init__(self, key: bytes):
+        self.counter = 0
+        self.rekey(key)
+
+    def rekey(self, key: bytes):
+        self.words = struct.unpack("<8i", key)
+        self.tensors = {}
+
+    def tensor(self, device: torch.device) -> torch.Tensor:
+        t = self.tensors.get(device)
+        if t is None:
+            t = self.tensors[device] = torch.tensor(self.words, dtype=torch.int32, device=device)
+        return t
+
+
+_LIVE_KEYS: "weakref.WeakSet[_Key]" = weakref.WeakSet()
+
+
+def _rekey_after_fork():
+    # the child inherits the parent's keys and counters: without new keys both would draw
+    # the same masks and errors, and two ciphertexts sharing a mask leak x - y
+    for k in list(_LIVE_KEYS):
+        k.rekey(os.urandom(32))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_rekey_after_fork)
 
 
 class Sampler:
@@ -19,24 +60,33 @@ class Sampler:
         if seed is None:
             key = os.urandom(32)
         else:
-            # Explicitly insecure: reproducible keys for tests only.
+            # Explicitly insecure: reproducible keys for tests only (a forked child still
+            # gets a fresh random key).
             key = struct.pack("<QQQQ", seed & (2**64 - 1), 0x6668_6574_6f72_6368, 0, 0)
         self.insecure_seed = seed is not None
         self.device = torch.device(device)
-        self.key = torch.tensor(struct.unpack("<8i", key), dtype=torch.int32, device=self.device)
-        self._counter = [0]  # shared by the device copies of this sampler: no stream is drawn twice
+        self._key = _Key(key)  # shared by the device copies of this sampler: no stream is drawn twice
+        _LIVE_KEYS.add(self._key)
+
+    @property
+    def key(self) -> torch.Tensor:
+        """The (8,) int32 ChaCha20 key on this sampler's device."""
+        return self._key.tensor(self.device)
 
     def to(self, device) -> "Sampler":
         """The same generator on another device (same key, one shared stream counter)."""
         s = Sampler.__new__(Sampler)
         s.__dict__.update(self.__dict__)
         s.device = torch.device(device)
-        s.key = self.key.to(s.device)
         return s
 
+    def __reduce__(self):
+        # pickle, torch.save, copy and deepcopy: a fresh generator, never this key
+        return Sampler, (str(self.device),)
+
     def _next(self) -> int:
-        self._counter[0] += 1
-        return self._counter[0]
+        self._key.counter += 1
+        return self._key.counter
 
     def uniform(self, basis, rows: int, n: int) -> torch.Tensor:
         """(rows, L, n) uniform residues modulo each limb of `basis`."""

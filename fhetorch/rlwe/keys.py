@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _ops
+from ..errors import SerializationError
 from ..ring import Ring, Sampler
 
 
@@ -20,6 +21,17 @@ class SecretKey:
 
     def to(self, device):
         return SecretKey(self.s.to(device))
+
+    def __reduce__(self):
+        # pickle and torch.save: the secret key leaves a process only by name, in a file
+        raise SerializationError("pickle: a secret key is never pickled; send ctx.public() to a server, and keep "
+                                 "the client's keys with fhetorch.save(ctx, path, secret_key=True)")
+
+    def __deepcopy__(self, memo):  # an in-process copy is allowed (it stays in this process)
+        return SecretKey(self.s.clone())
+
+    def __copy__(self):
+        return SecretKey(self.s)
 
 
 @dataclass

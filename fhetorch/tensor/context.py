@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import weakref
 
 import torch
 
@@ -11,6 +12,27 @@ from ..ckks.params import Params, preset as _preset
 from ..errors import ContextError, EncodingError, LayoutError
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
+
+# key id -> weak references to the live contexts with those keys (client, public copies,
+# device copies, loaded ones), in the order they appeared: unpickling an EncryptedTensor
+# ties it to one of them (fhetorch/serialization.py)
+_LIVE: dict[str, list] = {}
+
+
+def _register(ctx: "Context"):
+    if ctx.key_id is not None:
+        refs = [r for r in _LIVE.get(ctx.key_id, []) if r() is not None]
+        _LIVE[ctx.key_id] = refs + [weakref.ref(ctx)]
+
+
+def find_context(key_id, params: dict, device) -> "Context | None":
+    """A live context of this process with these keys and parameters (params.describe()),
+    on `device`; None if there is none."""
+    for ref in _LIVE.get(key_id, []) if isinstance(key_id, str) else []:
+        c = ref()
+        if c is not None and c.params.describe() == params:
+            return c.to(device)
+    return None
 
 
 class Context(CKKSContext):
@@ -30,6 +52,17 @@ class Context(CKKSContext):
         super().__init__(p, device, seed=seed)
         self.key_id = None  # set when keys are generated; shared by public() and to() copies
         self._copies = {self.device: self}
+
+    @property
+    def key_id(self) -> str | None:
+        """Names the keys (random, set at the first keygen): contexts with the same key id
+        share one secret key, and their ciphertexts mix."""
+        return self._key_id
+
+    @key_id.setter
+    def key_id(self, value):
+        self._key_id = value
+        _register(self)
 
     def keygen(self, rotations=(), *, bootstrap: bool = False, bootstrap_slots=None, **kw):
         """Keys: secret, public, relinearisation, conjugation, +-2^i rotations, `rotations`.
@@ -116,6 +149,16 @@ class Context(CKKSContext):
     def public(self) -> "Context":
         c = super().public()
         c._copies = {c.device: c}
+        return c
+
+    def __copy__(self) -> "Context":
+        c = super().__copy__()
+        c._copies = {c.device: c}
+        return c
+
+    def _copy(self, device) -> "Context":
+        c = super()._copy(device)
+        _register(c)
         return c
 
     def to(self, device) -> "Context":

@@ -414,6 +414,15 @@ class EncryptedTensor:
     def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
         return self._like(ev.mul_plain(self.ctx, self.ciphertext, mask.to(self.device)))
 
+    # --- copies (pickling: fhetorch/serialization.py) -----------------------------------
+    def __copy__(self) -> "EncryptedTensor":
+        return EncryptedTensor(self.ctx, self.ciphertexts, self.shape, self._complex, self.layout)
+
+    def __deepcopy__(self, memo) -> "EncryptedTensor":
+        """New ciphertext data, the same context: copying a tensor never copies its keys."""
+        cts = [ct.replace(data=ct.data.clone()) for ct in self.ciphertexts]
+        return EncryptedTensor(self.ctx, cts, self.shape, self._complex, self.layout)
+
     # --- devices -----------------------------------------------------------------------
     def to(self, device) -> "EncryptedTensor":
         ctx = self.ctx.to(device)

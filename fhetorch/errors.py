@@ -40,6 +40,10 @@ class LayoutError(FHEError, ValueError):
     """Operands packed in different slot layouts (e.g. a compiled model's feature-map layout)."""
 
 
+class ShapeError(FHEError, ValueError):
+    """A shape or size that does not fit the operation (an input, a weight, a stride or padding)."""
+
+
 class InsecureParametersWarning(UserWarning):
     """Parameters below 128-bit security (toy presets, allow_insecure=True)."""
 

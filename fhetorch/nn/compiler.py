@@ -31,7 +31,9 @@ import torch.nn as nn
 from ..circuits import approximations
 from ..ckks.params import preset as _preset
 from ..ckks.polynomial import chebyshev
+from ..errors import EncodingError, ShapeError
 from .graph import Layer, lower
+from .layout import model_layouts
 from .plan import Plan, make_plan
 
 
@@ -75,7 +77,7 @@ class CompiledModel:
     """A model prepared for encrypted inference (see the module docstring)."""
 
     def __init__(self, model, gm: fx.GraphModule, layers: list, bounds: dict, relu_fn, plan: Plan, params,
-                 device=None):
+                 device=None, *, peaks: dict | None = None, margin: float = 1.25):
         self.model = model.eval()
         self.device = device
         self.ctx = None
@@ -83,6 +85,8 @@ class CompiledModel:
         self.graph_module = gm
         self.layers = layers
         self.bounds = bounds  # value name -> B
+        self.peaks = peaks if peaks is not None else dict(bounds)  # value name -> largest |v| of its range class
+        self.margin = margin
         self.relu_fn = relu_fn
         self.plan = plan
         self.params = params
@@ -272,7 +276,11 @@ def _calibrate(gm: fx.GraphModule, layers: list, inputs: torch.Tensor) -> dict:
         def run_node(self, n):
             out = super().run_node(n)
             if isinstance(out, torch.Tensor) and out.is_floating_point():
-                peak[n.name] = max(peak.get(n.name, 0.0), float(out.abs().max()))
+                m = float(out.abs().max()) if out.numel() else 0.0
+                if not math.isfinite(m):  # max() would drop a NaN, and an inf has no bound
+                    raise EncodingError(f"nn.compile: layer {n.name!r} gives NaN or inf on the calibration inputs "
+                                        "(finite inputs): check the model's weights")
+                peak[n.name] = max(peak.get(n.name, 0.0), m)
             return out
 
     g64 = copy.deepcopy(gm).to(torch.float64)
@@ -298,21 +306,28 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     """Trace, fold batch norm, calibrate value ranges, approximate ReLU and plan levels and
     bootstraps for `preset` (see the module docstring). calibration_inputs: a batch like the
     data the model will see (e.g. a few hundred training images)."""
-    if not isinstance(calibration_inputs, torch.Tensor) or calibration_inputs.dim() < 2:
-        raise ValueError("nn.compile: calibration_inputs must be a batch tensor (n, ...) of representative inputs")
+    if not isinstance(calibration_inputs, torch.Tensor) or calibration_inputs.dim() < 2 \
+            or calibration_inputs.shape[0] == 0:
+        raise ShapeError("nn.compile: calibration_inputs must be a batch tensor (n, ...) of representative inputs")
     if margin < 1:
         raise ValueError(f"nn.compile: margin must be >= 1 (a bound below the largest calibrated value), got {margin}")
+    bad = int((~torch.isfinite(calibration_inputs)).sum())
+    if bad:
+        raise EncodingError(f"nn.compile: calibration_inputs hold {bad} NaN or inf values; the value ranges are "
+                            "calibrated from them: give finite inputs")
     params = _preset(preset)
     gm, layers = lower(model, calibration_inputs[:2])
+    model_layouts(layers, dict(gm.named_modules()), params.n // 2)  # what the encrypted run cannot do, now
     peak = _calibrate(gm, layers, calibration_inputs)
     cls = _range_classes(layers)
     class_peak = {}
     for name, rep in cls.items():
         class_peak[rep] = max(class_peak.get(rep, 0.0), peak[name])
-    bounds = {name: _round_bound(class_peak[rep] * margin) for name, rep in cls.items()}
+    peaks = {name: class_peak[rep] for name, rep in cls.items()}
+    bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn = relu_approximation(relu)
     plan = make_plan(layers, params, fn)
-    return CompiledModel(model, gm, layers, bounds, fn, plan, params, device)
+    return CompiledModel(model, gm, layers, bounds, fn, plan, params, device, peaks=peaks, margin=margin)
 
 
 def _round_bound(b: float) -> float:

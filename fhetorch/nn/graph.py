@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
-from ..errors import FHEError
+from ..errors import FHEError, ShapeError
 
 
 class UnsupportedLayerError(FHEError, NotImplementedError):
@@ -93,10 +93,31 @@ def _node_args(node: fx.Node) -> list:
     return [a for a in node.args if isinstance(a, fx.Node)]
 
 
+def _expected_input(gm: fx.GraphModule) -> str:
+    """What the first layer reading the input expects, for error messages ("" if unknown)."""
+    modules = dict(gm.named_modules())
+    inp = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    for user in inp.users:
+        mod = modules.get(user.target) if user.op == "call_module" else None
+        if isinstance(mod, nn.Conv2d):
+            return f"; its first layer {user.target!r} takes (n, {mod.in_channels}, H, W)"
+        if isinstance(mod, nn.Linear):
+            return f"; its first layer {user.target!r} takes (n, {mod.in_features})"
+    return ""
+
+
 def lower(model: nn.Module, example: torch.Tensor):
     """(GraphModule with BN folded, [Layer]) for a model and an example batch."""
     gm = trace(model)
-    ShapeProp(gm).propagate(example.to(torch.float32))
+    example = example.to(torch.float32)
+    try:  # before ShapeProp, which prints a traceback of its own
+        with torch.no_grad():
+            gm(example)
+    except Exception as e:  # noqa: BLE001 - torch's message is kept
+        shape = ", ".join(["n"] + [str(d) for d in example.shape[1:]])
+        raise ShapeError(f"nn.compile: the model does not run on calibration inputs of shape ({shape})"
+                         f"{_expected_input(gm)} ({type(e).__name__}: {e})") from e
+    ShapeProp(gm).propagate(example)
     layers = []
     modules = dict(gm.named_modules())
     for node in gm.graph.nodes:
@@ -116,8 +137,6 @@ def lower(model: nn.Module, example: torch.Tensor):
                 kind, op = "relu", "relu"
             elif type(mod) in _LINEAR_MODULES:
                 kind, op = "linear", _LINEAR_MODULES[type(mod)]
-                if isinstance(mod, nn.Conv2d) and (mod.groups != 1 or mod.dilation != (1, 1)):
-                    raise _unsupported(node.target, "Conv2d with groups or dilation")
             else:
                 raise _unsupported(node.target, type(mod).__name__)
         elif node.op == "call_function":

@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..errors import LayoutError
-from ..tensor.layout import (Layout, SlotMap, conv_map, gather_map, global_pool_map, matrix_map,  # noqa: F401
-                             pad_channels_map, pool_map, subsample_map)
+from ..errors import LayoutError, ShapeError
+from ..tensor.layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, gather_map,  # noqa: F401
+                             global_pool_map, matrix_map, pad_channels_map, pair, pool_map, subsample_map)
 from .graph import UnsupportedLayerError
 
 
@@ -25,7 +25,7 @@ def layer_map(layer, module, lin: Layout, n: int | None):
     n slots (n None: the layout only)."""
     try:
         return _layer_map(layer, module, lin, n)
-    except LayoutError as e:
+    except (LayoutError, ShapeError) as e:
         raise UnsupportedLayerError(f"nn: {layer.name}: {e}") from e
 
 
@@ -33,41 +33,44 @@ def _layer_map(layer, module, lin: Layout, n: int | None):
     node, op = layer.node, layer.op
     if op == "identity":
         return None, lin
-    if op == "flatten":  # a layout change only: (C, 1, 1) keeps its slots
-        return None, _flat(lin) if lin.is_image else lin
+    if op == "flatten":  # a flattened image keeps its layout: slots() lists them in flatten's order
+        return None, lin
+    if op in ("conv2d", "avg_pool2d", "adaptive_avg_pool2d") and not lin.is_image:
+        raise UnsupportedLayerError(f"nn: {layer.name} ({op}) reads a vector of {lin.shape[0]} values; image "
+                                    "layers run encrypted on feature maps only (not after flatten / view)")
     if op == "conv2d":
         m = module
         if not isinstance(m, nn.Conv2d):
             raise UnsupportedLayerError(f"nn: {layer.name}: functional conv2d; use nn.Conv2d")
-        s, p = m.stride, m.padding
-        if s[0] != s[1] or p[0] != p[1] or not isinstance(p[0], int):
-            raise UnsupportedLayerError(f"nn: {layer.name}: use equal strides and integer paddings on both axes")
-        lout = lin.strided(m.out_channels, s[0])
-        if lout.shape[1:] != tuple(layer.shape[1:]):
-            raise UnsupportedLayerError(f"nn: {layer.name}: only 'same'-size convolutions (padding = kernel // 2) "
-                                        f"run encrypted; output {tuple(layer.shape)}")
-        return (None if n is None else conv_map(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), s[0], p[0], lin, lout)), lout
+        if m.padding_mode != "zeros":
+            raise UnsupportedLayerError(f"nn: {layer.name}: padding_mode={m.padding_mode!r}; only zero padding runs "
+                                        "encrypted (padding_mode='zeros')")
+        size, pad = conv_geometry(lin.shape[1:], m.kernel_size, m.stride, m.padding, m.dilation)
+        lout = _same_shape(layer, conv_layout(lin, m.out_channels, size, m.stride))
+        if n is None:
+            return None, lout
+        b = None if m.bias is None else m.bias.detach()
+        return conv_map(n, m.weight.detach(), b, m.stride, pad, lin, lout, m.dilation, m.groups), lout
     if op in ("avg_pool2d", "adaptive_avg_pool2d"):
         C, H, W = lin.shape
         if op == "adaptive_avg_pool2d":
             if tuple(layer.shape[1:]) != (1, 1):
                 raise UnsupportedLayerError(f"nn: {layer.name}: adaptive pooling to {layer.shape[1:]}; use output 1")
-            k = s = H
+            k = s = (H, W)
+            pad = (0, 0)
         else:
-            k = module.kernel_size if module is not None else node.args[1]
-            k = k if isinstance(k, int) else k[0]
-            s = module.stride if module is not None else (node.args[2] if len(node.args) > 2 else k)
-            s = s if isinstance(s, int) else s[0]
-        if k == s == H == W and H & (H - 1) == 0:  # global pooling: a rotation-sum tree, values stay in place
+            k, s, pad = _avg_pool_args(layer, module)
+        if k == s == (H, W) and pad == (0, 0) and H == W and H & (H - 1) == 0:  # global: a rotation-sum tree
             lout = Layout((C, 1, 1), lin.gap, lin.grid)
             return (None if n is None else global_pool_map(n, lin, lout)), lout
-        lout = lin.strided(C, s) if H // s > 1 or W // s > 1 else Layout((C, 1, 1), lin.gap * s, lin.grid)
-        return (None if n is None else pool_map(n, k, s, lin, lout)), lout
+        size, pad = conv_geometry((H, W), k, s, pad, what="avg_pool2d")
+        lout = _same_shape(layer, conv_layout(lin, C, size, s))
+        return (None if n is None else pool_map(n, k, s, lin, lout, pad)), lout
     if op == "linear":
         m = module
-        flat = lin if not lin.is_image else _flat(lin)
-        lout = Layout.vector(m.out_features)
-        return (None if n is None else matrix_map(n, m.weight.detach(), None if m.bias is None else m.bias.detach(), flat, lout)), lout
+        lout = Layout.vector(m.out_features)  # a flattened image keeps its layout: read in place
+        b = None if m.bias is None else m.bias.detach()
+        return (None if n is None else matrix_map(n, m.weight.detach(), b, lin, lout)), lout
     if op == "slice":
         idx = node.args[1]
         if not (isinstance(idx, tuple) and len(idx) == 4 and all(isinstance(t, slice) for t in idx)
@@ -77,7 +80,10 @@ def _layer_map(layer, module, lin: Layout, n: int | None):
         return subsample_map(n, lin, idx[2].step or 1)
     if op == "pad":
         pad = tuple(node.args[1])
-        if len(pad) != 6 or any(pad[:4]) or not all(isinstance(v, int) for v in pad):
+        mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+        value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value", None)
+        if len(pad) != 6 or any(pad[:4]) or not all(isinstance(v, int) for v in pad) or mode != "constant" \
+                or value not in (None, 0):
             raise UnsupportedLayerError(f"nn: {layer.name}: only channel zero-padding F.pad(x, (0,0,0,0,a,b)) runs "
                                         "encrypted")
         return pad_channels_map(n, lin, pad[4], pad[5])
@@ -87,13 +93,65 @@ def _layer_map(layer, module, lin: Layout, n: int | None):
     raise UnsupportedLayerError(f"nn: {layer.name} ({op}) has no encrypted form yet")
 
 
-def _flat(lin: Layout) -> Layout:
-    """A flattened image whose values are one per channel at 1x1 (after global pooling): slots c * block."""
-    C, H, W = lin.shape
-    if (H, W) != (1, 1):
-        raise UnsupportedLayerError("nn: flatten of a feature map larger than 1x1 runs encrypted only after global "
-                                    "average pooling")
-    return lin
+def _same_shape(layer, lout: Layout) -> Layout:
+    """lout, checked against the shape torch gave the layer (a wrong map must not run)."""
+    if tuple(lout.shape) != tuple(layer.shape):
+        raise UnsupportedLayerError(f"nn: {layer.name}: its encrypted form gives {tuple(lout.shape)}, torch "
+                                    f"{tuple(layer.shape)}; this layer's options have no encrypted form yet")
+    return lout
 
 
-__all__ = ["Layout", "SlotMap", "layer_layout", "layer_map"]
+def _avg_pool_args(layer, module):
+    """(kernel, stride, padding) pairs of an average pooling (nn.AvgPool2d or F.avg_pool2d);
+    UnsupportedLayerError for the options that change torch's divisor (ceil_mode,
+    count_include_pad=False with padding, divisor_override)."""
+    names = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
+    if module is not None:
+        args = {a: getattr(module, a) for a in names}
+    else:
+        node = layer.node
+        args = dict(zip(names, node.args[1:]), **node.kwargs)
+    k = pair(args["kernel_size"], "avg_pool2d: kernel_size")
+    s = pair(args.get("stride") or k, "avg_pool2d: stride")
+    pad = pair(args.get("padding", 0), "avg_pool2d: padding")
+    if args.get("ceil_mode") or args.get("divisor_override") is not None or \
+            (any(pad) and args.get("count_include_pad") is False):
+        raise UnsupportedLayerError(f"nn: {layer.name}: average pooling with ceil_mode, divisor_override or "
+                                    "count_include_pad=False; use the defaults (or padding=0)")
+    return k, s, pad
+
+
+def layer_module(layer, modules: dict):
+    """The nn.Module a layer calls (None for functions and methods)."""
+    return modules.get(layer.node.target) if layer.node.op == "call_module" else None
+
+
+def model_layouts(layers: list, modules: dict, max_slots: int):
+    """({value name: Layout}, slot count) of a graph.py layer list: the input's layout (an image
+    (C, H, W) or a vector (F,)), each linear layer's output layout, the others' their input's.
+    The slot count is the largest period, at most max_slots (one ciphertext). Raises
+    UnsupportedLayerError for what the encrypted run cannot do (nn.compile checks it)."""
+    inp = layers[0]
+    if len(inp.shape) not in (1, 3):
+        raise UnsupportedLayerError(f"nn: encrypted models take an image (C, H, W) or a vector (F,) per input; "
+                                    f"this one takes {tuple(inp.shape)}")
+    layouts = {inp.name: Layout.image(*inp.shape) if len(inp.shape) == 3 else Layout.vector(inp.shape[0])}
+    for l in layers[1:]:
+        src = layouts[l.inputs[0]]
+        if l.kind == "linear":
+            layouts[l.name] = layer_layout(l, layer_module(l, modules), src)
+            continue
+        others = [layouts[i] for i in l.inputs[1:] if layouts[i] != src]
+        if others:
+            raise UnsupportedLayerError(f"nn: {l.name} ({l.op}) joins values packed differently ({src} and "
+                                        f"{others[0]}); give both branches the same strides and sizes")
+        layouts[l.name] = src
+    n = max(lay.period(1) if lay.is_image else 1 << max(0, (lay.span - 1).bit_length()) for lay in layouts.values())
+    if n > max_slots:
+        raise UnsupportedLayerError(f"nn: the feature maps need {n} slots, more than one ciphertext's {max_slots}; "
+                                    "compiled models keep each map in one ciphertext: use a preset with a larger N, "
+                                    "or the image layers on EncryptedTensors (F.conv2d, ...), which span several")
+    return layouts, n
+
+
+__all__ = ["Layout", "SlotMap", "layer_layout", "layer_map", "layer_module", "model_layouts"]

@@ -13,7 +13,8 @@ Values start at the preset's top level (a fresh encryption). A bootstrap refresh
 to `levels_after_bootstrap`, and the refreshed value serves every later consumer. Every value
 lies in [-1, 1] (compiler.py's range classes), so any point may bootstrap: before any layer
 (each of its inputs), inside a composite ReLU before any stage (the intermediate), and before
-the final product (x or the intermediate).
+the final product (x or the intermediate). On a preset that cannot bootstrap the plan has no
+bootstraps; a model deeper than its levels raises LevelError with the levels it needs.
 
 The planner minimises the estimated latency (the model below: bootstraps, and every
 operation by its level's limbs, so bootstrapping late keeps the layers cheap): a shortest
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from ..errors import LevelError
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
@@ -59,7 +62,7 @@ class Step:
 class Plan:
     preset: str
     top: int
-    after_bootstrap: int
+    after_bootstrap: int | None  # None: the preset cannot bootstrap
     steps: list
     relu_depths: list
     estimated_s: float = 0.0  # the latency model's figure for this plan (H100, graph-replayed)
@@ -69,8 +72,10 @@ class Plan:
         return sum(len(s.bootstraps) for s in self.steps)
 
     def __str__(self):
-        rows = [f"plan for preset {self.preset}: fresh inputs at level {self.top}, {self.after_bootstrap} levels "
-                f"after each bootstrap; ReLU stages use {self.relu_depths} levels",
+        after = ("no bootstrapping" if self.after_bootstrap is None else
+                 f"{self.after_bootstrap} levels after each bootstrap")
+        rows = [f"plan for preset {self.preset}: fresh inputs at level {self.top}, {after}; ReLU stages use "
+                f"{self.relu_depths} levels",
                 f"{'layer':28s} {'op':20s} {'in':>3s} {'out':>3s}  bootstraps"]
         for s in self.steps:
             b = ", ".join(_boot_text(p, v) for p, v in s.bootstraps)
@@ -109,10 +114,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     (seconds, levels) states, so the search is exact and small: a ResNet has at most three
     live values at a time."""
     info = params.info()
-    if not info.bootstrappable:
-        raise ValueError(f"nn.compile: preset {params.name!r} cannot bootstrap; deep models need n16-bts40, "
-                         "n16-bts35 (or toy-n13-bts for tests)")
-    top, after = params.max_level, info.levels_after_bootstrap
+    can_bootstrap = info.bootstrappable
+    top, after = params.max_level, (info.levels_after_bootstrap if can_bootstrap else 0)
     series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
     last_use, consumers = {}, {}
@@ -160,6 +163,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         for state, (t, trail) in frontier.items():
             lv = dict(state)
             for boots, out, lin in _moves(l, lv, top, after, stages, product, needs):
+                if boots and not can_bootstrap:
+                    continue
                 new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
                 new[l.name] = out
                 key = tuple(sorted((n, x) for n, x in new.items() if last_use.get(n, -1) > k))
@@ -167,8 +172,10 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
                 if key not in nxt or c < nxt[key][0]:
                     nxt[key] = (c, (trail, l.name, boots, lin, out))
         frontier = _pareto(nxt)
+        if not frontier and not can_bootstrap:
+            raise LevelError(_too_deep(layers, params, stages, product, needs))
         if not frontier:
-            raise ValueError(f"nn.compile: no plan fits {l.name} ({l.op}) in {after} levels after a bootstrap; "
+            raise LevelError(f"nn.compile: no plan fits {l.name} ({l.op}) in {after} levels after a bootstrap; "
                              "use a preset with more levels or a lower-degree ReLU (relu=<degree>)")
     seconds, trail = min(frontier.values(), key=lambda v: v[0])
     steps = []
@@ -178,7 +185,25 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, l.levels)
         steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
     steps.reverse()
-    return Plan(params.name, top, after, steps, stages + ([1] if product else []), seconds)
+    return Plan(params.name, top, after if can_bootstrap else None, steps, stages + ([1] if product else []), seconds)
+
+
+def _too_deep(layers, params, stages, product, needs) -> str:
+    """The message for a model deeper than a preset that cannot bootstrap: the levels it needs
+    (the deepest path: linear layers, ReLU stages and products) and the presets that have them."""
+    from ..ckks.params import presets
+
+    depth = {}
+    for l in layers:
+        own = {"linear": needs.get(l.name, 0), "relu": sum(stages) + (1 if product else 0), "op": l.levels}
+        depth[l.name] = max((depth[i] for i in l.inputs), default=0) + own.get(l.kind, 0)
+    need = max(depth.values())
+    deep = [f"{name} ({p.levels})" for name, p in presets().items() if not p.bootstrappable and p.levels >= need]
+    bts = [name for name, p in presets().items() if p.bootstrappable]
+    return (f"nn.compile: the model needs {need} levels without bootstrapping; preset {params.name!r} has "
+            f"{params.max_level} and cannot bootstrap. Presets with {need} levels or more: "
+            f"{', '.join(deep) or 'none'}; or a bootstrapping preset ({', '.join(bts)}), or a lower-degree ReLU "
+            "(relu=<degree>)")
 
 
 def _linear_need(l, kind, consumers) -> int:

@@ -20,6 +20,8 @@ bootstrapping of n < N/2 slots is the sparse one.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..circuits import bootstrap as _bts
@@ -27,9 +29,8 @@ from ..circuits.linear import LinearTransform, rotation_steps
 from ..circuits.polynomial import evaluate
 from ..ckks import evaluator as ev
 from ..ckks.graphs import Graphs
-from ..errors import LayoutError
-from .graph import UnsupportedLayerError
-from .layout import Layout, layer_layout, layer_map
+from ..errors import ContextError, EncodingError, LayoutError, ShapeError
+from .layout import layer_map, layer_module, model_layouts
 from .plan import relu_stages
 
 
@@ -38,30 +39,12 @@ class Program:
         self.cm = cm
         layers = cm.layers
         modules = dict(cm.graph_module.named_modules())
-        inp = layers[0]
-        if len(inp.shape) != 3:
-            raise UnsupportedLayerError("nn: encrypted models take image inputs (C, H, W) for now")
-        layouts = {inp.name: Layout.image(*inp.shape)}
-
-        def module(l):
-            return modules.get(l.node.target) if l.node.op == "call_module" else None
-
-        for l in layers[1:]:  # the layouts first: the slot count is the largest period
-            if l.kind == "linear":
-                layouts[l.name] = layer_layout(l, module(l), layouts[l.inputs[0]])
-            else:
-                layouts[l.name] = layouts[l.inputs[0]]
-        n = max(lay.period(1) if lay.is_image else 1 << max(0, (lay.span - 1).bit_length()) for lay in layouts.values())
-        if n > cm.params.n // 2:
-            raise UnsupportedLayerError(f"nn: the feature maps need {n} slots, more than one ciphertext's "
-                                        f"{cm.params.n // 2}; compiled models keep each map in one ciphertext: use a "
-                                        "preset with a larger N, or the image layers on EncryptedTensors "
-                                        "(F.conv2d, ...), which span several")
+        layouts, n = model_layouts(layers, modules, cm.params.n // 2)  # the slot count is the largest period
         self.slots = n
         maps = {}
         for l in layers[1:]:
             if l.kind == "linear":
-                maps[l.name], _ = layer_map(l, module(l), layouts[l.inputs[0]], n)
+                maps[l.name], _ = layer_map(l, layer_module(l, modules), layouts[l.inputs[0]], n)
         self.layouts, self.maps = layouts, maps
         self.output = layers[-1].name
         self._chains(layers)
@@ -149,19 +132,38 @@ class Program:
         x = torch.as_tensor(x)
         if x.dim() == len(inp.shape) + 1:
             if x.shape[0] != 1:
-                raise ValueError(f"CompiledModel.encrypt: one input at a time, got a batch of {x.shape[0]}")
+                raise ShapeError(f"CompiledModel.encrypt: one input at a time, got a batch of {x.shape[0]}")
             x = x[0]
         if tuple(x.shape) != tuple(inp.shape):
-            raise ValueError(f"CompiledModel.encrypt: the model takes {tuple(inp.shape)}, got {tuple(x.shape)}")
+            raise ShapeError(f"CompiledModel.encrypt: the model takes {tuple(inp.shape)}, got {tuple(x.shape)}")
+        x = x.detach().to("cpu", torch.float64)
+        self._check_range(x)
         lay = self.layouts[inp.name]
-        v = lay.pack(x.to(torch.float64) / self.cm.bounds[inp.name], self.slots)
+        v = lay.pack(x / self.cm.bounds[inp.name], self.slots)
         ct = ctx.encrypt_vector(v, slots=self.slots)
         return EncryptedTensor(ctx, ct, (self.slots,), layout=("nn", self.cm.params.name, inp.name, lay))
 
+    def _check_range(self, x: torch.Tensor):
+        """EncodingError unless the input lies within its calibrated bound: beyond it the values
+        downstream leave their bounds too, where the polynomial ReLUs and bootstrapping are wrong."""
+        if not bool(torch.isfinite(x).all()):
+            raise EncodingError("CompiledModel.encrypt: the input holds NaN or inf")
+        name = self.cm.layers[0].name
+        bound, peak = self.cm.bounds[name], float(x.abs().max())
+        if peak > bound:
+            known = self.cm.peaks.get(name, 0.0)  # bounds are the calibrated peaks x margin, rounded up
+            wider = (f" or a wider margin: fhe.nn.compile(model, calibration_inputs, margin="
+                     f"{math.ceil(peak / known * 100) / 100:g}) or more") if known > 0 else ""
+            raise EncodingError(
+                f"CompiledModel.encrypt: the input reaches |x| = {peak:.4g}, beyond its calibrated bound {bound:.4g} "
+                f"(the largest calibration value x margin {self.cm.margin:g}); the encrypted result would be wrong. "
+                f"Compile with calibration inputs like this one{wider}")
+
     def decrypt(self, ctx, ey) -> torch.Tensor:
         lay = getattr(ey, "layout", None)
-        if lay is None or lay[2] != self.output or lay[3] != self.layouts[self.output]:
+        if not isinstance(lay, tuple) or lay[2] != self.output or lay[3] != self.layouts[self.output]:
             raise LayoutError("CompiledModel.decrypt: not an output of this compiled model (cm(cm.encrypt(x)))")
+        _check_keys(ctx, ey, "CompiledModel.decrypt")
         v = ctx.decrypt_vector(ey.ciphertext).real.to(torch.float64).cpu()
         return (self.layouts[self.output].unpack(v) * self.cm.bounds[self.output]).reshape(1, -1)
 
@@ -175,8 +177,10 @@ class Program:
 
         lay = getattr(ex, "layout", None)
         first = self.cm.layers[0].name
-        if lay is None or lay[2] != first or lay[1] != self.cm.params.name or lay[3] != self.layouts[first]:
+        if not isinstance(lay, tuple) or lay[2] != first or lay[1] != self.cm.params.name \
+                or lay[3] != self.layouts[first]:
             raise LayoutError("CompiledModel: the input must come from cm.encrypt(x) of this compiled model")
+        _check_keys(ctx, ex, "CompiledModel")
         if graph is None:
             graph = not (progress or timing)
         self.graphs.enabled = graph
@@ -263,6 +267,19 @@ class Program:
                 y = refresh(y)
             y = ev.multiply(ctx, _need(vals[src], 1, l.name), _need(y, 1, l.name))
         return y
+
+
+def _check_keys(ctx, et, what: str):
+    """ContextError unless et was encrypted under ctx's keys: evaluation keys applied to another
+    key's ciphertext give noise, not an error. Contexts sharing keys (ctx.public(), ctx.to(),
+    fhetorch.load) share the key id that keygen draws."""
+    other = getattr(et, "ctx", None)
+    if other is ctx:
+        return
+    if ctx.key_id is None or getattr(other, "key_id", None) != ctx.key_id:
+        raise ContextError(f"{what}: the ciphertext was encrypted under other keys than this model's (another "
+                           "compiled model's or context's keygen); encrypt it with this model's cm.encrypt(x), or "
+                           "give both models one context: cm.keygen(context=ctx)")
 
 
 def _need(ct, levels: int, where: str):

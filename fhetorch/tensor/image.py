@@ -4,9 +4,11 @@ and the option-A shortcut (x[..., ::2, ::2], channel F.pad), with plaintext weig
 An image tensor of shape (C, H, W) or (1, C, H, W) is packed in a `Layout` (tensor/layout.py):
 a fresh encryption is the gap-1 layout (row-major, the flat packing); a stride-s layer keeps
 the grid, multiplies the gap by s and multiplexes the channels into the gaps (Lee et al.
-2022), so no values move and every layer keeps few slot offsets. Each layer is one slot
-matrix evaluated as a fused BSGS LinearTransform: one level (flatten: none; global pooling:
-rotations and one level). The output carries its layout (`et.layout`); a gap-1 output is the
+2022), so no values move and every layer keeps few slot offsets. A convolution whose output
+does not fit the grid that way (an even kernel growing the map, stride 3 on 8 x 8, ...)
+writes a row-major layout of its own: F.conv2d follows torch for every geometry. Each layer
+is one slot matrix evaluated as a fused BSGS LinearTransform: one level (flatten: none;
+global pooling: rotations and one level). The output carries its layout (`et.layout`); a gap-1 output is the
 flat packing again. ctx.decrypt reads any of these layouts.
 
 Rotation keys: the transforms use the steps their diagonals need; with only the default
@@ -19,9 +21,9 @@ import torch
 
 from ..circuits.linear import LinearTransform
 from ..ckks import evaluator as ev
-from ..errors import LayoutError
-from .layout import (Layout, SlotMap, conv_map, global_pool_map, matrix_map, pad_channels_map, pool_map,
-                     subsample_map)
+from ..errors import LayoutError, ShapeError
+from .layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, global_pool_map, matrix_map,
+                     pad_channels_map, pool_map, subsample_map)
 
 
 def layout_of(x) -> Layout:
@@ -40,8 +42,18 @@ def _chw(x) -> tuple:
     if len(shape) == 4 and shape[0] == 1:
         shape = shape[1:]
     if len(shape) not in (1, 3):
-        raise ValueError(f"image layers on EncryptedTensor: shape (C, H, W) or (1, C, H, W) expected, got {tuple(x.shape)}")
+        raise ShapeError(f"image layers on EncryptedTensor: shape (C, H, W) or (1, C, H, W) expected, "
+                         f"got {tuple(x.shape)}")
     return shape
+
+
+def image_layout(x, what: str) -> Layout:
+    """layout_of(x) for a layer that needs an image: (C, H, W) or (1, C, H, W)."""
+    lay = layout_of(x)
+    if not lay.is_image:
+        raise ShapeError(f"{what} on EncryptedTensor: an image of shape (C, H, W) or (1, C, H, W) expected, got "
+                         f"{tuple(x.shape)}; reshape the plaintext before encrypting")
+    return lay
 
 
 def _apply(x, m: SlotMap, lout: Layout, shape: tuple):
@@ -108,24 +120,36 @@ def _slots(x, lout: Layout) -> int:
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv2d with plaintext weights, any kernel, stride, padding ('same',
+    'valid', ints or pairs), dilation and groups: one level. The output keeps x's grid when it
+    fits there (tensor/layout.py conv_layout), else it gets a row-major layout of its own."""
+    lin = image_layout(x, "conv2d")
     w = torch.as_tensor(weight).detach()
-    s = stride if isinstance(stride, int) else stride[0]
-    p = padding if isinstance(padding, int) else padding[0]
-    if (not isinstance(stride, int) and stride[0] != stride[1]) or (not isinstance(padding, int) and padding[0] != padding[1]):
-        raise NotImplementedError("conv2d on EncryptedTensor: equal strides and paddings on both axes")
-    if dilation not in (1, (1, 1)) or groups != 1:
-        raise NotImplementedError("conv2d on EncryptedTensor: dilation 1 and groups 1 only")
-    if w.dim() != 4 or w.shape[2] != w.shape[3] or p != w.shape[2] // 2 or s not in (1, 2):
-        raise NotImplementedError("conv2d on EncryptedTensor: square kernels with padding = kernel // 2 ('same') and "
-                                  f"stride 1 or 2; got weight {tuple(w.shape)}, stride {stride}, padding {padding}")
-    lin = layout_of(x)
-    C, H, W = lin.shape
-    if w.shape[1] != C:
-        raise ValueError(f"conv2d: weight of shape {tuple(w.shape)} for {C} input channels")
-    lout = lin.strided(w.shape[0], s)
-    n = _slots(x, lout)
-    m = conv_map(n, w, None if bias is None else torch.as_tensor(bias).detach(), s, p, lin, lout)
+    lout, _ = _conv_geometry(lin, w, bias, stride, padding, dilation, groups)
+    m, lout = conv2d_map(lin, _slots(x, lout), w, bias, stride, padding, dilation, groups)
     return _apply(x, m, lout, lout.shape)
+
+
+def conv2d_map(lin: Layout, n: int, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """(SlotMap on n slots, output Layout) of conv2d reading layout lin."""
+    w = torch.as_tensor(weight).detach()
+    b = None if bias is None else torch.as_tensor(bias).detach()
+    lout, pad = _conv_geometry(lin, w, b, stride, padding, dilation, groups)
+    return conv_map(n, w, b, stride, pad, lin, lout, dilation, groups), lout
+
+
+def _conv_geometry(lin: Layout, w, b, stride, padding, dilation, groups):
+    """(output layout, (top, left) padding) of conv2d; ShapeError for arguments torch would refuse."""
+    C, H, W = lin.shape
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ShapeError(f"conv2d: groups must be a positive int, got {groups!r}")
+    if w.dim() != 4 or w.shape[1] * groups != C or w.shape[0] % groups:
+        raise ShapeError(f"conv2d: weight of shape {tuple(w.shape)} for {C} input channels and groups={groups}; "
+                         "expected (out_channels, in_channels / groups, kh, kw), out_channels divisible by groups")
+    if b is not None and tuple(torch.as_tensor(b).shape) != (w.shape[0],):
+        raise ShapeError(f"conv2d: bias of shape {tuple(torch.as_tensor(b).shape)} for {w.shape[0]} output channels")
+    size, pad = conv_geometry((H, W), tuple(w.shape[2:]), stride, padding, dilation)
+    return conv_layout(lin, w.shape[0], size, stride), pad
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):

@@ -11,6 +11,10 @@ writes its output at every s-th position of its input's grid, and the g^2 - 1 po
 between hold other channels (channel c sits at sub-position (c % g^2) // g, c % g of its
 block). Every stride keeps the image grid, so each linear layer keeps a small set of slot
 offsets (diagonals), and the values stay dense: a 64 x 8 x 8 map takes 4096 slots.
+A convolution or pooling whose output does not fit its input's grid that way (an even
+kernel growing the map, a stride that does not divide it, unequal strides) writes a
+row-major layout of its own (gap 1, grid = its size): any torch geometry has a layout, the
+maps of these just have more diagonals (conv_geometry, conv_layout).
 
 Replication: an image layout occupies `period` slots (a power of two) and is repeated
 n / period times over the n slots. A map between layouts writes every copy of its output and
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import LayoutError
+from ..errors import LayoutError, ShapeError
 
 
 @dataclass(frozen=True)
@@ -180,17 +184,70 @@ def coo_map(n, rows, cols, vals, lin: Layout, lout: Layout, bias=None):
     return SlotMap(n, rows, cols, vals, full)
 
 
-def conv_map(n, w, b, stride, padding, lin: Layout, lout: Layout):
-    Co, Ci, kh, kw = w.shape
+def pair(v, what: str) -> tuple:
+    """An int or a pair of ints (torch's convention for kernel sizes, strides, paddings)."""
+    t = (v, v) if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else ()
+    if len(t) != 2 or not all(isinstance(a, int) and not isinstance(a, bool) for a in t):
+        raise ShapeError(f"{what} must be an int or a pair of ints, got {v!r}")
+    return t
+
+
+def conv_geometry(size: tuple, kernel: tuple, stride=1, padding=0, dilation=1, what: str = "conv2d"):
+    """((Ho, Wo), (top, left) padding) of a convolution or pooling window on an (H, W) map,
+    as torch computes them: Ho = (H + 2 p - d (k - 1) - 1) // s + 1; padding 'valid' is 0 and
+    'same' (stride 1) keeps the size, with torch's extra row / column at the bottom / right
+    for even kernels."""
+    (sh, sw), (dh, dw) = pair(stride, f"{what}: stride"), pair(dilation, f"{what}: dilation")
+    if min(sh, sw, dh, dw) < 1:
+        raise ShapeError(f"{what}: stride and dilation must be >= 1, got stride {stride}, dilation {dilation}")
+    span = ((kernel[0] - 1) * dh + 1, (kernel[1] - 1) * dw + 1)  # the window's reach
+    if padding == "valid":
+        padding = 0
+    if padding == "same":
+        if (sh, sw) != (1, 1):
+            raise ShapeError(f"{what}: padding='same' needs stride 1 (as in torch); give the padding as numbers")
+        return tuple(size), ((span[0] - 1) // 2, (span[1] - 1) // 2)
+    if isinstance(padding, str):
+        raise ShapeError(f"{what}: padding must be 'same', 'valid', an int or a pair of ints, got {padding!r}")
+    ph, pw = pair(padding, f"{what}: padding")
+    if min(ph, pw) < 0:
+        raise ShapeError(f"{what}: padding must be >= 0, got {padding}")
+    out = ((size[0] + 2 * ph - span[0]) // sh + 1, (size[1] + 2 * pw - span[1]) // sw + 1)
+    if min(out) < 1:
+        raise ShapeError(f"{what}: a {kernel[0]}x{kernel[1]} window (dilation {dilation}) does not fit the "
+                         f"{size[0]}x{size[1]} map with padding {padding}")
+    return out, (ph, pw)
+
+
+def conv_layout(lin: Layout, C: int, size: tuple, stride) -> Layout:
+    """The layout of a convolution's or pooling's output (C channels of `size`) read from lin
+    with `stride`: lin's grid with the gap times the stride where the output fits it (no value
+    moves: few diagonals), else a row-major layout of its own (any size, any stride; its maps
+    have more diagonals)."""
+    (Ho, Wo), (sh, sw) = size, pair(stride, "stride")
+    if lin.is_image and sh == sw:
+        g, (gh, gw) = lin.gap * sh, lin.grid
+        if Ho * g <= gh and Wo * g <= gw:
+            return Layout((C, Ho, Wo), g, lin.grid)
+    return Layout.image(C, Ho, Wo)
+
+
+def conv_map(n, w, b, stride, padding, lin: Layout, lout: Layout, dilation=1, groups: int = 1):
+    """The SlotMap of a convolution (torch's conv2d with zero padding): weight w (Co, Ci / groups,
+    kh, kw), bias b or None; stride, dilation: ints or pairs; padding: the (top, left) zeros
+    (an int or a pair; conv_geometry gives them); lout's (Ho, Wo) sets where the output stops."""
+    Co, Cg, kh, kw = w.shape
     _, H, W = lin.shape
     _, Ho, Wo = lout.shape
-    co, ci, dy, dx, y, x = torch.meshgrid(torch.arange(Co), torch.arange(Ci), torch.arange(kh), torch.arange(kw),
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    co, ci, dy, dx, y, x = torch.meshgrid(torch.arange(Co), torch.arange(Cg), torch.arange(kh), torch.arange(kw),
                                           torch.arange(Ho), torch.arange(Wo), indexing="ij")
-    iy, ix = y * stride + dy - padding, x * stride + dx - padding
+    cin = (co // (Co // groups)) * Cg + ci  # output channel co reads its group's input channels
+    iy, ix = y * sh + dy * dh - ph, x * sw + dx * dw - pw
     ok = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W) & (w[co, ci, dy, dx] != 0)
-    sin, sout = lin.slots().view(Ci, H, W), lout.slots().view(Co, Ho, Wo)
+    sin, sout = lin.slots().view(lin.shape[0], H, W), lout.slots().view(Co, Ho, Wo)
     rows = sout[co[ok], y[ok], x[ok]]
-    cols = sin[ci[ok], iy[ok], ix[ok]]
+    cols = sin[cin[ok], iy[ok], ix[ok]]
     vals = w.to(torch.float64)[co[ok], ci[ok], dy[ok], dx[ok]]
     bias = None
     if b is not None:
@@ -199,11 +256,13 @@ def conv_map(n, w, b, stride, padding, lin: Layout, lout: Layout):
     return coo_map(n, rows, cols, vals, lin, lout, bias)
 
 
-def pool_map(n, k, s, lin: Layout, lout: Layout):
-    C, H, W = lin.shape
-    w = torch.zeros(C, C, k, k, dtype=torch.float64)
-    w[torch.arange(C), torch.arange(C)] = 1.0 / (k * k)
-    return conv_map(n, w, None, s, 0, lin, lout)
+def pool_map(n, k, s, lin: Layout, lout: Layout, padding=0):
+    """Average pooling with a k window (int or pair), stride s and zero padding counted in the
+    average (torch's count_include_pad=True): a depthwise convolution by 1 / (kh kw)."""
+    C = lin.shape[0]
+    kh, kw = pair(k, "kernel_size")
+    w = torch.full((C, 1, kh, kw), 1.0 / (kh * kw), dtype=torch.float64)
+    return conv_map(n, w, None, s, padding, lin, lout, groups=C)
 
 
 def global_pool_map(n, lin: Layout, lout: Layout):
@@ -255,5 +314,5 @@ def pad_channels_map(n, lin: Layout, before: int, after: int):
     return (None if n is None else gather_map(n, src.flatten(), lin, lout)), lout
 
 
-__all__ = ["Layout", "SlotMap", "conv_map", "pool_map", "global_pool_map", "matrix_map", "gather_map", "coo_map", "subsample_map",
-           "pad_channels_map"]
+__all__ = ["Layout", "SlotMap", "conv_geometry", "conv_layout", "conv_map", "pool_map", "global_pool_map", "matrix_map",
+           "gather_map", "coo_map", "pair", "subsample_map", "pad_channels_map"]

@@ -134,10 +134,90 @@ def test_bad_arguments():
         fhe.nn.compile(model, [1, 2, 3], preset="toy-n13-bts")
     with pytest.raises(ValueError, match="margin"):
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", margin=0.5)
-    with pytest.raises(ValueError, match="bootstrap"):
+    with pytest.raises(fhe.LevelError, match="levels without bootstrapping"):
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n12")
     with pytest.raises(ValueError, match="relu"):
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", relu="exact")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_calibration_inputs_must_be_finite(bad):
+    """A NaN would make every bound 1.0 (max() drops it), an inf has no bound: both refused."""
+    calib = torch.randn(8, 1, 16, 16)
+    calib[int(torch.randint(0, 8, (1,))), 0, 3, 5] = bad
+    with pytest.raises(fhe.EncodingError, match="1 NaN or inf"):
+        fhe.nn.compile(SmallCNN().eval(), calib, preset="toy-n13-bts")
+
+
+def test_non_finite_layer_outputs_name_the_layer():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, 1, 1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 8 * 8, 3)).eval()
+    model[3].weight.data[1, 7] = float("nan")
+    with pytest.raises(fhe.EncodingError, match="'_3'.*weights"):
+        fhe.nn.compile(model, torch.randn(8, 1, 8, 8), preset="toy-n13-bts")
+
+
+def test_calibration_of_the_wrong_shape_says_the_expected_shape(capfd):
+    with pytest.raises(fhe.ShapeError, match=r"shape \(n, 3, 16, 16\).*takes \(n, 1, H, W\)"):
+        fhe.nn.compile(SmallCNN().eval(), torch.randn(8, 3, 16, 16), preset="toy-n13-bts")
+    model = nn.Sequential(nn.Linear(10, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    with pytest.raises(fhe.ShapeError, match=r"takes \(n, 10\)"):
+        fhe.nn.compile(model, torch.randn(8, 12), preset="toy-n13-bts")
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err  # no traceback printed by torch's ShapeProp
+
+
+class _Model(nn.Module):
+    """A model from a forward function (for layers torch.fx traces as functions)."""
+
+    def __init__(self, forward, *modules):
+        super().__init__()
+        self.layers = nn.ModuleList(modules)
+        self.fn = forward
+
+    def forward(self, x):
+        return self.fn(self.layers, x)
+
+
+@pytest.mark.parametrize("name,model,match", [
+    ("reflect padding", nn.Sequential(nn.Conv2d(1, 2, 3, 1, 1, padding_mode="reflect")), "padding_mode"),
+    ("ceil_mode pooling", nn.Sequential(nn.Conv2d(1, 2, 3, 1, 0), nn.AvgPool2d(3, 2, ceil_mode=True)), "ceil_mode"),
+    ("pooling without padded zeros",
+     nn.Sequential(nn.Conv2d(1, 2, 3, 1, 1), nn.AvgPool2d(3, 1, 1, count_include_pad=False)), "count_include_pad"),
+    ("channel padding by ones", _Model(lambda m, x: F.pad(m[0](x), (0, 0, 0, 0, 1, 1), value=1.0),
+                                      nn.Conv2d(1, 2, 3, 1, 1)), "zero-padding"),
+    ("a constant added", _Model(lambda m, x: m[0](x) + 1.0, nn.Conv2d(1, 2, 3, 1, 1)), "add"),
+    ("branches packed differently", _Model(lambda m, x: m[1](m[0](x)) + x, nn.Conv2d(1, 1, 2, 1, 1),
+                                           nn.Conv2d(1, 1, 2, 1, 0)), "packed differently"),
+    ("maps larger than a ciphertext", nn.Sequential(nn.Conv2d(1, 64, 3, 1, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                                                    nn.Flatten(), nn.Linear(64, 10)), "slots"),
+])
+def test_layers_that_cannot_run_encrypted_are_refused_at_compile_time(name, model, match):
+    """Each of these compiled before and failed only at cm.keygen() (or ran wrong: the padding
+    modes and pooling options were ignored); now compile() says which layer and why."""
+    with pytest.raises(UnsupportedLayerError, match=match):
+        fhe.nn.compile(model.eval(), torch.randn(4, 1, 16, 16), preset="toy-n13-bts", relu=7)
+
+
+def test_models_that_fit_the_levels_run_without_bootstrapping():
+    """A preset that cannot bootstrap takes any model its levels hold (no bootstrap in the
+    plan); a deeper one gets a LevelError with the levels it needs (the deepest path: a level
+    per linear layer, the ReLU's depth per ReLU) and the presets that have them."""
+    from fhetorch.nn.plan import relu_stages
+
+    one = nn.Sequential(nn.Conv2d(1, 2, 3, 1, 1)).eval()
+    cm = fhe.nn.compile(one, torch.randn(4, 1, 8, 8), preset="toy-n12")
+    assert cm.plan.bootstraps == 0 and cm.plan.after_bootstrap is None
+    assert [s.level_out for s in cm.plan.steps] == [cm.params.max_level, cm.params.max_level - 1]
+    assert "no bootstrapping" in str(cm.plan)
+    units = int(torch.randint(3, 6, (1,)))
+    layers = [m for _ in range(units) for m in (nn.Conv2d(1, 1, 3, 1, 1), nn.ReLU())]
+    deep = nn.Sequential(*layers, nn.Flatten(), nn.Linear(64, 2)).eval()
+    depth = relu_stages(fhe.nn.relu_approximation(7))[0][0][1]
+    need = units * (1 + depth) + 1
+    with pytest.raises(fhe.LevelError, match=f"needs {need} levels.*'toy-n10' has 8.*n16-rr35 \\(36\\)"):
+        fhe.nn.compile(deep, torch.randn(4, 1, 8, 8), preset="toy-n10", relu=7)
+    cm = fhe.nn.compile(deep, torch.randn(4, 1, 8, 8), preset="n16-rr35", relu=7)
+    assert cm.plan.bootstraps == 0 and cm.plan.steps[-1].level_out == cm.params.max_level - need
 
 
 def _check_plan(plan, cm=None):

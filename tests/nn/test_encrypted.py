@@ -113,12 +113,89 @@ def test_keys_first():
         cm.encrypt(torch.randn(1, 1, 16, 16))
 
 
-def test_models_too_large_for_one_ciphertext_say_so():
+def test_models_too_large_for_one_ciphertext_say_so_at_compile_time():
     model = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(64, 10)).eval()
-    cm = fhe.nn.compile(model, torch.randn(4, 3, 32, 32), preset="toy-n13-bts", relu=15)
     with pytest.raises(fhe.nn.UnsupportedLayerError, match="slots"):
-        cm.program()
+        fhe.nn.compile(model, torch.randn(4, 3, 32, 32), preset="toy-n13-bts", relu=15)
+
+
+class AnyGeometry(nn.Module):
+    """Convolutions torch allows beyond 'same' ones: an even kernel (8x8 -> 9x9), 'valid'
+    padding, stride 3, dilation and groups, 'same' with an even kernel, pooling with padding,
+    a flattened 3x3 map, and a residual addition of two equally packed branches."""
+
+    def __init__(self):
+        super().__init__()
+        self.grow = nn.Conv2d(2, 4, 2, 1, 1)
+        self.valid = nn.Conv2d(4, 4, 3, 1, 0)
+        self.dilated = nn.Conv2d(4, 4, 3, 1, 2, dilation=2, groups=2)
+        self.same = nn.Conv2d(4, 4, 4, 1, "same")
+        self.pool = nn.AvgPool2d(3, 1, 1)
+        self.down = nn.Conv2d(4, 6, 3, 3, 1)
+        self.head = nn.Linear(6 * 3 * 3, 5)
+
+    def forward(self, x):
+        y = F.relu(self.valid(self.grow(x)))
+        y = F.relu(self.same(self.dilated(y)) + y)
+        return self.head(torch.flatten(self.down(self.pool(y)), 1))
+
+
+def test_any_conv_geometry_slot_maps_match_torch(seed):
+    model = AnyGeometry().eval()
+    cm = fhe.nn.compile(model, torch.randn(16, 2, 8, 8), preset="toy-n13-bts", relu=7)
+    cm.ctx = None
+    prog = cm.program()
+    assert prog.layouts["grow"].shape == (4, 9, 9) and prog.layouts["valid"].grid == (9, 9)
+    _check_against_torch(cm, torch.randn(1, 2, 8, 8))
+
+
+def _keyed(model, calib, preset="toy-n10"):
+    cm = fhe.nn.compile(model, calib, preset=preset)
+    cm.keygen()
+    return cm
+
+
+def test_vector_model_on_a_non_bootstrappable_preset(seed):
+    """Linear -> ReLU -> Linear on (F,) inputs at toy-n10: vectors are packed in slots 0..F-1."""
+    model = nn.Sequential(nn.Linear(10, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
+    cm = fhe.nn.compile(model, torch.randn(64, 10), preset="toy-n10", relu=7)
+    assert cm.plan.bootstraps == 0
+    cm.keygen()
+    x = torch.randn(1, 10) * 0.5
+    got, sim = cm.decrypt(cm(cm.encrypt(x))), cm.simulate(x)
+    assert float((got - sim).abs().max()) <= 1e-4 * float(sim.abs().max()), f"seed {seed}"
+
+
+def test_one_layer_model_on_a_non_bootstrappable_preset(seed):
+    """A one-layer model runs at toy-n10 (no bootstrapping); cm.encrypt refuses inputs beyond
+    their calibrated bound (saying the margin that would take them); another model's keys
+    refuse this one's ciphertexts (ContextError, not 1e217), while a copy of the same keys
+    (ctx.public(), what a server holds) is accepted."""
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, 1, 1)).eval()
+    calib = torch.randn(16, 1, 8, 8)
+    cm = _keyed(model, calib)
+    x = torch.randn(1, 1, 8, 8)
+    ex = cm.encrypt(x)
+    ey = cm(ex)
+    want = cm.plaintext(x).to(torch.float64).reshape(1, -1)
+    assert float((cm.decrypt(ey) - want).abs().max()) <= 1e-4 * float(want.abs().max())
+    # the input's bound: the calibration peak x margin 1.25, rounded up
+    peak = float(calib.abs().max())
+    far = x / x.abs().max() * (cm.bounds["input_1"] * float(torch.empty(1).uniform_(1.01, 100)))
+    with pytest.raises(fhe.EncodingError, match=r"beyond its calibrated bound .*margin=") as err:
+        cm.encrypt(far)
+    needed = float(str(err.value).split("margin=")[1].split(")")[0])
+    assert needed * peak >= float(far.abs().max())  # the margin it suggests covers the input
+    with pytest.raises(fhe.EncodingError, match="NaN"):
+        cm.encrypt(torch.full((1, 1, 8, 8), float("nan")))
+    other = _keyed(model, calib)
+    with pytest.raises(fhe.ContextError, match="other keys"):
+        other(ex)
+    with pytest.raises(fhe.ContextError, match="other keys"):
+        other.decrypt(ey)
+    shared = fhe.EncryptedTensor(cm.ctx.public(), ex.ciphertext, ex.shape, layout=ex.layout)
+    assert float((cm.decrypt(cm(shared)) - want).abs().max()) <= 1e-4 * float(want.abs().max())
 
 
 @pytest.mark.cuda

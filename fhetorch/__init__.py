@@ -12,6 +12,7 @@ from . import _ops, ckks, ring, rlwe
 from .errors import (ContextError, EncodingError, FHEError, InsecureParametersWarning, LayoutError, LevelError,
                      MissingKeyError,
                      ParameterError, ScaleError, SerializationError)
+from .errors import EncryptedValueError, IntegerArgumentError, ShapeError
 from .serialization import load, save
 from .tensor import Context, EncryptedTensor
 from . import nn  # noqa: E402  (above tensor and circuits)
@@ -19,5 +20,5 @@ from . import nn  # noqa: E402  (above tensor and circuits)
 __version__ = "0.1.0"
 
 __all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "FHEError", "InsecureParametersWarning", "LayoutError",
-           "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ckks", "load",
+           "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "EncryptedValueError", "IntegerArgumentError", "ShapeError", "ckks", "load",
            "nn", "ring", "rlwe", "save"]

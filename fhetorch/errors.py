@@ -40,6 +40,18 @@ class LayoutError(FHEError, ValueError):
     """Operands packed in different slot layouts (e.g. a compiled model's feature-map layout)."""
 
 
+class ShapeError(FHEError, ValueError):
+    """Operands whose shapes do not fit together (a plaintext that does not broadcast, a weight of the wrong size)."""
+
+
+class IntegerArgumentError(FHEError, TypeError):
+    """A level, a number of levels or a rotation step given as a bool, a float or another non-integer."""
+
+
+class EncryptedValueError(FHEError, TypeError):
+    """Python asked for the plain value of an encrypted tensor (bool(ex), if ex:, float(ex)): decrypt it first."""
+
+
 class InsecureParametersWarning(UserWarning):
     """Parameters below 128-bit security (toy presets, allow_insecure=True)."""
 

@@ -9,15 +9,15 @@
 import torch  # noqa: F401  (fhetorch._C links against torch)
 
 from . import _ops, ckks, ring, rlwe
-from .errors import (ContextError, EncodingError, FHEError, InsecureParametersWarning, LayoutError, LevelError,
-                     MissingKeyError,
-                     ParameterError, ScaleError, SerializationError, ShapeError)
+from .errors import (ContextError, EncodingError, EncryptedValueError, FHEError, InsecureParametersWarning, IntegerArgumentError,
+                     LayoutError, LevelError, MissingKeyError, ParameterError, ScaleError, SerializationError, ShapeError)
 from .serialization import load, save
 from .tensor import Context, EncryptedTensor
 from . import nn  # noqa: E402  (above tensor and circuits)
 
 __version__ = "0.1.0"
 
-__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "FHEError", "InsecureParametersWarning", "LayoutError",
-           "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ShapeError", "ckks",
+__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "EncryptedValueError", "FHEError",
+           "InsecureParametersWarning", "IntegerArgumentError", "LayoutError", "LevelError",
+           "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ShapeError", "ckks",
            "load", "nn", "ring", "rlwe", "save"]

@@ -41,7 +41,16 @@ class LayoutError(FHEError, ValueError):
 
 
 class ShapeError(FHEError, ValueError):
-    """A shape or size that does not fit the operation (an input, a weight, a stride or padding)."""
+    """A shape or size that does not fit the operation (an input, a weight, a stride or padding,
+    a plaintext that does not broadcast)."""
+
+
+class IntegerArgumentError(FHEError, TypeError):
+    """A level, a number of levels or a rotation step given as a bool, a float or another non-integer."""
+
+
+class EncryptedValueError(FHEError, TypeError):
+    """Python asked for the plain value of an encrypted tensor (bool(ex), if ex:, float(ex)): decrypt it first."""
 
 
 class InsecureParametersWarning(UserWarning):

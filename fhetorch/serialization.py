@@ -173,6 +173,9 @@ def _decode(meta, tensors, ctx, device):
     if kind == "params":
         return _params(meta["params"])
     if kind == "context":
+        if ctx is not None:  # a context file brings its own parameters and keys; ctx would be ignored
+            raise SerializationError("load: this file holds a context, which carries its own parameters and keys; "
+                                     "load it without one: fhetorch.load(f) (device=... picks the device)")
         return _load_context(meta, tensors, dev)
     if ctx is None:
         raise SerializationError(f"load: a {kind} needs its context: fhetorch.load(f, ctx)")

@@ -57,7 +57,8 @@ def test_rescale_at_level_0(ctx_n12):
 
 
 def test_scale_mismatch_at_level_0_user(ctx_n12):
-    ex = ctx_n12.encrypt(_rand(10), level=1).rescale()  # level 0 at a scale that is not the nominal one
+    e = ctx_n12.encrypt(_rand(10), level=0)
+    ex = fhe.EncryptedTensor(ctx_n12, e.ciphertext.replace(scale=e.scale * 3), e.shape)  # level 0, not the nominal scale
     ey = ctx_n12.encrypt(_rand(10), level=0)
     for op, f in (("add", lambda: ex + ey), ("sub", lambda: ex - ey), ("add", lambda: torch.add(ey, ex))):
         with pytest.raises(fhe.ScaleError, match=op) as e:

@@ -12,12 +12,13 @@ import warnings
 import torch
 
 from .. import _ops
-from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError
+from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError, ScaleError
 from ..ring import Ring, Sampler
 from dataclasses import dataclass
 
 from ..rlwe import (PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, gen_switching_level,
                     small_poly)
+from .arguments import as_int, as_level, check_dense
 from .ciphertext import Ciphertext, Plaintext
 from .encoder import Encoder
 from .params import Params, preset
@@ -45,6 +46,22 @@ class EncapsulationKeys:
 def galois_element(step: int, n: int) -> int:
     """Galois element of a left rotation by `step` slots (5^step mod 2N)."""
     return pow(5, step % (n // 2), 2 * n)
+
+
+def check_scale(scale: float, what: str) -> float:
+    """A scale is a finite number >= 1: below 1, rounding to integers loses the values."""
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 1):
+        raise ScaleError(f"{what}: scale {scale!r} is not a finite number >= 1; values at such a scale round away "
+                         "(encode at a level's nominal scale, ctx.nominal_scale(level))")
+    return scale
+
+
+def check_ciphertext_scale(ct: Ciphertext, what: str):
+    """A ciphertext's scale label is a finite number >= 1, or its values are lost (ScaleError)."""
+    s = ct.scale
+    if not (math.isfinite(s) and s >= 1):
+        raise ScaleError(f"{what}: the ciphertext's scale {s!r} is not a finite number >= 1, so its values are lost "
+                         "(rounded away, or the scale label was altered); encrypt the values again")
 
 
 def normalize_device(device) -> torch.device:
@@ -131,7 +148,7 @@ class CKKSContext:
         if relinearization and self.relin_key is None:
             b = self.ring.basis()
             self.relin_key = self._switching_key(_ops.mul(sk.s, sk.s, b.mod))
-        steps = set(int(k) for k in rotations)
+        steps = set(as_int(k, "keygen", "a rotation step") for k in rotations)
         if power_of_two_rotations:
             i = 1
             while i < self.slots:
@@ -190,8 +207,9 @@ class CKKSContext:
     # --- encode / encrypt / decrypt ----------------------------------------------------
     def encode(self, values: torch.Tensor, *, level: int | None = None, scale: float | None = None,
                slots: int | None = None) -> Plaintext:
-        level = self.max_level if level is None else level
-        scale = self.nominal_scale(level) if scale is None else scale
+        level = self.max_level if level is None else as_level(level, self.max_level, "encode")
+        scale = self.nominal_scale(level) if scale is None else check_scale(scale, "encode")
+        check_dense(values, "encode")
         slots = values.numel() if slots is None else slots
         coeffs = self.encoder.embed(values.to(self.device), slots, scale)
         self._check_fits(coeffs, level, scale)
@@ -207,6 +225,8 @@ class CKKSContext:
         """The int64 coefficients round(scale * m) of encoding `values` ((D, slots) -> (D, N)),
         checked to fit the level: the half of encoding that does not depend
         on the limbs (linear transforms keep it and redo only the residues)."""
+        level = as_level(level, self.max_level, "encode")
+        check_scale(scale, "encode")
         coeffs = self.encoder.embed(values.to(self.device), slots, scale)
         self._check_fits(coeffs, level, scale)
         return coeffs
@@ -216,14 +236,18 @@ class CKKSContext:
         return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.level_idx(level)) + tuple(self.special_idx)))
 
     def _check_fits(self, coeffs: torch.Tensor, level: int, scale: float):
-        """Encoded coefficients must stay well inside the level's modulus (a quarter of it),
-        or decryption wraps around and returns garbage."""
         top = float(coeffs.abs().max()) if coeffs.numel() else 0.0
+        self.check_fits(top, level, scale, "encode", "values")
+
+    def check_fits(self, top: float, level: int, scale: float, what: str, noun: str):
+        """A scaled magnitude `top` (an encoded coefficient, a constant times the scale) must
+        stay well inside the level's modulus (a quarter of it), or decryption wraps around and
+        returns garbage. Plaintext tensors, scalars and products by them share this bound."""
         log_q = math.log2(self.basis(level).product)
         if top > 0 and math.log2(top) > log_q - 2:
-            raise EncodingError(f"encode: values too large for level {level}: they need {math.log2(top):.1f} bits at "
-                                f"scale 2^{math.log2(scale):.1f}, the level's modulus has {log_q:.1f}; use smaller values "
-                                "or encrypt at a higher level")
+            raise EncodingError(f"{what}: {noun} too large for level {level}: {math.log2(top):.1f} bits at scale "
+                                f"2^{math.log2(scale):.1f}, the level's modulus has {log_q:.1f} (at most "
+                                f"{log_q - 2:.1f} usable); make the {noun} smaller or work at a higher level")
 
     def encrypt_vector(self, values: torch.Tensor, *, level: int | None = None, slots: int | None = None) -> Ciphertext:
         """Encrypt a vector of `slots` (power of two) complex or real values."""
@@ -255,6 +279,7 @@ class CKKSContext:
         if self.secret_key is None:
             raise ContextError("decrypt: this context has no secret key (a public/server context); "
                                "decrypt on the client")
+        check_ciphertext_scale(ct, "decrypt")
         idx = tuple(self.level_idx(ct.level))
         b = self.ring.basis(idx)
         s = self.secret_key.s.narrow(0, idx[0], len(idx)).contiguous()

@@ -15,8 +15,9 @@ import torch
 from .. import _ops
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError
 from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
+from .arguments import as_int
 from .ciphertext import Ciphertext
-from .context import CKKSContext, galois_element
+from .context import CKKSContext, check_ciphertext_scale, galois_element
 
 SCALE_RTOL = 2.0**-30
 
@@ -38,6 +39,8 @@ def _need_level(ct: Ciphertext, what: str, levels: int = 1):
 # --- addition ----------------------------------------------------------------------
 def match(ctx: CKKSContext, a: Ciphertext, b: Ciphertext, what: str = "add"):
     """Bring a and b to one level (dropping the higher) with equal scales."""
+    check_ciphertext_scale(a, what)
+    check_ciphertext_scale(b, what)
     if a.slots != b.slots:
         raise ScaleError(f"{what}: operands pack {a.slots} and {b.slots} slots; encrypt them with the same layout")
     if a.level > b.level:
@@ -81,6 +84,7 @@ def add_plain(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False) -> Ci
 
 def add_plaintext(ctx, a: Ciphertext, pt, *, subtract=False) -> Ciphertext:
     """a + pt for a Plaintext encoded at a's level and scale (encode once, add many times)."""
+    check_ciphertext_scale(a, "add")
     if pt.level != a.level or not math.isclose(pt.scale, a.scale, rel_tol=1e-9):
         raise LevelError(f"add: the plaintext is at level {pt.level}, scale 2^{math.log2(pt.scale):.2f}; the "
                          f"ciphertext at level {a.level}, scale 2^{math.log2(a.scale):.2f}: encode it at the "
@@ -93,13 +97,16 @@ def add_plaintext(ctx, a: Ciphertext, pt, *, subtract=False) -> Ciphertext:
     return a.replace(data=data)
 
 
-def add_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
-    """a + c in every slot: a real constant is the constant coefficient, c * scale."""
+def add_scalar(ctx, a: Ciphertext, c: complex, what: str = "add") -> Ciphertext:
+    """a + c in every slot: a real constant is the constant coefficient, c * scale (checked
+    against the level's modulus like a plaintext tensor's coefficients)."""
+    check_ciphertext_scale(a, what)
     c = complex(c)
     if c.imag != 0:
         return add_plain(ctx, a, torch.full((a.slots,), c, dtype=torch.complex128))
     b = ctx.basis(a.level)
-    k = _round_scaled(c.real, a.scale, "add")
+    k = _round_scaled(c.real, a.scale, what)
+    ctx.check_fits(abs(k), a.level, a.scale, what, "constant")
     const = b.scalar(k)
     data = a.data.clone()
     data[0] = _ops.add(data[0].contiguous(), const[:, None].expand(-1, ctx.n).contiguous(), b.mod)
@@ -144,11 +151,37 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
 
 
 def rescale(ctx, a: Ciphertext) -> Ciphertext:
-    """Divide by the primes level-1 lacks and multiply by those it adds (rational rescaling)."""
+    """Divide by the primes level-1 lacks and multiply by those it adds (rational rescaling).
+
+    Only meaningful on a product whose rescale was deferred: on a ciphertext at its nominal
+    scale it would leave a scale near 1, where the rounding noise swamps the values, so a
+    rescale leaving less than half the next level's nominal scale bits is refused."""
     _need_level(a, "rescale")
+    check_ciphertext_scale(a, "rescale")
     src, dst = tuple(ctx.level_idx(a.level)), tuple(ctx.level_idx(a.level - 1))
+    scale = a.scale * _ratio(ctx, src, dst)
+    _check_rescaled(ctx, a, scale, "rescale")
     data = switch_modulus(ctx.ring, a.data, src, dst)
-    return a.replace(data=data, level=a.level - 1, scale=a.scale * _ratio(ctx, src, dst))
+    return a.replace(data=data, level=a.level - 1, scale=scale)
+
+
+def _bits(x: float) -> str:
+    return f"{round(math.log2(x), 1) + 0.0}"  # + 0.0: no "-0.0"
+
+
+def _check_rescaled(ctx, a: Ciphertext, scale: float, what: str):
+    """The scale a rescale from a.level leaves must keep at least half of level - 1's nominal bits."""
+    nominal = ctx.nominal_scale(a.level - 1)
+    if scale < math.sqrt(nominal):
+        if what == "rescale":
+            cause = (f"the ciphertext's 2^{_bits(a.scale)} divided by the 2^{_bits(a.scale / scale)} a rescale removes")
+            hint = ("Rescale only a product whose rescale was deferred (evaluator.multiply(..., rescale_result=False)); "
+                    "tensor operations rescale by themselves, and drop_level() moves down a level keeping the values")
+        else:
+            cause = "the operands' scales are too small for a product"
+            hint = "Encrypt the operands at their level's nominal scale"
+        raise ScaleError(f"{what}: would leave scale 2^{_bits(scale)} at level {a.level - 1} ({cause}), far below the "
+                         f"level's nominal 2^{_bits(nominal)}: the noise would swamp the values. {hint}")
 
 
 def _ratio(ctx, src, dst) -> float:
@@ -166,6 +199,8 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
     Q_l * P to Q_(l-1) drops P and the level's top primes together.
     """
     _need_level(min(a, b, key=lambda c: c.level), "multiply")
+    check_ciphertext_scale(a, "multiply")
+    check_ciphertext_scale(b, "multiply")
     if not rescale_result:
         return relinearize(ctx, mul_raw(ctx, a, b))
     if ctx.relin_key is None:
@@ -178,8 +213,10 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
     u = tensor_key_switch_inner(ctx.ring, a.data, b.data, ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
                                 c_add=_special_product_consts(ctx, a.level))
     dst = tuple(ctx.level_idx(a.level - 1))
+    scale = a.scale * b.scale * _ratio(ctx, tuple(r), dst)
+    _check_rescaled(ctx, a, scale, "multiply")
     data = switch_modulus(ctx.ring, u, ext, dst)
-    return a.replace(data=data, level=a.level - 1, scale=a.scale * b.scale * _ratio(ctx, tuple(r), dst))
+    return a.replace(data=data, level=a.level - 1, scale=scale)
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:
@@ -211,12 +248,17 @@ def encode_multiplicand(ctx, a: Ciphertext, values: torch.Tensor):
     """A Plaintext of slot values at a's level and the scale that makes a * it, rescaled, nominal
     (encode once, multiply many times: mul_plaintext; encoding checks sizes on the host, so
     code captured in a CUDA graph multiplies by plaintexts encoded before)."""
-    return ctx.encode(values, level=a.level, scale=_target_scale_factor(ctx, a), slots=a.slots)
+    check_ciphertext_scale(a, "multiply")
+    s = _target_scale_factor(ctx, a)
+    top = float(values.abs().max()) if values.numel() else 0.0
+    ctx.check_fits(top * s * a.scale, a.level, a.scale, "multiply", "plaintext values")  # the product must fit
+    return ctx.encode(values, level=a.level, scale=s, slots=a.slots)
 
 
 def mul_plaintext(ctx, a: Ciphertext, pt, *, rescale_result: bool = True) -> Ciphertext:
     """a * pt for a Plaintext at a's level (from encode_multiplicand)."""
     _need_level(a, "multiply")
+    check_ciphertext_scale(a, "multiply")
     if pt.level != a.level:
         raise LevelError(f"multiply: the plaintext is at level {pt.level}, the ciphertext at {a.level}; encode it "
                          "at the ciphertext's level")
@@ -225,18 +267,23 @@ def mul_plaintext(ctx, a: Ciphertext, pt, *, rescale_result: bool = True) -> Cip
 
 
 def mul_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
-    """a * c. Integers multiply exactly without a level; other constants cost one rescale."""
+    """a * c. Integers multiply exactly without a level; other constants cost one rescale.
+    The constant times the ciphertext's scale must fit the level (as a plaintext tensor's values)."""
+    check_ciphertext_scale(a, "multiply")
     c = complex(c)
     b = ctx.basis(a.level)
     if c.imag == 0 and float(c.real).is_integer() and abs(c.real) < 2**31:
+        ctx.check_fits(abs(c.real) * a.scale, a.level, a.scale, "multiply", "constant")
         return a.replace(data=_ops.mul_const(a.data, b.scalar(int(c.real)), b.mod))
     if c.real == 0 and c.imag != 0 and float(c.imag).is_integer() and abs(c.imag) < 2**31:
         return mul_scalar(ctx, mul_i(ctx, a), c.imag)
     _need_level(a, "multiply")
     s = _target_scale_factor(ctx, a)
-    re = _ops.mul_const(a.data, b.scalar(_round_scaled(c.real, s, "multiply")), b.mod)
+    k_re, k_im = _round_scaled(c.real, s, "multiply"), _round_scaled(c.imag, s, "multiply")
+    ctx.check_fits(abs(complex(k_re, k_im)) * a.scale, a.level, a.scale, "multiply", "constant")
+    re = _ops.mul_const(a.data, b.scalar(k_re), b.mod)
     if c.imag != 0:
-        im = _ops.mul_const(mul_i(ctx, a).data, b.scalar(_round_scaled(c.imag, s, "multiply")), b.mod)
+        im = _ops.mul_const(mul_i(ctx, a).data, b.scalar(k_im), b.mod)
         re = _ops.add(re, im, b.mod)
     return rescale(ctx, a.replace(data=re, scale=a.scale * s))
 
@@ -248,12 +295,17 @@ def mul_i(ctx, a: Ciphertext) -> Ciphertext:
 
 def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
     """Move `levels` levels down, landing on the nominal scale of the target level."""
+    levels = as_int(levels, "drop_level", "levels")
     if levels < 0:
         raise LevelError(f"drop_level: levels must be >= 0, got {levels}")
     _need_level(a, "drop_level", levels)
+    check_ciphertext_scale(a, "drop_level")
     a = relinearize(ctx, a)
     for _ in range(levels):
         k = round(_target_scale_factor(ctx, a))
+        if k < 1:  # a scale far above nominal (an unrescaled product): k = 0 would zero the values
+            raise ScaleError(f"drop_level: the ciphertext's scale 2^{math.log2(a.scale):.1f} is above what level "
+                             f"{a.level - 1} can land on; rescale it first (it holds a product not yet rescaled)")
         b = ctx.basis(a.level)
         a = rescale(ctx, a.replace(data=_ops.mul_const(a.data, b.scalar(k), b.mod), scale=a.scale * k))
     return a
@@ -303,6 +355,7 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str) -> Ciphertext:
 
 def rotate(ctx, a: Ciphertext, step: int) -> Ciphertext:
     """Left rotation of the slot vector: slot i takes slot i + step (cyclic over a.slots)."""
+    step = as_int(step, "rotate", "the step")
     for s in rotation_plan(ctx, step, a.slots):
         a = apply_galois(ctx, a, galois_element(s, ctx.n), f"rotate by {s}")
     return a

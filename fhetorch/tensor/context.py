@@ -7,6 +7,7 @@ import weakref
 
 import torch
 
+from ..ckks.arguments import as_level, check_dense
 from ..ckks.context import CKKSContext, normalize_device
 from ..ckks.params import Params, preset as _preset
 from ..errors import ContextError, EncodingError, LayoutError
@@ -99,13 +100,14 @@ class Context(CKKSContext):
         """Pack a tensor into one ciphertext (at most `slots` values) or several (chunks of
         `slots` values in order)."""
         t = torch.as_tensor(t)
+        check_dense(t, "encrypt")
         is_complex = t.is_complex()
         values = t.detach().to(torch.complex128 if is_complex else torch.float64).flatten()
         n = values.numel()
         if n == 0:
             raise EncodingError("encrypt: empty tensor")
-        if level is not None and not 0 <= level <= self.max_level:
-            raise EncodingError(f"encrypt: level must be in [0, {self.max_level}], got {level}")
+        if level is not None:
+            level = as_level(level, self.max_level, "encrypt")
         if n > self.slots:  # several ciphertexts of full slots, the last one padded
             cts = []
             for j in range(0, n, self.slots):

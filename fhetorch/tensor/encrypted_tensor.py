@@ -14,8 +14,9 @@ import math
 import torch
 
 from ..ckks import evaluator as ev
+from ..ckks.arguments import as_int, check_dense
 from ..ckks.ciphertext import Ciphertext
-from ..errors import ContextError, EncodingError, LayoutError
+from ..errors import ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError
 from ..circuits import bootstrap as _bootstrap
 from . import image as _image
 from . import linear as _linear
@@ -117,6 +118,24 @@ class EncryptedTensor:
     def __len__(self):
         return self.shape[0]
 
+    def __bool__(self):
+        raise EncryptedValueError("bool() of an EncryptedTensor (if ex:, while ex:, ex and ...): an encrypted value has "
+                                  "no truth value anyone without the secret key can see; decrypt it first, "
+                                  "bool(ctx.decrypt(ex))")
+
+    def _no_plain_number(self, kind: str):
+        raise EncryptedValueError(f"{kind}() of an EncryptedTensor: its value is encrypted; decrypt it first, "
+                                  f"{kind}(ctx.decrypt(ex))")
+
+    def __float__(self):
+        self._no_plain_number("float")
+
+    def __int__(self):
+        self._no_plain_number("int")
+
+    def __complex__(self):
+        self._no_plain_number("complex")
+
     def __repr__(self):
         return (f"EncryptedTensor(shape={tuple(self.shape)}, dtype={self.dtype}, level={self.level}, "
                 f"scale=2^{math.log2(self.scale):.2f}, device={self.device})")
@@ -149,10 +168,11 @@ class EncryptedTensor:
             theirs = [other] * len(mine)
         else:
             t = torch.as_tensor(other)
+            check_dense(t, "element-wise op")
             try:
                 t = torch.broadcast_to(t, self.shape).flatten()
             except RuntimeError:
-                raise ValueError(f"plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted shape "
+                raise ShapeError(f"plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted shape "
                                  f"{tuple(self.shape)}") from None
             n = self.ctx.slots
             theirs = [t[j * n : j * n + m.numel()] for j, m in enumerate(mine)]
@@ -184,7 +204,7 @@ class EncryptedTensor:
         if other.device != self.device:
             raise ContextError(f"{what}: operands on {self.device} and {other.device}; move one with .to()")
         if other.shape != self.shape:
-            raise ValueError(f"{what}: encrypted operands must have the same shape, got {tuple(self.shape)} and "
+            raise ShapeError(f"{what}: encrypted operands must have the same shape, got {tuple(self.shape)} and "
                              f"{tuple(other.shape)}")
 
     def _plain(self, x, what: str):
@@ -201,6 +221,7 @@ class EncryptedTensor:
                 return complex(x), isinstance(x, complex)
             raise EncodingError(f"{what}: constant {x} is not finite")
         t = torch.as_tensor(x)
+        check_dense(t, what)
         if t.dtype == torch.bool:
             t = t.to(torch.int64)
         if t.numel() == 1 and t.dim() == 0:
@@ -208,7 +229,7 @@ class EncryptedTensor:
         try:
             t = torch.broadcast_to(t, self.shape)
         except RuntimeError:
-            raise ValueError(f"{what}: plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted "
+            raise ShapeError(f"{what}: plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted "
                              f"shape {tuple(self.shape)}") from None
         is_c = t.is_complex()
         v = t.to(torch.complex128 if is_c else torch.float64).flatten()
@@ -229,7 +250,7 @@ class EncryptedTensor:
             return self._like(f(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
         p, is_c = self._plain(other, what)
         if isinstance(p, complex):
-            ct = ev.add_scalar(self.ctx, self.ciphertext, sign * p)
+            ct = ev.add_scalar(self.ctx, self.ciphertext, sign * p, what)
         else:
             ct = ev.add_plain(self.ctx, self.ciphertext, p, subtract=sign < 0)
         return self._like(ct, self._complex or is_c)
@@ -340,24 +361,22 @@ class EncryptedTensor:
     # --- rotations ----------------------------------------------------------------------
     def rotate(self, k: int) -> "EncryptedTensor":
         """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots)."""
-        return self._like(ev.rotate(self.ctx, self.ciphertext, int(k)))
+        return self._like(ev.rotate(self.ctx, self.ciphertext, as_int(k, "rotate", "the step")))
 
     def roll(self, shifts, dims=None) -> "EncryptedTensor":
         """torch.roll semantics on the logical tensor."""
+        shifts = [as_int(s, "roll", "a shift") for s in _as_tuple(shifts)]
         if dims is None:
-            if not isinstance(shifts, int):
-                if len(shifts) != 1:
-                    raise NotImplementedError("roll: several shifts need dims (as in torch.roll)")
-                shifts = shifts[0]
+            if len(shifts) != 1:
+                raise NotImplementedError("roll: several shifts need dims (as in torch.roll)")
             flat = EncryptedTensor(self.ctx, self.ciphertext, (self.numel(),), self._complex)
-            return self._like(flat._roll_dim(int(shifts), 0).ciphertext)
-        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+            return self._like(flat._roll_dim(shifts[0], 0).ciphertext)
+        dims = [as_int(d, "roll", "a dimension") for d in _as_tuple(dims)]
         if len(shifts) != len(dims):
             raise ValueError("roll: shifts and dims must have the same length")
         out = self
         for s, d in zip(shifts, dims):
-            out = out._roll_dim(int(s), d)
+            out = out._roll_dim(s, d)
         return out
 
     def _roll_dim(self, shift: int, dim: int) -> "EncryptedTensor":
@@ -479,6 +498,11 @@ class EncryptedTensor:
                                   "torch.mul, torch.neg, torch.roll, torch.matmul, torch.sum, torch.flatten, the "
                                   "arithmetic operators, @ included, and F.linear, F.conv2d, F.avg_pool2d, "
                                   "F.adaptive_avg_pool2d, F.pad of channels, x[..., ::s, ::s])")
+
+
+def _as_tuple(x) -> tuple:
+    """roll's shifts / dims: one value or a sequence of them."""
+    return tuple(x) if isinstance(x, (list, tuple, torch.Size)) else (x,)
 
 
 def _scaled(x, alpha):

@@ -87,7 +87,7 @@ class Layout:
     def strided(self, C: int, s: int) -> "Layout":
         """The layout of a stride-s layer's output with C channels on this grid."""
         if not self.is_image:
-            raise ValueError("a strided layer needs an image layout")
+            raise LayoutError("a strided layer needs an image layout")
         _, H, W = self.shape
         if H % s or W % s:
             raise LayoutError(f"stride {s} on a {H}x{W} map leaves a remainder; use even sizes")

@@ -15,6 +15,7 @@ import torch
 
 from ..circuits.linear import LinearTransform
 from ..ckks import evaluator as ev
+from ..errors import EncodingError, ShapeError
 
 
 def _pow2(k: int) -> int:
@@ -34,12 +35,12 @@ def linear(x, weight, bias=None):
     else:
         squeeze = False
     if w.dim() != 2 or w.shape[1] != x.shape[0]:
-        raise ValueError(f"linear/matmul: weight of shape {tuple(torch.as_tensor(weight).shape)} does not match the "
+        raise ShapeError(f"linear/matmul: weight of shape {tuple(torch.as_tensor(weight).shape)} does not match the "
                          f"encrypted vector of length {x.shape[0]}")
     m, k = w.shape
     ctx = x.ctx
     if m > ctx.slots:
-        raise ValueError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
+        raise EncodingError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
                          "ciphertext; split the weight matrix")
     s_in, s_out = x.slots, _pow2(m)
     n = max(s_in, s_out)

@@ -194,7 +194,7 @@ def linear(x, weight, bias=None):
     lin = layout_of(x)
     w = torch.as_tensor(weight).detach()
     if w.dim() != 2 or w.shape[1] != lin.shape[0]:
-        raise ValueError(f"linear: weight of shape {tuple(w.shape)} for {lin.shape[0]} encrypted values")
+        raise ShapeError(f"linear: weight of shape {tuple(w.shape)} for {lin.shape[0]} encrypted values")
     lout = Layout((w.shape[0], 1, 1), 1, (1, 1))  # m values at slots 0..m-1, repeated every power of two >= m
     m = matrix_map(_slots(x, lout), w, None if bias is None else torch.as_tensor(bias).detach(), lin, lout)
     return _apply(x, m, lout, (w.shape[0],))

@@ -48,9 +48,9 @@ def test_largest_constant_that_fits(ctx_n10):
     ex = ctx_n10.encrypt(x := _rand(16), level=0)
     c_max = math.floor(_usable(ctx_n10, 0) / ex.scale)  # ~8193 at toy-n10's level 0
     for c in (c_max, -c_max):
-        torch.testing.assert_close(ctx_n10.decrypt(ex + c), x + c, rtol=0, atol=1e-6)
-        torch.testing.assert_close(ctx_n10.decrypt(ex - c), x - c, rtol=0, atol=1e-6)
-        torch.testing.assert_close(ctx_n10.decrypt(ex + torch.full((16,), float(c))), x + c, rtol=0, atol=1e-6)
+        torch.testing.assert_close(ctx_n10.decrypt(ex + c).cpu(), x + c, rtol=0, atol=1e-6)
+        torch.testing.assert_close(ctx_n10.decrypt(ex - c).cpu(), x - c, rtol=0, atol=1e-6)
+        torch.testing.assert_close(ctx_n10.decrypt(ex + torch.full((16,), float(c))).cpu(), x + c, rtol=0, atol=1e-6)
     over = c_max * 1.001
     for f in (lambda: ex + over, lambda: ex - over, lambda: ex + torch.full((16,), over)):
         with pytest.raises(fhe.EncodingError, match="too large for level 0"):
@@ -61,7 +61,7 @@ def test_integer_multiplier_bound(ctx_n10):
     """Integers multiply without a level: the integer times the scale must fit the level."""
     ex = ctx_n10.encrypt(x := _rand(16), level=0)
     k = math.floor(_usable(ctx_n10, 0) / ex.scale)
-    torch.testing.assert_close(ctx_n10.decrypt(ex * k), x * k, rtol=0, atol=1e-3)
+    torch.testing.assert_close(ctx_n10.decrypt(ex * k).cpu(), x * k, rtol=0, atol=1e-3)
     with pytest.raises(fhe.EncodingError, match="multiply: constant too large for level 0"):
         ex * (k + 1)
     with pytest.raises(fhe.EncodingError, match="multiply: constant too large for level 0"):
@@ -74,7 +74,7 @@ def test_constant_multiplier_bound(ctx_n10):
     s = ev._target_scale_factor(ctx_n10, ex.ciphertext)
     bound = _usable(ctx_n10, 1) / (s * ex.scale)
     c = 0.999 * bound
-    torch.testing.assert_close(ctx_n10.decrypt(ex * c), x * c, rtol=0, atol=1e-3)
+    torch.testing.assert_close(ctx_n10.decrypt(ex * c).cpu(), x * c, rtol=0, atol=1e-3)
     for f in (lambda: ex * (1.001 * bound), lambda: ex * complex(0.5, 1.001 * bound),
               lambda: ex * torch.full((16,), 1.001 * bound)):
         with pytest.raises(fhe.EncodingError, match="multiply: .*too large for level 1"):
@@ -86,7 +86,7 @@ def test_constant_added_to_a_plaintext_product(ctx_n10):
     y = _rand(16)
     prod = ex * y  # level 0
     c_max = math.floor(_usable(ctx_n10, 0) / prod.scale)
-    torch.testing.assert_close(ctx_n10.decrypt(prod + c_max), x * y + c_max, rtol=0, atol=1e-5)
+    torch.testing.assert_close(ctx_n10.decrypt(prod + c_max).cpu(), x * y + c_max, rtol=0, atol=1e-5)
     with pytest.raises(fhe.EncodingError, match="add: constant too large for level 0"):
         prod + 1e5
 
@@ -109,7 +109,7 @@ def test_rescale_of_a_deferred_product(ctx_n10):
     prod = ev.multiply(ctx_n10, a, b, rescale_result=False)
     et = fhe.EncryptedTensor(ctx_n10, prod, (ctx_n10.slots,)).rescale()
     assert et.level == 3 and ev.same_scale(et.scale, ctx_n10.nominal_scale(3))
-    torch.testing.assert_close(ctx_n10.decrypt(et), x * y, rtol=0, atol=1e-6)
+    torch.testing.assert_close(ctx_n10.decrypt(et).cpu(), x * y, rtol=0, atol=1e-6)
 
 
 def test_drop_level_of_a_scale_it_cannot_land_on(ctx_n10):
@@ -176,7 +176,7 @@ def test_integer_like_levels_work(ctx_n10):
         ex = ctx_n10.encrypt(x, level=level)
         assert ex.level == 2 and type(ex.level) is int
         assert ex.drop_level(np.int32(1)).level == 1
-    torch.testing.assert_close(ctx_n10.decrypt(ex), x, rtol=0, atol=1e-6)
+    torch.testing.assert_close(ctx_n10.decrypt(ex).cpu(), x, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("step", [2.5, 2.0, True, "1"], ids=["2.5", "2.0", "True", "str"])

@@ -103,7 +103,7 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     u, w = bt.bootstrap_pair(_encrypt(ctx, a, full), _encrypt(ctx, b, full))
     e1, e2 = _err(ctx.decrypt_vector(u).real, a), _err(ctx.decrypt_vector(w).real, b)
     record("pair (u + i v) real", level_out=u.level, **(e1 if e1["max_err"] > e2["max_err"] else e2))
-    info["diag_bytes"] = sum(lt.encoded_bytes() for cts, stc in bt._dfts.values() for lt in cts + stc)
+    info["diag_bytes"] = sum(lt.encoded_bytes() for lt in {id(lt): lt for lts in bt._dfts.values() for lt in lts}.values())
     # the keys full-slot bootstrapping itself needs (relinearisation, conjugation, its DFT and
     # encapsulation keys), as generated here
     steps = B.rotations(ctx, full)

@@ -10,7 +10,9 @@ returns an encryption of the same message at level `user_levels` of a bootstrapp
    ephemeral secret of Hamming weight h (a key living modulo Q_0 P' only), so
    |I| <= (h + 1) / 2 and in practice ~ sqrt(h / 12) * 6; after ModRaise it switches back.
 2. SubSum (sparse packings of n < N/2 slots): sum over rotations by n, 2n, ... projects t onto
-   the subring the n slots live in (times N / 2n, folded into the scale).
+   the subring the n slots live in (times N / 2n, folded into the scale). A packing whose own
+   circuit has no keys runs that of the smallest larger packing m with keys (plan_slots: an
+   n-slot ciphertext is an m-slot one holding its values m / n times), read back as n slots.
 3. CoeffToSlot: the inverse slot DFT (circuits/dft.py) in `cts_levels` merged stages, so the
    slots hold w = (t_k + i t_(k+n)) / Q_0 = I + eps. Its first stage also divides by 2K.
    Conjugation splits real and imaginary parts: re = w' + conj(w'), im = i (conj(w') - w');
@@ -38,8 +40,10 @@ import math
 import numpy as np
 import torch
 
+from .. import _ops
 from ..ckks import evaluator as ev
 from ..ckks.ciphertext import Ciphertext
+from ..ckks.context import galois_element
 from ..errors import MissingKeyError, ParameterError
 from ..rlwe import key_switch
 from . import dft
@@ -84,53 +88,101 @@ class Bootstrapper:
         self.cos = interpolate(lambda y: np.cos(2 * np.pi * (K * np.asarray(y) - 0.25) / 2**r), (-1.0, 1.0), cfg.cos_degree)
         self.arcsine = interpolate(lambda y: (np.asarray(y) + np.asarray(y) ** 3 / 6) / (2 * np.pi), (-1.0, 1.0), 3) if cfg.arcsine else None
         self.q0 = ctx.basis(0).product
-        self._dfts: dict = {}
+        self._dfts: dict = {}  # ("cts", slots) and ("stc", slots, factor): lists of LinearTransforms
+        self._rotations: dict = {}
 
     # --- plan ---------------------------------------------------------------------------
-    def transforms(self, slots: int):
-        """(CoeffToSlot transforms, SlotToCoeff transforms) for `slots` slots, built once."""
-        t = self._dfts.get(slots)
-        if t is None:
-            ctx, cfg = self.ctx, self.cfg
-            cts = _pad_groups(dft.coeff_to_slot_groups(slots, cfg.cts_levels), cfg.cts_levels, slots)
-            stc = _pad_groups(dft.slot_to_coeff_groups(slots, cfg.stc_levels), cfg.stc_levels, slots)
+    def transforms(self, slots: int, factor: float | None = None):
+        """(CoeffToSlot transforms, SlotToCoeff transforms) for `slots` slots, built once; the
+        input `factor` (input_factor; default: that of `slots` at level 0) only enters
+        SlotToCoeff's last stage."""
+        return self.cts_transforms(slots), self.stc_transforms(slots, factor)
+
+    def cts_transforms(self, slots: int) -> list:
+        lts = self._dfts.get(("cts", slots))
+        if lts is None:
+            cts, _ = _dft_stages(self.ctx.params, slots)
             # Constants go where they keep values large against each level's noise: 1 / 2K at the
             # end of CoeffToSlot, Q_0 / (2 pi Delta') (~2^5) at the end of SlotToCoeff.
-            cts[-1] = {k: d / (2 * cfg.k_range) for k, d in cts[-1].items()}
-            out = self.q0 / (ctx.nominal_scale(0) * self.input_factor(slots))
-            out /= 1.0 if cfg.arcsine else 2 * math.pi
-            stc[-1] = {k: d * out for k, d in stc[-1].items()}
-            sizes = [slots] * len(cts), [slots] * len(stc)
-            if 2 * slots <= ctx.slots:  # sparse: one EvalMod on 2n slots (see _wide_ends)
-                cts[-1], stc[0] = _wide_ends(cts[-1], stc[0], slots)
-                sizes = [slots] * (len(cts) - 1) + [2 * slots], [2 * slots] + [slots] * (len(stc) - 1)
-            t = ([LinearTransform.from_diagonals(ctx, g, m) for g, m in zip(cts, sizes[0])],
-                 [LinearTransform.from_diagonals(ctx, g, m) for g, m in zip(stc, sizes[1])])
-            self._dfts[slots] = t
-        return t
+            cts[-1] = ({k: d / (2 * self.cfg.k_range) for k, d in cts[-1][0].items()}, cts[-1][1])
+            lts = self._dfts[("cts", slots)] = [LinearTransform.from_diagonals(self.ctx, g, m) for g, m in cts]
+        return lts
 
-    def input_factor(self, slots: int) -> int:
-        """The integer the level-0 input is multiplied by so that Q_0 / (Delta * it) is the
-        message ratio: smaller ratios magnify EvalMod's errors less, larger ones keep
-        eps = m / Q_0 in sin's linear range (sparse packings have larger coefficients)."""
-        cfg, ctx = self.cfg, self.ctx
-        ratio_bits = cfg.message_ratio + max(0, math.ceil((15 - math.log2(slots)) / 2))
-        return max(1, int(self.q0 / ctx.nominal_scale(0) / 2**ratio_bits))
+    def stc_transforms(self, slots: int, factor: float | None = None) -> list:
+        factor = self.input_factor(slots) if factor is None else factor
+        lts = self._dfts.get(("stc", slots, factor))
+        if lts is None:
+            _, stc = _dft_stages(self.ctx.params, slots)
+            out = self.q0 / (self.ctx.nominal_scale(0) * factor) / (1.0 if self.cfg.arcsine else 2 * math.pi)
+            last = LinearTransform.from_diagonals(self.ctx, {k: d * out for k, d in stc[-1][0].items()}, stc[-1][1])
+            # the stages before the last do not depend on the factor: shared between factors
+            other = next((v for k, v in self._dfts.items() if k[:2] == ("stc", slots)), None)
+            first = other[:-1] if other else [LinearTransform.from_diagonals(self.ctx, g, m) for g, m in stc[:-1]]
+            lts = self._dfts[("stc", slots, factor)] = first + [last]
+        return lts
+
+    def plan_slots(self, slots: int) -> int:
+        """The packing a `slots`-slot ciphertext bootstraps in: `slots` itself when the keys of
+        its circuit are there, else the smallest larger power of two whose keys are (an n-slot
+        ciphertext is also an m-slot one holding its values m / n times; the result is read back
+        as n slots). keygen(bootstrap=True) makes the full packing's keys, so every size
+        bootstraps; bootstrap_slots=[n] adds n's own, faster circuit."""
+        m = slots
+        while m <= self.ctx.slots:
+            if self.has_keys(m):
+                return m
+            m *= 2
+        raise MissingKeyError(f"bootstrap: no rotation keys for bootstrapping {slots} slots (nor a larger packing); "
+                              f"generate them with ctx.keygen(bootstrap=True) (every size, through the full packing) "
+                              f"or ctx.keygen(bootstrap=True, bootstrap_slots=[{slots}]) (this size's faster "
+                              "circuit) on the client")
+
+    def has_keys(self, slots: int) -> bool:
+        """Whether the context holds every rotation key (at its levels) of bootstrapping `slots` slots."""
+        ctx = self.ctx
+        if not ctx.has_galois_key(2 * ctx.n - 1, self.cfg.top):  # conjugation
+            return False
+        return all(ctx.has_galois_key(galois_element(s, ctx.n), lvl) for s, lvl in self.rotations(slots).items())
+
+    def input_factor(self, slots: int, level: int = 0) -> float:
+        """What the input's message is multiplied by before ModRaise so that Q_0 / (Delta_0 * it)
+        is the message ratio: smaller ratios magnify EvalMod's errors less, larger ones keep
+        eps = m / Q_0 in sin's linear range, where sin(2 pi eps) / 2 pi falls short of eps by
+        (2 pi eps)^2 / 6 of it (sparse packings have larger coefficients: a 1-slot packing's
+        coefficient is its value). At level 0 an integer >= 1 (an exact multiplication); from
+        a higher level also a fraction, which the drop to level 0 applies at no cost: presets
+        whose Q_0 / Delta_0 (2^10 at toy-n13-bts and n16-bts40) is below the ratio a small
+        packing wants reach it only so (docs/circuits.md, "Precision of small packings")."""
+        ratio_bits = self.cfg.message_ratio + max(0, math.ceil((15 - math.log2(slots)) / 2))
+        ideal = self.q0 / self.ctx.nominal_scale(0) / 2**ratio_bits
+        return ideal if ideal < 1 and level > 0 else max(1, int(ideal))
 
     def rotations(self, slots: int) -> dict:
         """{rotation step: highest level it is used at} for bootstrapping `slots` slots."""
-        return rotation_levels(self.ctx.params, slots)
+        r = self._rotations.get(slots)
+        if r is None:
+            r = self._rotations[slots] = rotation_levels(self.ctx.params, slots)
+        return r
 
     # --- the algorithm --------------------------------------------------------------------
-    def _prepare(self, ct: Ciphertext) -> Ciphertext:
+    def _prepare(self, ct: Ciphertext, factor: float = 1) -> Ciphertext:
+        """ct relinearised at level 0, on level 0's nominal scale when it comes from above; its
+        values times `factor` if that is a fraction (the last drop multiplies by it, no level
+        used; integers multiply in _scale_up)."""
         ctx = self.ctx
         ct = ev.relinearize(ctx, ct)
-        if ct.level > 0:
+        if ct.level > 0 and factor < 1:
+            ct = ev.drop_level(ctx, ct, ct.level - 1)
+            k = round(ev._target_scale_factor(ctx, ct) * factor)  # ~2^20 or more: relative rounding tiny
+            b = ctx.basis(ct.level)
+            ct = ev.rescale(ctx, ct.replace(data=_ops.mul_const(ct.data, b.scalar(k), b.mod), scale=ct.scale * k))
+            ct = ct.replace(scale=ct.scale / factor)  # ~Delta_0: the message is factor * values
+        elif ct.level > 0:
             ct = ev.drop_level(ctx, ct, ct.level)  # lands on level 0's nominal scale
         return ct
 
-    def _scale_up(self, ct: Ciphertext) -> Ciphertext:
-        k = self.input_factor(ct.slots)
+    def _scale_up(self, ct: Ciphertext, factor: float | None = None) -> Ciphertext:
+        k = self.input_factor(ct.slots) if factor is None else factor
         return ev.mul_scalar(self.ctx, ct, k) if k > 1 else ct
 
     def mod_raise(self, ct: Ciphertext) -> Ciphertext:
@@ -168,7 +220,7 @@ class Bootstrapper:
         """(re, im): the ModRaised coefficients / (K Q_0) as real slot vectors; for a sparse
         packing of n <= N/4 slots, (v,): one real vector of 2n slots [re, im] (_wide_ends)."""
         n = ct.slots
-        for lt in self.transforms(n)[0]:
+        for lt in self.cts_transforms(n):
             ct = lt(ct.replace(slots=lt.n))  # an n-slot ciphertext is also a replicated 2n-slot one
         if ct.slots == n:
             return self._split(ct)
@@ -190,31 +242,34 @@ class Bootstrapper:
             p = evaluate(ctx, p, self.arcsine)
         return p
 
-    def slot_to_coeff(self, ct: Ciphertext, slots: int) -> Ciphertext:
-        for lt in self.transforms(slots)[1]:
+    def slot_to_coeff(self, ct: Ciphertext, slots: int, factor: float | None = None) -> Ciphertext:
+        for lt in self.stc_transforms(slots, factor):
             ct = lt(ct)
             ct = ct.replace(slots=min(ct.slots, slots))  # the wide first stage writes n slots, replicated
         return ct
 
     def _refresh(self, ct: Ciphertext, halve: bool) -> Ciphertext:
         ctx = self.ctx
-        ct = self._prepare(ct)
-        delta_in = ct.scale
         slots = ct.slots
-        x = self.mod_raise(self._scale_up(ct))
-        if slots < ctx.slots:
-            x = self._sub_sum(x, slots)
+        plan = self.plan_slots(slots)  # slots, or a larger packing with keys (the values repeated)
+        # the data's own slot count; a fraction only in its own circuit: a larger packing's
+        # noise, magnified by the message ratio, outweighs the sine's cubic term it would save
+        factor = self.input_factor(slots, ct.level if plan == slots else 0)
+        ct = self._prepare(ct, factor)
+        # SlotToCoeff's constant assumes level 0's nominal scale; another input scale (a level-0
+        # input off it, the rounding of a fractional factor), and the pair's 1/2, are scale labels
+        label = ct.scale / ctx.nominal_scale(0) * (2.0 if halve else 1.0)
+        x = self.mod_raise(self._scale_up(ct, factor))
+        if plan < ctx.slots:
+            x = self._sub_sum(x, plan)
         parts = self.coeff_to_slot(x)
         if len(parts) == 2:
             w = ev.add(ctx, self.eval_mod(parts[0]), ev.mul_i(ctx, self.eval_mod(parts[1])))
         else:  # [re, im] in 2n slots: SlotToCoeff's first stage forms re + i im
             w = self.eval_mod(parts[0])
-        # SlotToCoeff's constant assumes the nominal level-0 scale; another input scale, and the
-        # pair's 1/2, are scale labels
-        w = w.replace(scale=w.scale * (delta_in / ctx.nominal_scale(0)) * (2.0 if halve else 1.0))
-        out = self.slot_to_coeff(w, slots)
+        out = self.slot_to_coeff(w.replace(scale=w.scale * label), plan, factor)
         assert out.level == self.cfg.user_levels, (out.level, self.cfg.user_levels)
-        return out
+        return out.replace(slots=slots)
 
     def bootstrap(self, ct: Ciphertext) -> Ciphertext:
         """A fresh encryption of ct's message at level cfg.user_levels."""
@@ -225,32 +280,81 @@ class Bootstrapper:
         ctx = self.ctx
         if a.slots != b.slots:
             raise ValueError(f"bootstrap_pair: the ciphertexts pack {a.slots} and {b.slots} slots; use one layout")
-        a, b = self._prepare(a), self._prepare(b)
-        c = ev.add(ctx, a, ev.mul_i(ctx, b))
+        c = ev.add(ctx, ev.relinearize(ctx, a), ev.mul_i(ctx, ev.relinearize(ctx, b)))  # at their common level
         out = self._refresh(c, halve=True)
         return self._split(out)
+
+
+def _dft_stages(params, slots: int) -> tuple:
+    """(CoeffToSlot stages, SlotToCoeff stages) of bootstrapping `slots` slots, each a list of
+    ({offset: diagonal}, slots it acts on), without the constants Bootstrapper folds in."""
+    cfg, full = config_of(params), params.n // 2
+    cts = _pad_groups(dft.coeff_to_slot_groups(slots, cfg.cts_levels), cfg.cts_levels, slots)
+    stc = _pad_groups(dft.slot_to_coeff_groups(slots, cfg.stc_levels), cfg.stc_levels, slots)
+    sizes = [slots] * len(cts), [slots] * len(stc)
+    if 2 * slots <= full:  # sparse: one EvalMod on 2n slots (see _wide_ends)
+        cts[-1], stc[0] = _wide_ends(cts[-1], stc[0], slots)
+        sizes = [slots] * (len(cts) - 1) + [2 * slots], [2 * slots] + [slots] * (len(stc) - 1)
+    return list(zip(cts, sizes[0])), list(zip(stc, sizes[1]))
 
 
 def rotation_levels(params, slots: int) -> dict:
     """{rotation step: highest level it is used at} for bootstrapping `slots` slots under
     `params` (no context needed: the plan report estimates key memory from it)."""
     cfg, full = config_of(params), params.n // 2
-    cts = _pad_groups(dft.coeff_to_slot_groups(slots, cfg.cts_levels), cfg.cts_levels, slots)
-    stc = _pad_groups(dft.slot_to_coeff_groups(slots, cfg.stc_levels), cfg.stc_levels, slots)
-    sizes = [slots] * len(cts), [slots] * len(stc)
-    if 2 * slots <= full:
-        cts[-1], stc[0] = _wide_ends(cts[-1], stc[0], slots)
-        sizes = [slots] * (len(cts) - 1) + [2 * slots], [2 * slots] + [slots] * (len(stc) - 1)
+    cts, stc = _dft_stages(params, slots)
     out = {}
     step = slots
     while step < full:  # SubSum, at the top
         out[step] = cfg.top
         step *= 2
-    for first, groups, ns in ((cfg.top, cts, sizes[0]), (cfg.stc_input_level, stc, sizes[1])):
-        for i, (g, n) in enumerate(zip(groups, ns)):
+    for first, stages in ((cfg.top, cts), (cfg.stc_input_level, stc)):
+        for i, (g, n) in enumerate(stages):
             for s in rotation_steps(g, n):
                 out[s] = max(out.get(s, 0), first - i)
     return out
+
+
+def key_levels(params, slot_counts) -> dict:
+    """{rotation step: level its key must hold} for bootstrapping each of `slot_counts` slots:
+    CoeffToSlot's and SubSum's steps run at the top (keys over every limb), SlotToCoeff's only
+    up to the level they are used at (keys over fewer limbs). ctx.keygen(bootstrap=True) makes
+    these."""
+    cfg = config_of(params)
+    out = {}
+    for n in slot_counts:
+        for step, lvl in rotation_levels(params, int(n)).items():
+            lvl = params.max_level if lvl >= cfg.top - cfg.cts_levels else lvl
+            out[step] = max(out.get(step, 0), lvl)
+    return out
+
+
+def estimate_key_bytes(params, slot_counts=None, *, power_of_two_rotations: bool = True) -> int:
+    """Bytes of the keys ctx.keygen(bootstrap=True, bootstrap_slots=slot_counts) makes (default:
+    the full packing, which every size can bootstrap through), computed from the parameters
+    without generating any: public, relinearisation, conjugation, +-2^i and the DFTs' rotation
+    keys (each over the limbs of its levels), the encapsulation keys. It equals ctx.key_bytes()
+    after that keygen on a fresh context."""
+    from ..rlwe import switching_key_bytes
+
+    n, full, top = params.n, params.n // 2, params.max_level
+    special, alpha = len(params.special_primes), params.alpha
+
+    def key(level):
+        return switching_key_bytes(n, params.limbs(level).stop, special, alpha)
+
+    per_element = {2 * n - 1: top}  # conjugation; {Galois element: level its key holds}
+    if power_of_two_rotations:
+        per_element.update({galois_element(s, n): top for i in range(full.bit_length() - 1) for s in (1 << i, -(1 << i))})
+    for step, lvl in key_levels(params, [full] if slot_counts is None else slot_counts).items():
+        if step % full:
+            g = galois_element(step, n)
+            per_element[g] = max(per_element.get(g, 0), lvl)
+    lvl0 = params.limbs(0)
+    enc_special = min(len(lvl0) + 1, special)  # ckks/context.py _encapsulation_keys
+    to_sparse = 2 * (lvl0.stop + enc_special) * n * 4
+    public = 2 * len(params.primes) * n * 4
+    return sum(key(lvl) for lvl in per_element.values()) + key(top) + to_sparse + key(top) + public
 
 
 def _wide_ends(cts_last: dict, stc_first: dict, n: int) -> tuple:

@@ -194,7 +194,7 @@ class LinearTransform:
         ctx = self.ctx
         direct, other = {}, []
         for s in steps:
-            c = s if s % self.n == 0 else self._direct_step(s)
+            c = s if s % self.n == 0 else self._direct_step(s, ct.level)
             if c is None:
                 other.append(s)
             else:
@@ -248,16 +248,17 @@ class LinearTransform:
 
 
     # --- fused evaluation ----------------------------------------------------------------
-    def _direct_step(self, s: int):
-        """s or s - n (the same rotation of n slots), whichever has a key; None if neither."""
+    def _direct_step(self, s: int, level: int):
+        """s or s - n (the same rotation of n slots), whichever has a key covering `level`; None
+        if neither (the step is then composed from keys that cover it)."""
         for c in (s, s - self.n):
-            if galois_element(c, self.ctx.n) in self.ctx.galois_keys:
+            if self.ctx.has_galois_key(galois_element(c, self.ctx.n), level):
                 return c
         return None
 
-    def _direct(self, s: int):
-        """The Galois element of a direct key for step s, or None."""
-        c = self._direct_step(s)
+    def _direct(self, s: int, level: int):
+        """The Galois element of a direct key for step s covering `level`, or None."""
+        c = self._direct_step(s, level)
         return None if c is None else galois_element(c, self.ctx.n)
 
     def _fusable(self, ct) -> bool:
@@ -265,10 +266,8 @@ class LinearTransform:
         if not self.fuse or not fused_ok(ctx.ring):
             return False
         for s in self.baby + self.giant:
-            if s % self.n:
-                g = self._direct(s)
-                if g is None or ctx.galois_keys[g].key_q.shape[2] < ctx.level_idx(ct.level).stop:
-                    return False
+            if s % self.n and self._direct(s, ct.level) is None:
+                return False
         return True
 
     def _fused(self, ct):
@@ -295,7 +294,7 @@ class LinearTransform:
                 term = accs[gi]
                 if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
                     y = switch_modulus(ring, term, ext, tuple(r))
-                    gel = self._direct(g)
+                    gel = self._direct(g, ct.level)
                     addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
                     y1 = addend[1].clone()
                     addend[1].zero_()
@@ -313,7 +312,7 @@ class LinearTransform:
         gal, kq, kp = [], [], []
         for b in babies:
             if b % self.n:
-                gal.append(self._direct(b))
+                gal.append(self._direct(b, ct.level))
                 key = ctx.galois_keys[gal[-1]]
                 kq.append(key.key_q)
                 kp.append(key.key_p)

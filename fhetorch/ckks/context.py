@@ -192,16 +192,24 @@ class CKKSContext:
         enc = self.encapsulation_keys.nbytes if self.encapsulation_keys else 0
         return sum(k.nbytes for k in keys) + (self.public_key.data.numel() * 4 if self.public_key else 0) + enc
 
-    def galois_key(self, g: int, what: str, level: int | None = None) -> SwitchingKey:
+    def has_galois_key(self, g: int, level: int) -> bool:
+        """Whether a key for Galois element g exists and holds the limbs of `level` (bootstrapping's
+        SlotToCoeff keys hold only those of the low levels they run at)."""
         k = self.galois_keys.get(g)
+        return k is not None and k.key_q.shape[2] >= self.level_idx(level).stop
+
+    def galois_key(self, g: int, what: str, level: int | None = None, step: int | None = None) -> SwitchingKey:
+        """The key of Galois element g holding `level`'s limbs (MissingKeyError naming the keygen
+        call that adds it: `step` is the rotation it serves, when known)."""
+        k = self.galois_keys.get(g)
+        rotations = f"ctx.keygen(rotations=[{'...' if step is None else step}])"
         if k is None:
-            how = ("ctx.keygen(conjugation=True)" if g == 2 * self.n - 1 else "ctx.keygen(rotations=[...])")
+            how = "ctx.keygen(conjugation=True)" if g == 2 * self.n - 1 else rotations
             raise MissingKeyError(f"{what}: no key for it; generate it with {how} on the client")
         if level is not None and k.key_q.shape[2] < self.level_idx(level).stop:
             top = max(l for l in range(self.max_level + 1) if self.level_idx(l).stop <= k.key_q.shape[2])
             raise MissingKeyError(f"{what}: its key (made for bootstrapping) covers levels <= {top} only, the "
-                                  f"ciphertext is at level {level}; generate a full key with "
-                                  "ctx.keygen(rotations=[...]) on the client")
+                                  f"ciphertext is at level {level}; generate a full key with {rotations} on the client")
         return k
 
     # --- encode / encrypt / decrypt ----------------------------------------------------

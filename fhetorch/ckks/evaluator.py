@@ -325,26 +325,30 @@ def _naf(k: int) -> list:
     return out
 
 
-def rotation_plan(ctx, step: int, slots: int) -> list:
-    """Steps with available keys whose composition rotates `slots` slots left by `step`."""
+def rotation_plan(ctx, step: int, slots: int, level: int | None = None) -> list:
+    """Steps with keys covering `level` (default: the top) whose composition rotates `slots`
+    slots left by `step`: a direct key if one covers the level, else the fewest +-2^i keys
+    (a key made for bootstrapping's low levels is never picked above them)."""
+    level = ctx.max_level if level is None else level
     r = step % slots
     if r == 0:
         return []
+    has = lambda s: ctx.has_galois_key(galois_element(s, ctx.n), level)  # noqa: E731
     for cand in (r, r - slots):
-        if galois_element(cand, ctx.n) in ctx.galois_keys:
+        if has(cand):
             return [cand]
     plans = [_naf(r), _naf(r - slots)]
     plans.sort(key=len)
     for plan in plans:
-        if all(galois_element(s, ctx.n) in ctx.galois_keys for s in plan):
+        if all(has(s) for s in plan):
             return plan
-    missing = [s for s in plans[0] if galois_element(s, ctx.n) not in ctx.galois_keys]
-    raise MissingKeyError(f"rotate: no key for step {step} (nor for its power-of-two parts {missing}); "
-                          f"generate it with ctx.keygen(rotations=[{step}]) on the client")
+    missing = [s for s in plans[0] if not has(s)]
+    raise MissingKeyError(f"rotate: no key for step {step} at level {level} (nor for its power-of-two parts "
+                          f"{missing}); generate it with ctx.keygen(rotations=[{step}]) on the client")
 
 
-def apply_galois(ctx, a: Ciphertext, g: int, what: str) -> Ciphertext:
-    key = ctx.galois_key(g, what, a.level)
+def apply_galois(ctx, a: Ciphertext, g: int, what: str, step: int | None = None) -> Ciphertext:
+    key = ctx.galois_key(g, what, a.level, step)
     a = relinearize(ctx, a)
     r = ctx.level_idx(a.level)
     c0 = _ops.automorphism(a.data[0], g)
@@ -356,8 +360,8 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str) -> Ciphertext:
 def rotate(ctx, a: Ciphertext, step: int) -> Ciphertext:
     """Left rotation of the slot vector: slot i takes slot i + step (cyclic over a.slots)."""
     step = as_int(step, "rotate", "the step")
-    for s in rotation_plan(ctx, step, a.slots):
-        a = apply_galois(ctx, a, galois_element(s, ctx.n), f"rotate by {s}")
+    for s in rotation_plan(ctx, step, a.slots, a.level):
+        a = apply_galois(ctx, a, galois_element(s, ctx.n), f"rotate by {s}", s)
     return a
 
 
@@ -373,7 +377,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
             out[s] = a
             continue
         g = galois_element(s, ctx.n)
-        key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level)
+        key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
         u = key_switch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
         u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.data[0], g))
         out[s] = a.replace(data=u)

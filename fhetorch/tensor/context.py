@@ -69,10 +69,12 @@ class Context(CKKSContext):
         """Keys: secret, public, relinearisation, conjugation, +-2^i rotations, `rotations`.
 
         bootstrap=True adds what bootstrapping needs (the preset must be bootstrappable): the
-        rotations of its DFTs for each slot count in `bootstrap_slots` (default: all slots;
-        give the sparse slot counts you will bootstrap), SlotToCoeff's keys only over the
-        limbs of the levels it runs at, and the sparse-secret encapsulation keys.
-        `ctx.key_bytes()` reports their memory.
+        rotations of its DFTs for each slot count in `bootstrap_slots`, SlotToCoeff's keys only
+        over the limbs of the levels it runs at, and the sparse-secret encapsulation keys.
+        The default, the full packing's keys, bootstraps tensors of every size (a sparse one
+        runs the circuit of the smallest packing with keys that holds it, its values repeated);
+        bootstrap_slots=[n, ...] adds the faster circuits of those sparse slot counts (more key
+        memory: fhetorch.circuits.bootstrap.estimate_key_bytes; `ctx.key_bytes()` after).
         """
         first = self.secret_key is None
         if bootstrap:
@@ -80,14 +82,14 @@ class Context(CKKSContext):
 
             cfg = _bts.config(self)
             slots = [self.slots] if bootstrap_slots is None else [int(s) for s in bootstrap_slots]
-            top, low = set(rotations), dict(kw.pop("low_level_rotations", None) or {})
             for n in slots:
                 self.encoder.check_slots(n)
-                for step, lvl in _bts.rotations(self, n).items():
-                    if lvl >= cfg.top - cfg.cts_levels:
-                        top.add(step)
-                    else:
-                        low[step] = max(low.get(step, 0), lvl)
+            top, low = set(rotations), dict(kw.pop("low_level_rotations", None) or {})
+            for step, lvl in _bts.key_levels(self.params, slots).items():
+                if lvl >= self.max_level:
+                    top.add(step)
+                else:
+                    low[step] = max(low.get(step, 0), lvl)
             rotations = sorted(top)
             kw.update(low_level_rotations=low, encapsulation_weight=cfg.ephemeral_weight)
         super().keygen(rotations, **kw)

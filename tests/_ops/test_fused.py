@@ -243,7 +243,7 @@ def test_evaluator_fused_equals_unfused(ctx_n12, unfused):
         "multiply, no rescale": lambda: ev.multiply(ckks, a, b, rescale_result=False),
         "rotate": lambda: ev.rotate(ckks, a, 5),
         "conjugate": lambda: ev.conjugate(ckks, a),
-        "rescale": lambda: ev.rescale(ckks, a),
+        "rescale": lambda: ev.rescale(ckks, ev.multiply(ckks, a, b, rescale_result=False)),
         "hoisted": lambda: ev.rotate_hoisted(ckks, a, [5, -3])[-3],
     }
     for name, f in ops_.items():

@@ -25,7 +25,9 @@ def want_cuda():
     return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
 
 
-cxx_flags = ["-O3", "-std=c++17"]
+# -march=native lets the CPU kernels vectorise (docs/benchmarks.md has the gain).
+# The build runs where it is used (editable install); FHETORCH_PORTABLE=1 builds for any x86-64.
+cxx_flags = ["-O3", "-std=c++17"] + ([] if os.environ.get("FHETORCH_PORTABLE") == "1" else ["-march=native"])
 src = (sources("csrc/bind/schema.cpp") + sources("csrc/bind/common.cpp") + sources("csrc/bind/cpu.cpp")
        + sources("csrc/cpu/*.cpp"))
 if want_cuda():

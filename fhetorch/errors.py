@@ -1,4 +1,7 @@
 """Errors and warnings of fhetorch. Every message starts with the operation and says what to change."""
+import os
+import sys
+import warnings
 
 
 class FHEError(Exception):
@@ -58,3 +61,13 @@ class InsecureParametersWarning(UserWarning):
 
 
 MissingKeyError = KeyError_
+
+
+def warn(message: str, category=None) -> None:
+    """warnings.warn attributed to the first caller outside fhetorch: the user's line, whichever
+    public function of the package it went through."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(0), 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category or InsecureParametersWarning, stacklevel=level)

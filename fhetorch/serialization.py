@@ -19,8 +19,6 @@ import copyreg
 import hashlib
 import json
 import math
-import os
-import sys
 import warnings
 
 import torch
@@ -28,7 +26,7 @@ import torch
 from .ckks.ciphertext import Ciphertext
 from .ckks.context import EncapsulationKeys
 from .ckks.params import Params, make_params
-from .errors import FHEError, InsecureParametersWarning, SerializationError
+from .errors import FHEError, InsecureParametersWarning, SerializationError, warn
 from .rlwe import PublicKey, SecretKey, SwitchingKey
 from .tensor import Context, EncryptedTensor
 from .tensor.context import find_context
@@ -234,18 +232,8 @@ def _params(d: dict) -> Params:
     if p.describe() != {**d}:
         raise SerializationError("load: parameters in the file do not match what this fhetorch builds for them")
     if p.security_bits == 0:
-        warnings.warn(f"loaded parameters {p.name!r} are not 128-bit secure", InsecureParametersWarning,
-                      stacklevel=_caller_level())
+        warn(f"loaded parameters {p.name!r} are not 128-bit secure")
     return p
-
-
-def _caller_level() -> int:
-    """warnings.warn's stacklevel of the first caller outside fhetorch (load, pickle.loads)."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _check_params(d, ctx, kind):

@@ -7,12 +7,11 @@ fhetorch/tensor/context.py.
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 
 from .. import _ops
-from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError, ScaleError
+from ..errors import ContextError, EncodingError, MissingKeyError, ScaleError, warn
 from ..ring import Ring, Sampler
 from dataclasses import dataclass
 
@@ -81,8 +80,7 @@ class CKKSContext:
         self.ring = Ring(params.log_n, params.primes + params.special_primes, self.device)
         self.encoder = Encoder(params.log_n)
         if seed is not None:
-            warnings.warn("seed= makes keys and encryptions reproducible and therefore insecure; tests only",
-                          InsecureParametersWarning, stacklevel=2)
+            warn("seed= makes keys and encryptions reproducible and therefore insecure; tests only")
         self.sampler = Sampler(self.device, seed=seed)
         self.secret_key: SecretKey | None = None
         self.public_key: PublicKey | None = None

@@ -13,7 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from ..errors import InsecureParametersWarning, ParameterError
+from ..errors import InsecureParametersWarning, ParameterError, warn
 from ..ring import largest_ntt_primes
 from ..ring.primes import ntt_prime_candidates
 
@@ -328,8 +328,7 @@ def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, d
         raise ParameterError(f"make_params: insecure parameters: {why}; use fewer levels, a larger N, "
                              "or pass allow_insecure=True for tests")
     if not secure:
-        warnings.warn(f"parameters {name!r} are not 128-bit secure (log2 PQ = {p.log_pq:.1f}); use them for tests only",
-                      InsecureParametersWarning, stacklevel=2)
+        warn(f"parameters {name!r} are not 128-bit secure (log2 PQ = {p.log_pq:.1f}); use them for tests only")
     return Params(**{**p.__dict__, "security_bits": sec})
 
 
@@ -386,8 +385,7 @@ def preset(name: str) -> Params:
             warnings.simplefilter("ignore", InsecureParametersWarning)
             _cache[name] = make_params(name=name, allow_insecure=toy, **_PRESETS[name])
     if toy:
-        warnings.warn(f"preset {name!r} is insecure (toy size); use it for tests only", InsecureParametersWarning,
-                      stacklevel=2)
+        warn(f"preset {name!r} is insecure (toy size); use it for tests only")
     return _cache[name]
 
 

@@ -4,6 +4,7 @@ function it went through, not to fhetorch's internals."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import torch
 
 import fhetorch as fhe
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _recorded(fn):
     with warnings.catch_warnings(record=True) as got:
@@ -69,3 +71,21 @@ def test_warning_from_a_script_names_its_line(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"{script}:2: InsecureParametersWarning" in r.stderr, r.stderr
     assert "the user's line" in r.stderr
+
+
+def test_compile_raises_no_deprecation_warning():
+    """nn.compile (BatchNorm folding included) and simulation in a fresh interpreter with
+    DeprecationWarning and FutureWarning as errors: fhetorch calls no deprecated torch API
+    (torch.fx.experimental.optimization's import did)."""
+    code = textwrap.dedent("""\
+        import warnings, torch, fhetorch as fhe
+        from models.resnet20 import ResNet20
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        cm = fhe.nn.compile(ResNet20(num_classes=10, in_channels=1).eval(), torch.randn(4, 1, 8, 8),
+                            preset="toy-n13-bts", relu=15)
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in cm.graph_module.modules())
+        cm.simulate(torch.randn(2, 1, 8, 8))
+    """)
+    r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-W", "error::FutureWarning", "-c", code],
+                       capture_output=True, text=True, timeout=300, cwd=_ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]

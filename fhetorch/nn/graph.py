@@ -26,6 +26,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
+from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
 from ..errors import FHEError, ShapeError
 
@@ -77,15 +78,45 @@ def _unsupported(name: str, what: str) -> UnsupportedLayerError:
 
 def trace(model: nn.Module) -> fx.GraphModule:
     """An fx GraphModule of an eval-mode copy of model, BatchNorms folded into the layer before."""
-    from torch.fx.experimental.optimization import fuse
-
     m = copy.deepcopy(model).eval()
     try:
         gm = fx.symbolic_trace(m)
     except Exception as e:  # noqa: BLE001 - fx's own errors are obscure; name the cause
         raise UnsupportedLayerError(f"nn.compile: torch.fx cannot trace the model ({e}); data-dependent control "
                                     "flow cannot run encrypted") from e
-    return fuse(gm, inplace=True)
+    return _fold_batch_norms(gm)
+
+
+# (layer, batch norm) pairs whose batch norm folds into the layer's weights and bias
+_FOLDS = ((nn.Conv1d, nn.BatchNorm1d, fuse_conv_bn_eval), (nn.Conv2d, nn.BatchNorm2d, fuse_conv_bn_eval),
+          (nn.Conv3d, nn.BatchNorm3d, fuse_conv_bn_eval), (nn.Linear, nn.BatchNorm1d, fuse_linear_bn_eval))
+
+
+def _fold_batch_norms(gm: fx.GraphModule) -> fx.GraphModule:
+    """Each eval-mode BatchNorm with running statistics that reads a conv / linear layer's output,
+    and is that output's only reader, folded into the layer (the layer's module replaced by a
+    fused copy, the BatchNorm removed)."""
+    modules = dict(gm.named_modules())
+    for node in list(gm.graph.nodes):
+        if node.op != "call_module" or len(node.args) != 1 or not isinstance(node.args[0], fx.Node):
+            continue
+        prev = node.args[0]
+        if prev.op != "call_module" or len(prev.users) != 1:
+            continue
+        layer, bn = modules[prev.target], modules[node.target]
+        fold = next((f for lt, bt, f in _FOLDS if type(layer) is lt and type(bn) is bt), None)
+        if fold is None or not bn.track_running_stats or bn.running_mean is None:
+            continue
+        fused = fold(layer, bn)
+        parent, _, attr = prev.target.rpartition(".")
+        setattr(gm.get_submodule(parent) if parent else gm, attr, fused)
+        modules[prev.target] = fused
+        node.replace_all_uses_with(prev)
+        gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    return gm
 
 
 def _node_args(node: fx.Node) -> list:

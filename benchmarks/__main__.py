@@ -12,7 +12,7 @@ import torch
 
 from . import common
 
-# suite name -> module with run(args, device) -> dict (None: planned, not written yet)
+# suite name -> module with run(args, device) -> dict
 SUITES = {
     "ops": "benchmarks.ops",
     "bts": "benchmarks.bts",
@@ -31,8 +31,9 @@ def parse_args(argv=None):
     p.add_argument("--shapes", default=None,
                    help="comma list of 48x12, 24x12, preset, toy (default: 48x12,24x12,preset; toy with --quick)")
     p.add_argument("--ops", default=None, help="comma list of ops to run (default: all of the suite's)")
-    p.add_argument("--bandwidth-gbs", type=float, default=3000.0,
-                   help="DRAM bandwidth for the traffic floor, GB/s (default 3000: our H100's copy bandwidth)")
+    p.add_argument("--bandwidth-gbs", type=float, default=None,
+                   help="memory bandwidth of the traffic floor, GB/s (default: on CUDA 3000, our H100's copy "
+                        "bandwidth; on CPU this machine's copy bandwidth, measured at the start)")
     p.add_argument("--quick", action="store_true", help="smoke test: toy params (toy-n12), repeat 3, seconds on CPU")
     p.add_argument("--eager-only", action="store_true", help="skip the CUDA-graph mode")
     p.add_argument("--no-check", action="store_true", help="skip the decrypt-and-compare sanity check")
@@ -50,10 +51,6 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     module = SUITES[args.suite]
-    if module is None:
-        print(f"benchmarks: suite {args.suite!r} is not implemented yet (available: "
-              f"{', '.join(k for k, v in SUITES.items() if v)})", file=sys.stderr)
-        return 2
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(args.device)
@@ -71,6 +68,11 @@ def main(argv=None) -> int:
     if args.repeat < 1 or args.warmup < 0:
         print("benchmarks: --repeat must be >= 1 and --warmup >= 0", file=sys.stderr)
         return 2
+    if args.bandwidth_gbs is None:
+        args.bandwidth_gbs = common.H100_COPY_GBS if cuda else common.copy_bandwidth_gbs(device)
+        args.bandwidth_source = "H100 copy bandwidth" if cuda else "measured copy bandwidth of this CPU"
+    else:
+        args.bandwidth_source = "--bandwidth-gbs"
     shapes = args.shapes or ("toy" if args.quick else "48x12,24x12,preset")
     args.shapes = [s.strip() for s in shapes.split(",") if s.strip()]
     args.ops = [s.strip() for s in args.ops.split(",") if s.strip()] if args.ops else None

@@ -183,6 +183,24 @@ def time_graph(fn: Callable, device: torch.device, repeat: int, warmup: int) -> 
         del g
 
 
+H100_COPY_GBS = 3000.0  # our H100's measured device-to-device copy bandwidth (docs/benchmarks.md)
+
+
+def copy_bandwidth_gbs(device: torch.device, mib: int = 256, repeat: int = 5) -> float:
+    """Bytes read + written per second by a copy of `mib` MiB on the device (best of `repeat`):
+    the memory bandwidth a traffic floor is measured against on this machine."""
+    src = torch.ones(mib * 2**18, dtype=torch.int32, device=device)
+    dst = torch.empty_like(src)
+    best = math.inf
+    for _ in range(repeat + 1):  # the first copy touches fresh pages
+        sync(device)
+        t = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        best = min(best, time.perf_counter() - t)
+    return 2 * src.numel() * 4 / best / 1e9
+
+
 def release(device: torch.device):
     """Drop garbage and cached blocks so the next measurement starts clean."""
     gc.collect()

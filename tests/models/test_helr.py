@@ -90,3 +90,25 @@ def test_training_bootstraps_come_from_the_planner():
                 level, want = after, want + 1
             level -= LEVELS_PER_ITERATION
         assert plan.bootstraps == want, (iterations, plan.bootstraps, want)
+
+
+@pytest.mark.slow
+def test_helr_module_trains_and_compares(tmp_path):
+    """`python -m models.helr` (issue 10 item 15: it did nothing) trains encrypted beside the
+    plaintext run and reports their weights' distance and both accuracies."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    pytest.importorskip("sklearn")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-m", "models.helr", "--device", "cpu", "--iterations", "2", "--samples", "32"],
+                       cwd=root, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert out.splitlines()[0].startswith("HELR on the CPU: REDUCED INSECURE CONFIGURATION")
+    errs = [float(e) for e in re.findall(r"max \|w_encrypted - w_plaintext\| (\S+)", out)]
+    assert len(errs) == 2 and max(errs) <= 1e-4, out
+    acc = re.search(r"test accuracy: encrypted training (\S+)%, plaintext (\S+)%", out)
+    assert acc and acc.group(1) == acc.group(2), out

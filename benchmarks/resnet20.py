@@ -4,8 +4,8 @@
 the akamaster CIFAR-10 checkpoint, calibrated on the first 128 shared images and run on the
 next ones, n16-bts35 (17 levels per bootstrap: 17 bootstraps instead of n16-bts40's 27; its
 ~15.5-bit bootstrapping keeps top-1 equal to plaintext) with the composite ReLU. --model digits: ResNet-20 on scikit-learn's 8x8
-digits (models/digits.py), n16-bts40 on CUDA, toy-n13-bts with a degree-31 ReLU on CPU
-(--quick: 1 image). Per image: wall-clock latency (synchronised), bootstraps, top-1 against
+digits (models/digits.py), n16-bts40 on CUDA, toy-n13-bts with the degree-31 ReLU of
+digits.cpu_relu() on CPU (--quick: 1 image). Per image: wall-clock latency (synchronised), bootstraps, top-1 against
 plaintext and the label, max logit error; one extra run with per-layer synchronisation gives
 the time per layer kind (linear transforms, ReLU polynomials, additions, bootstrapping). Peak
 GPU memory with all keys loaded. On CUDA the whole forward pass is one CUDA graph (captured
@@ -38,7 +38,7 @@ def _model(args, gpu):
         return ("ResNet-20 on CIFAR-10 (akamaster checkpoint)", load_checkpoint(data[0]), x[:CALIBRATION],
                 x[CALIBRATION:], y[CALIBRATION:], args.preset or "n16-bts35", "composite")
     xtr, _, xte, yte = digits.load_digits()
-    preset, relu = (args.preset or "n16-bts40", "composite") if gpu else (args.preset or "toy-n13-bts", 31)
+    preset, relu = (args.preset or "n16-bts40", "composite") if gpu else (args.preset or digits.CPU_PRESET, digits.cpu_relu())
     return "ResNet-20 on 8x8 digits (models/digits.py)", digits.trained_model(), xtr[:256], xte, yte, preset, relu
 
 

@@ -9,7 +9,8 @@ H100).
 Otherwise: ResNet-20 trained on scikit-learn's 8x8 digits (models/digits.py; trained at the
 first run, then cached), the CIFAR architecture with one input channel. On a GPU: n16-bts40
 and the composite ReLU. Without one: the INSECURE toy preset toy-n13-bts (N = 2^13) and a
-degree-31 ReLU interpolant, so it finishes in minutes on a CPU; the first line says which.
+degree-31 polynomial ReLU (digits.cpu_relu), so it finishes in minutes on a CPU; the first line
+says which.
 
 Phases, each announced before it starts: the model; `fhe.nn.compile` (batch norm folded,
 ranges calibrated, ReLU replaced by a polynomial, levels and bootstraps planned) and the
@@ -64,14 +65,14 @@ def main(argv=None):
     gpu = device.type == "cuda"
     data = cifar_data()
     cifar = bool(gpu and data and not args.digits)
-    preset, relu = ("n16-bts35" if cifar else "n16-bts40", "composite") if gpu else ("toy-n13-bts", 31)
+    preset, relu = ("n16-bts35" if cifar else "n16-bts40", "composite") if gpu else (digits.CPU_PRESET, digits.cpu_relu())
     if gpu:
         print(f"fhetorch demo on {torch.cuda.get_device_name(device)}: preset {preset} (128-bit secure), "
               f"composite minimax ReLU")
     else:
-        print(f"fhetorch demo: no CUDA GPU, so a REDUCED, INSECURE CONFIGURATION: preset toy-n13-bts (N = 2^13, a "
-              f"test preset that is NOT secure) and a degree-{relu} ReLU, to finish in minutes on a CPU "
-              f"({limit_threads()} threads); on a GPU it runs the 128-bit secure presets")
+        print(f"fhetorch demo: no CUDA GPU, so a REDUCED, INSECURE CONFIGURATION: preset {preset} (N = 2^13, a "
+              f"test preset that is NOT secure) and a degree-{relu.degree} polynomial ReLU, to finish in minutes on a "
+              f"CPU ({limit_threads()} threads); on a GPU it runs the 128-bit secure presets")
         if data:
             print("(CIFAR-10 data found, but its encrypted run needs N = 2^16, a GPU: the digits network instead)")
     images = args.images if args.images is not None else (4 if gpu else 1)

@@ -158,13 +158,20 @@ def _basis_matrix(y: np.ndarray, degree: int) -> np.ndarray:
     return m
 
 
-def fit_least_squares(fn, interval, degree: int, *, parity: str | None = None, points: int = 512) -> Chebyshev:
-    """argmin_p of integral_a^b (fn - p)^2 dx over polynomials of `degree` (Gauss-Legendre quadrature
-    with `points` nodes). parity='odd' fits fn(x) - fn(center) with odd T_i plus that constant
-    (for odd-symmetric functions such as the sigmoid - 1/2); 'even' only even T_i."""
+def fit_least_squares(fn, interval, degree: int, *, parity: str | None = None, points: int = 512,
+                      weight=None) -> Chebyshev:
+    """argmin_p of integral_a^b weight(x) (fn - p)^2 dx over polynomials of `degree` (Gauss-Legendre
+    quadrature with `points` nodes; weight None: 1, else a function of x >= 0, e.g. to favour
+    where the inputs mostly are). parity='odd' fits fn(x) - fn(center) with odd T_i plus that
+    constant (for odd-symmetric functions such as the sigmoid - 1/2); 'even' only even T_i."""
     a, b = _interval(interval)
     t, w = np.polynomial.legendre.leggauss(points)
     x = 0.5 * (b - a) * t + 0.5 * (a + b)
+    if weight is not None:
+        wx = _call(weight, x)
+        if not (np.all(np.isfinite(wx)) and np.all(wx >= 0) and np.any(wx > 0)):
+            raise ValueError("fit_least_squares: weight must be finite, >= 0 and not all 0 on the interval")
+        w = w * wx
     f = _call(fn, x)
     m = _basis_matrix(t, degree)
     cols = np.arange(degree + 1)

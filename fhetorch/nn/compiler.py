@@ -15,7 +15,8 @@ encrypted run would be wrong there (the polynomial diverges, bootstrapping wraps
 
 ReLU is x (1 + sign(x)) / 2 with the composite minimax sign of Lee et al. 2022 (degrees
 {15, 15, 27} by default: max error 2^-13 on [-1, 1] in the scaled domain), or a single
-Chebyshev interpolant of ReLU of a given degree (`relu=` an int; cheaper, less precise).
+Chebyshev interpolant of ReLU of a given degree (`relu=` an int; cheaper, less precise), or
+any polynomial on [-1, 1] given as a ChebyshevFunction or Composite.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import torch.fx as fx
 import torch.nn as nn
 
 from ..circuits import approximations
+from ..circuits.polynomial import ChebyshevFunction, Composite
 from ..ckks.params import preset as _preset
 from ..ckks.polynomial import chebyshev
 from ..errors import EncodingError, ShapeError
@@ -291,14 +293,23 @@ def _calibrate(gm: fx.GraphModule, layers: list, inputs: torch.Tensor) -> dict:
 
 def relu_approximation(relu="composite"):
     """The HEFunction used for ReLU on [-1, 1]: "composite" (Lee et al. 2022, {15, 15, 27}), a tuple of
-    odd degrees for another composite, or an int degree for one Chebyshev interpolant."""
+    odd degrees for another composite, an int degree for one Chebyshev interpolant, or a
+    ChebyshevFunction / Composite on [-1, 1] itself (e.g. a least-squares fit made with
+    fhetorch.ckks.polynomial.fit_least_squares and from_coefficients)."""
+    if isinstance(relu, (ChebyshevFunction, Composite)):
+        interval = tuple(relu.stages[0].interval if isinstance(relu, Composite) else relu.interval)
+        if interval != (-1.0, 1.0):
+            raise ValueError(f"nn.compile: a ReLU approximation must take [-1, 1] (values are scaled into it), "
+                             f"got {interval}")
+        return relu
     if relu == "composite":
         return approximations.relu()
     if isinstance(relu, (tuple, list)):
         return approximations.relu(tuple(relu))
     if isinstance(relu, int):
         return chebyshev(torch.relu, (-1.0, 1.0), relu)
-    raise ValueError(f"nn.compile: relu must be 'composite', a tuple of odd degrees or an int degree, got {relu!r}")
+    raise ValueError(f"nn.compile: relu must be 'composite', a tuple of odd degrees, an int degree or a "
+                     f"ChebyshevFunction / Composite on [-1, 1], got {relu!r}")
 
 
 def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str = "n16-bts40", device=None,

@@ -257,6 +257,31 @@ def test_least_squares_fit_of_a_polynomial_is_exact():
     assert float((s(x) - (x**3 - x)).abs().max()) < 1e-12
 
 
+def test_weighted_least_squares_minimises_the_weighted_error():
+    """weight= changes the norm the fit minimises: each fit is the better one in its own norm,
+    and the weighted fit is the weighted-lstsq solution on a fine grid (to quadrature error)."""
+    g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,))))
+    width = float(torch.empty(1).uniform_(0.02, 0.2, generator=g))
+    weight = lambda x: torch.exp(-x.abs() / width) + 0.02  # noqa: E731
+    plain = fit_least_squares(torch.relu, (-1, 1), 15, points=2048)
+    fitted = fit_least_squares(torch.relu, (-1, 1), 15, points=2048, weight=weight)
+    x = torch.linspace(-1, 1, 40001, dtype=torch.float64)
+    w = weight(x)
+
+    def norm(s, w):
+        return float(((s(x) - torch.relu(x)) ** 2 * w).mean())
+
+    assert norm(fitted, w) < norm(plain, w), f"width {width}"
+    assert norm(plain, torch.ones_like(x)) < norm(fitted, torch.ones_like(x)), f"width {width}"
+    basis = torch.stack([Chebyshev(torch.eye(16, dtype=torch.float64)[i].numpy(), (-1, 1))(x) for i in range(16)], 1)
+    ref = torch.linalg.lstsq(basis * w.sqrt()[:, None], torch.relu(x) * w.sqrt()).solution
+    assert float((fitted(x) - basis @ ref).abs().max()) < 1e-3, f"width {width}"
+    assert fit_least_squares(torch.relu, (-1, 1), 9, weight=lambda x: torch.ones_like(x)).coeffs == \
+        pytest.approx(fit_least_squares(torch.relu, (-1, 1), 9).coeffs, abs=1e-12)
+    with pytest.raises(ValueError, match="weight"):
+        fit_least_squares(torch.relu, (-1, 1), 9, weight=lambda x: -torch.ones_like(x))
+
+
 def test_sign_relu_plaintext_precision():
     e = approximations.measured_errors()
     assert e["sign"] <= 2.0**-13  # measured 2^-13.30 on 2^-9 <= |x| <= 1

@@ -89,6 +89,26 @@ def test_simulation_matches_plaintext(seed, relu):
     assert cm.last_ranges.ok, str(cm.last_ranges)
 
 
+def test_a_given_relu_polynomial_is_used_as_is(seed):
+    """relu= a ChebyshevFunction on [-1, 1] (here a weighted least-squares fit): the simulation
+    applies exactly B * p(v / B) at every ReLU and the plan counts its depth; another interval
+    is refused."""
+    P = fhe.ckks.polynomial
+    fn = P.from_coefficients(P.fit_least_squares(torch.relu, (-1, 1), 15, weight=lambda x: 1 / (0.1 + x.abs())).coeffs)
+    model = _randomise_bn(SmallCNN())
+    calib, x = torch.randn(64, 1, 16, 16), torch.randn(8, 1, 16, 16)
+    cm = fhe.nn.compile(model, calib, preset="toy-n13-bts", relu=fn)
+    assert cm.relu_fn is fn and cm.plan.relu_depths[0] == fn.depth == 4
+    # the same model simulated by hand: every ReLU replaced by B * fn(v / B)
+    exact = fhe.nn.compile(model, calib, preset="toy-n13-bts", relu=15)
+    for p in exact._polys:
+        p.fn = fn
+    torch.testing.assert_close(cm.simulate(x), exact.simulate(x), rtol=0, atol=0)
+    assert float((cm.simulate(x) - cm.plaintext(x).double()).abs().max()) > 0
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        fhe.nn.compile(model, calib, preset="toy-n13-bts", relu=P.chebyshev(torch.relu, (-2, 2), 15))
+
+
 def test_out_of_range_values_are_reported(seed):
     model = _randomise_bn(SmallCNN())
     cm = fhe.nn.compile(model, torch.randn(32, 1, 16, 16), preset="toy-n13-bts", margin=1.0)

@@ -299,6 +299,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     gpu = device.startswith("cuda")
+    if not gpu:
+        from models.cpus import limit_threads
+
+        limit_threads()
     preset = "n16-bts40" if gpu else "toy-n13-bts"
     iterations = args.iterations or (8 if gpu else 4)
     if gpu:

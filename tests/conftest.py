@@ -5,6 +5,7 @@
 - `ctx_n12`, `ctx_n10`: session-cached user contexts (fhetorch.ckks.Context) with keys, so
   key generation runs once per (preset, device); `make_context` builds (and caches) others.
   Tests must not add keys to the shared contexts: they make their own with `make_context`.
+- torch's threads are capped at the CPUs the process may use (models/cpus.py).
 - `assert_close`: compares a decrypted result with the plaintext computation, asserting the
   max-abs-error bound the test states and printing the precision reached (`pytest -s`).
 """
@@ -20,6 +21,9 @@ import torch
 from fhetorch.ckks.context import normalize_device
 
 import fhetorch as fhe
+from models.cpus import limit_threads
+
+limit_threads()  # no more torch threads than the CPUs this job may use (a CI job's quota)
 
 
 def pytest_collection_modifyitems(config, items):

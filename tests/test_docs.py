@@ -63,12 +63,13 @@ def _ids(kind):
 
 
 def _untracked() -> set | None:
+    """The checkout's untracked, not ignored files (None outside a git checkout)."""
     try:
         r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
                            capture_output=True, text=True, timeout=60)
     except OSError:
         return None
-    return set(r.stdout.splitlines()) if r.returncode == 0 else None
+    return {line for line in r.stdout.splitlines() if line.startswith("??")} if r.returncode == 0 else None
 
 
 def test_every_block_is_labelled():

@@ -7,6 +7,7 @@ and nvcc is found (set FHETORCH_NO_CUDA=1 to skip them). Install with
 import glob
 import os
 
+import torch
 from setuptools import find_packages, setup
 from torch.utils import cpp_extension
 
@@ -18,8 +19,6 @@ def sources(pattern):
 
 
 def want_cuda():
-    import torch
-
     if os.environ.get("FHETORCH_NO_CUDA") == "1":
         return False
     return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
@@ -28,6 +27,10 @@ def want_cuda():
 # -march=native lets the CPU kernels vectorise (docs/benchmarks.md has the gain).
 # The build runs where it is used (editable install); FHETORCH_PORTABLE=1 builds for any x86-64.
 cxx_flags = ["-O3", "-std=c++17"] + ([] if os.environ.get("FHETORCH_PORTABLE") == "1" else ["-march=native"])
+# at::parallel_for splits the CPU kernels over torch's threads only when compiled with OpenMP
+# (without it the header runs them serially); the link resolves to the libgomp torch has loaded.
+openmp = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+cxx_flags += openmp
 src = (sources("csrc/bind/schema.cpp") + sources("csrc/bind/common.cpp") + sources("csrc/bind/cpu.cpp")
        + sources("csrc/cpu/*.cpp"))
 if want_cuda():
@@ -39,9 +42,10 @@ if want_cuda():
             "cxx": cxx_flags + ["-DFHETORCH_CUDA"],
             "nvcc": ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", "-DFHETORCH_CUDA"],
         },
+        extra_link_args=openmp,
     )
 else:
-    ext = cpp_extension.CppExtension("fhetorch._C", src, extra_compile_args={"cxx": cxx_flags})
+    ext = cpp_extension.CppExtension("fhetorch._C", src, extra_compile_args={"cxx": cxx_flags}, extra_link_args=openmp)
 
 setup(
     name="fhetorch",

@@ -44,7 +44,7 @@ def _err(got, want) -> dict:
 def _params(spec: str):
     """A preset name, or 'preset:key=value,...' overriding its chain (dnum, user_levels, ... any
     BootstrapConfig field): variants for tuning, e.g. n16-bts40:user_levels=12,evalmod_bits=65."""
-    from fhetorch.ckks import params as P
+    from fhetorch._ckks import params as P
 
     name, _, over = spec.partition(":")
     if not over:
@@ -67,8 +67,8 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
     from fhetorch.circuits.polynomial import evaluate
-    from fhetorch.ckks import evaluator as ev
-    from fhetorch.ckks.context import galois_element
+    from fhetorch._ckks import evaluator as ev
+    from fhetorch._ckks.context import galois_element
 
     cuda = device.type == "cuda"
     with warnings.catch_warnings():

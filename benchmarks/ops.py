@@ -14,11 +14,11 @@ import warnings
 
 import torch
 
-from fhetorch.ckks import evaluator as ev
-from fhetorch.ckks.context import CKKSContext
-from fhetorch.ckks.params import make_params, preset
+from fhetorch._ckks import evaluator as ev
+from fhetorch._ckks.context import CKKSContext
+from fhetorch._ckks.params import make_params, preset
 from fhetorch.errors import InsecureParametersWarning
-from fhetorch.rlwe.keyswitch import digits
+from fhetorch._rlwe.keyswitch import digits
 
 from . import common
 

@@ -43,8 +43,8 @@ import torch
 from fhetorch.circuits import approximations
 from fhetorch.circuits import bootstrap as _bts
 from fhetorch.circuits.polynomial import evaluate
-from fhetorch.ckks import evaluator as ev
-from fhetorch.ckks.graphs import Graphs
+from fhetorch._ckks import evaluator as ev
+from fhetorch._ckks.graphs import Graphs
 from fhetorch.ckks.polynomial import chebyshev
 from fhetorch.nn.graph import Layer
 from fhetorch.nn.plan import make_plan

@@ -55,7 +55,7 @@ def main():
     args = ap.parse_args()
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
-    from fhetorch.ckks import evaluator as ev
+    from fhetorch._ckks import evaluator as ev
 
     device = torch.device("cuda")
     with warnings.catch_warnings():

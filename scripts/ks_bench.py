@@ -1,5 +1,5 @@
 """Key-switching benchmark: HMult / HRot / Rescale at N = 2^16, fused ops against the unfused
-compositions (fhetorch.rlwe.keyswitch.fused_ok patched to False), in one process; the fused
+compositions (fhetorch._rlwe.keyswitch.fused_ok patched to False), in one process; the fused
 inner product in both CUDA variants (FHETORCH_KS_KERNEL=tiles / split).
 
 For each shape: CUDA-graph replay medians of benchmarks/ops.py's ops, a bit-for-bit check
@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 from benchmarks import ops as bops  # noqa: E402
-from fhetorch.ckks.context import CKKSContext  # noqa: E402
-from fhetorch.rlwe import keyswitch as ks  # noqa: E402
+from fhetorch._ckks.context import CKKSContext  # noqa: E402
+from fhetorch._rlwe import keyswitch as ks  # noqa: E402
 
 OPS = ["hmult", "hmult_rescale", "hrot", "rescale"]
 _FUSED_OK = ks.fused_ok

@@ -17,7 +17,7 @@ import warnings
 import pytest
 import torch
 
-from fhetorch.ckks.context import normalize_device
+from fhetorch._ckks.context import normalize_device
 
 import fhetorch as fhe
 

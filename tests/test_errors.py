@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import evaluator as ev
+from fhetorch._ckks import evaluator as ev
 
 
 def _rand(*shape):

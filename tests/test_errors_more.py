@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import evaluator as ev
+from fhetorch._ckks import evaluator as ev
 
 
 def _rand(*shape):
@@ -18,7 +18,7 @@ def _rand(*shape):
 
 
 def _usable(ctx, level: int) -> float:
-    """The largest scaled magnitude a level accepts: a quarter of its modulus (ckks/context.py check_fits)."""
+    """The largest scaled magnitude a level accepts: a quarter of its modulus (_ckks/context.py check_fits)."""
     return 2.0 ** (math.log2(ctx.basis(level).product) - 2)
 
 

@@ -2,7 +2,7 @@
 
 A ciphertext at level 0 encrypts m (coefficients Delta * message) modulo Q_0. Bootstrapping
 returns an encryption of the same message at level `user_levels` of a bootstrappable preset
-(ckks/params.py BootstrapConfig):
+(_ckks/params.py BootstrapConfig):
 
 1. ModRaise (Cheon et al. 2018): reading the level-0 residues as centred integers modulo a
    larger Q gives an encryption of t = m + Q_0 I, I an integer polynomial with |I| < K. With
@@ -41,11 +41,11 @@ import numpy as np
 import torch
 
 from .. import _ops
-from ..ckks import evaluator as ev
-from ..ckks.ciphertext import Ciphertext
-from ..ckks.context import galois_element
+from .._ckks import evaluator as ev
+from .._ckks.ciphertext import Ciphertext
+from .._ckks.context import galois_element
 from ..errors import MissingKeyError, ParameterError
-from ..rlwe import key_switch
+from .._rlwe import key_switch, switching_key_bytes
 from . import dft
 from .chebyshev import interpolate
 from .linear import LinearTransform, rotation_steps
@@ -335,7 +335,6 @@ def estimate_key_bytes(params, slot_counts=None, *, power_of_two_rotations: bool
     without generating any: public, relinearisation, conjugation, +-2^i and the DFTs' rotation
     keys (each over the limbs of its levels), the encapsulation keys. It equals ctx.key_bytes()
     after that keygen on a fresh context."""
-    from ..rlwe import switching_key_bytes
 
     n, full, top = params.n, params.n // 2, params.max_level
     special, alpha = len(params.special_primes), params.alpha
@@ -351,7 +350,7 @@ def estimate_key_bytes(params, slot_counts=None, *, power_of_two_rotations: bool
             g = galois_element(step, n)
             per_element[g] = max(per_element.get(g, 0), lvl)
     lvl0 = params.limbs(0)
-    enc_special = min(len(lvl0) + 1, special)  # ckks/context.py _encapsulation_keys
+    enc_special = min(len(lvl0) + 1, special)  # _ckks/context.py _encapsulation_keys
     to_sparse = 2 * (lvl0.stop + enc_special) * n * 4
     public = 2 * len(params.primes) * n * 4
     return sum(key(lvl) for lvl in per_element.values()) + key(top) + to_sparse + key(top) + public

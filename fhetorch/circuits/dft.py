@@ -1,6 +1,6 @@
 """The slot-domain DFT of CKKS decoding, factored into sparse stages (for bootstrapping).
 
-For n slots (n = N/2: full packing; fewer: the sparse packing of ckks/encoder.py, whose
+For n slots (n = N/2: full packing; fewer: the sparse packing of _ckks/encoder.py, whose
 polynomial lives in the subring of Y = X^(N/2n)), decoding is z = U w with
 
     w_k = m_k + i m_(k+n)   (k < n; m the message polynomial's 2n coefficients in Y, unscaled),

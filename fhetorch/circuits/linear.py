@@ -37,10 +37,10 @@ from __future__ import annotations
 import torch
 
 from .. import _ops
-from ..ckks import evaluator as ev
-from ..ckks.context import galois_element
+from .._ckks import evaluator as ev
+from .._ckks.context import galois_element
 from ..errors import EncodingError, MissingKeyError
-from ..rlwe.keyswitch import fused_ok, mod_up, mod_up_key_switch_inner, switch_modulus
+from .._rlwe.keyswitch import fused_ok, mod_up, mod_up_key_switch_inner, switch_modulus
 
 MAC_BABIES, MAC_GIANTS = 16, 8  # per hoisted_mac call (csrc/hoisted_mac.h)
 

@@ -15,7 +15,7 @@ The input x (one Ciphertext, any slot values in [a, b]) is mapped to y = alpha x
 - l chosen to minimise the number of ciphertext-ciphertext multiplications (found by running
   the evaluation on a level-only simulator for each l; ties: fewer rescales).
 
-Levels and scales: every value stays on its level's nominal scale (ckks/evaluator.py), so
+Levels and scales: every value stays on its level's nominal scale (_ckks/evaluator.py), so
 additions never lose a level to scale matching: products of nominal operands are nominal,
 integer constants (the 2 in 2 T_m T_n, an integer alpha) multiply without a level, real
 constants are folded into one rescale per linear combination, and `drop_level` lands on the
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .. import _ops
-from ..ckks import evaluator as ev
+from .._ckks import evaluator as ev
 from ..errors import LevelError
 from .chebyshev import Chebyshev, interpolate
 

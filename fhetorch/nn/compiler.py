@@ -29,12 +29,16 @@ import torch.fx as fx
 import torch.nn as nn
 
 from ..circuits import approximations
-from ..ckks.params import preset as _preset
-from ..ckks.polynomial import chebyshev
+from .._ckks.params import preset as _preset
+from ..circuits.polynomial import chebyshev
+from ..circuits.bootstrap import rotation_levels
+from .._rlwe import switching_key_bytes
+from ..tensor import Context
 from ..errors import EncodingError, ShapeError
 from .graph import Layer, lower
 from .layout import model_layouts
 from .plan import Plan, make_plan
+from .run import Program
 
 
 class PolyReLU(nn.Module):
@@ -118,7 +122,6 @@ class CompiledModel:
         """Make (or take) the client context and generate every key the plan needs: the rotations
         of its linear transforms and, if it bootstraps, the bootstrapping keys for its slot count.
         Returns the context."""
-        from ..tensor import Context
 
         if context is None:
             with warnings.catch_warnings():
@@ -140,7 +143,6 @@ class CompiledModel:
         keys and their memory (each at the levels it is used at), the bootstrapping keys, the
         estimated key memory, and the expected latency on the H100 (plan.py's model). Needs no
         keys; after cm.keygen() it adds the memory of the keys generated."""
-        from ..rlwe import switching_key_bytes
 
         prog, p = self.program(), self.params
         names = [n for n, (_, _, m) in prog.chains.items() if m is not None]
@@ -161,7 +163,6 @@ class CompiledModel:
                 f"rotation keys: {len(rots)} steps, {rot_bytes / 2**30:.2f} GiB at their levels; relinearisation and "
                 f"conjugation {full / 2**30:.2f} GiB"]
         if self.plan.bootstraps:
-            from ..circuits.bootstrap import rotation_levels
 
             sparse = 2 * prog.slots <= p.n // 2
             both = dict(rots)
@@ -182,7 +183,6 @@ class CompiledModel:
     def program(self):
         """The encrypted program (layouts, slot maps, their linear transforms), built once."""
         if self._program is None:
-            from .run import Program
 
             self._program = Program(self)
         return self._program

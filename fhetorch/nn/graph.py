@@ -26,6 +26,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
+from torch.fx.experimental.optimization import fuse
 
 from ..errors import FHEError, ShapeError
 
@@ -77,7 +78,6 @@ def _unsupported(name: str, what: str) -> UnsupportedLayerError:
 
 def trace(model: nn.Module) -> fx.GraphModule:
     """An fx GraphModule of an eval-mode copy of model, BatchNorms folded into the layer before."""
-    from torch.fx.experimental.optimization import fuse
 
     m = copy.deepcopy(model).eval()
     try:

@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .._ckks.params import presets
+from ..circuits.polynomial import Composite, cost
 from ..errors import LevelError
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
@@ -99,7 +101,6 @@ def relu_stages(fn) -> tuple:
     """([(Chebyshev series, levels)] evaluated one after the other, times_input): the ReLU
     approximation as the planner counts it and the executor (run.py) evaluates it; with
     times_input the result is x * (last stage), one level more."""
-    from ..circuits.polynomial import Composite, cost
 
     series = fn._series() if isinstance(fn, Composite) else [fn.series]
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
@@ -191,7 +192,6 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
 def _too_deep(layers, params, stages, product, needs) -> str:
     """The message for a model deeper than a preset that cannot bootstrap: the levels it needs
     (the deepest path: linear layers, ReLU stages and products) and the presets that have them."""
-    from ..ckks.params import presets
 
     depth = {}
     for l in layers:

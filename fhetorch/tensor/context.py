@@ -7,16 +7,17 @@ import weakref
 
 import torch
 
-from ..ckks.arguments import as_level, check_dense
-from ..ckks.context import CKKSContext, normalize_device
-from ..ckks.params import Params, preset as _preset
+from .._ckks.arguments import as_level, check_dense
+from .._ckks.context import CKKSContext, normalize_device
+from .._ckks.params import Params, preset as _preset
+from ..circuits import bootstrap as _bts
 from ..errors import ContextError, EncodingError, LayoutError
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
 
 # key id -> weak references to the live contexts with those keys (client, public copies,
 # device copies, loaded ones), in the order they appeared: unpickling an EncryptedTensor
-# ties it to one of them (fhetorch/serialization.py)
+# ties it to one of them (fhetorch/tensor/serialization.py)
 _LIVE: dict[str, list] = {}
 
 
@@ -78,7 +79,6 @@ class Context(CKKSContext):
         """
         first = self.secret_key is None
         if bootstrap:
-            from ..circuits import bootstrap as _bts  # tensor/ sits above circuits/
 
             cfg = _bts.config(self)
             slots = [self.slots] if bootstrap_slots is None else [int(s) for s in bootstrap_slots]

@@ -1,7 +1,7 @@
 """EncryptedTensor: a torch-like tensor whose values are one CKKS ciphertext.
 
 Layout (this version): the flattened values occupy the first numel() slots of an S-slot
-packing, S the smallest power of two >= numel() (the sparse packing of fhetorch/ckks/encoder.py).
+packing, S the smallest power of two >= numel() (the sparse packing of fhetorch/_ckks/encoder.py).
 Slots from numel() to S hold unspecified values. A raw `rotate(k)` rotates the S slots;
 `roll` follows torch.roll on the logical tensor: one rotation when it moves the whole
 packing cyclically (numel() == S, rolling the flattened tensor or dimension 0), otherwise two
@@ -13,9 +13,9 @@ import math
 
 import torch
 
-from ..ckks import evaluator as ev
-from ..ckks.arguments import as_int, check_dense
-from ..ckks.ciphertext import Ciphertext
+from .._ckks import evaluator as ev
+from .._ckks.arguments import as_int, check_dense
+from .._ckks.ciphertext import Ciphertext
 from ..errors import ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError
 from ..circuits import bootstrap as _bootstrap
 from . import image as _image
@@ -403,13 +403,13 @@ class EncryptedTensor:
 
     # --- linear algebra (fhetorch/tensor/linear.py) --------------------------------------
     def __matmul__(self, w):
-        return _linear.matmul(self, w)
+        return _matmul(self, w)
 
     def __rmatmul__(self, w):
-        return _linear.matmul(w, self)
+        return _matmul(w, self)
 
     def matmul(self, w):
-        return _linear.matmul(self, w)
+        return _matmul(self, w)
 
     def sum(self, dim=None, keepdim=False):
         """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none;
@@ -433,7 +433,7 @@ class EncryptedTensor:
     def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
         return self._like(ev.mul_plain(self.ctx, self.ciphertext, mask.to(self.device)))
 
-    # --- copies (pickling: fhetorch/serialization.py) -----------------------------------
+    # --- copies (pickling: fhetorch/tensor/serialization.py) -----------------------------------
     def __copy__(self) -> "EncryptedTensor":
         return EncryptedTensor(self.ctx, self.ciphertexts, self.shape, self._complex, self.layout)
 
@@ -477,7 +477,7 @@ class EncryptedTensor:
             return x.roll(shifts, dims)
         if name in ("matmul", "__matmul__", "__rmatmul__") and len(args) == 2 and not kwargs:
             a, b = args if name != "__rmatmul__" else args[::-1]
-            return _linear.matmul(a, b)
+            return _matmul(a, b)
         if name == "linear":
             x = args[0]
             w = args[1] if len(args) > 1 else kwargs.get("weight")
@@ -498,6 +498,13 @@ class EncryptedTensor:
                                   "torch.mul, torch.neg, torch.roll, torch.matmul, torch.sum, torch.flatten, the "
                                   "arithmetic operators, @ included, and F.linear, F.conv2d, F.avg_pool2d, "
                                   "F.adaptive_avg_pool2d, F.pad of channels, x[..., ::s, ::s])")
+
+
+def _matmul(a, b):
+    """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
+    if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
+        raise NotImplementedError("matmul: both operands encrypted is not supported; one must be plaintext")
+    return _linear.matmul(a, b) if isinstance(a, EncryptedTensor) else _linear.matmul(b, a, x_right=True)
 
 
 def _as_tuple(x) -> tuple:

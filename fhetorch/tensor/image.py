@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..circuits.linear import LinearTransform
-from ..ckks import evaluator as ev
+from .._ckks import evaluator as ev
 from ..errors import LayoutError, ShapeError
 from .layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, global_pool_map, matrix_map,
                      pad_channels_map, pool_map, subsample_map)

@@ -14,7 +14,7 @@ import math
 import torch
 
 from ..circuits.linear import LinearTransform
-from ..ckks import evaluator as ev
+from .._ckks import evaluator as ev
 from ..errors import EncodingError, ShapeError
 
 
@@ -63,17 +63,12 @@ def _transform(ctx, big: torch.Tensor) -> LinearTransform:
     return LinearTransform(ctx, big)
 
 
-def matmul(a, b):
-    """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
-    from .encrypted_tensor import EncryptedTensor
-
-    if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
-        raise NotImplementedError("matmul: both operands encrypted is not supported; one must be plaintext")
-    if isinstance(a, EncryptedTensor):  # x (k,) @ W (k, m) = W^T x
-        w = torch.as_tensor(b)
-        return linear(a, w.transpose(0, 1) if w.dim() == 2 else w)
-    w = torch.as_tensor(a)  # W (m, k) @ x (k,)
-    return linear(b, w)
+def matmul(x, w, *, x_right: bool = False):
+    """x @ w (or w @ x with x_right) for a 1-D EncryptedTensor x and a plaintext matrix w."""
+    w = torch.as_tensor(w)
+    if x_right:  # W (m, k) @ x (k,)
+        return linear(x, w)
+    return linear(x, w.transpose(0, 1) if w.dim() == 2 else w)  # x (k,) @ W (k, m) = W^T x
 
 
 def sum_all(x, dim=None, keepdim=False):

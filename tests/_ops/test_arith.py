@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import largest_ntt_primes, ntt_primes
+from fhetorch._ring import largest_ntt_primes, ntt_primes
 from .reference import R, mod_table
 
 

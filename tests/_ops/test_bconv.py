@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes
-from fhetorch.rlwe import digits, mod_up, switch_modulus
+from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
+from fhetorch._rlwe import digits, mod_up, switch_modulus
 from .reference import R, mod_table
 
 

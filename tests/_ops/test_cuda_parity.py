@@ -39,7 +39,7 @@ def rng():
 def primes_for(log_n: int, L: int) -> tuple:
     """L distinct NTT-friendly primes for N = 2^log_n: a mix of the largest (just below
     2^31), ~30-bit and ~25-bit ones, in shuffled (but cached, so reproducible) order."""
-    from fhetorch.ring import largest_ntt_primes, ntt_primes
+    from fhetorch._ring import largest_ntt_primes, ntt_primes
 
     big = largest_ntt_primes(log_n, max(1, L // 2))
     mid = ntt_primes(log_n, 30, max(1, L // 4), exclude=big)
@@ -51,8 +51,8 @@ def primes_for(log_n: int, L: int) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def tables(log_n: int, L: int):
-    """fhetorch.ring.RingTables on the CPU and on the GPU (same primes)."""
-    from fhetorch.ring import RingTables
+    """fhetorch._ring.RingTables on the CPU and on the GPU (same primes)."""
+    from fhetorch._ring import RingTables
 
     p = primes_for(log_n, L)
     return RingTables(log_n, p, "cpu"), RingTables(log_n, p, GPU)
@@ -146,7 +146,7 @@ def test_ntt_unaligned_and_in_place_rows(rng, log_n):
 
 # --- base conversion ------------------------------------------------------------------------
 def bconv_args(gen, La, Lb, batch, n, offset=False):
-    from fhetorch.ring import ntt_primes
+    from fhetorch._ring import ntt_primes
 
     pin = ntt_primes(10, 30.9, La)
     pout = ntt_primes(10, 29.5, Lb, exclude=pin)
@@ -383,7 +383,7 @@ def test_device_mismatch_is_an_error(rng):
 
 _BAD_SHAPES = r"""
 import sys, torch, fhetorch
-from fhetorch.ring import RingTables, ntt_primes
+from fhetorch._ring import RingTables, ntt_primes
 dev = sys.argv[1]
 T = RingTables(10, ntt_primes(10, 30, 2), dev)
 x = torch.zeros(2, 1024, dtype=torch.int32, device=dev)

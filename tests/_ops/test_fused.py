@@ -1,5 +1,5 @@
 """Fused key-switching ops (mod_up, mod_up_keyswitch, switch_modulus), exact against the
-compositions of unfused ops they replace (fhetorch.rlwe.keyswitch's *_reference functions,
+compositions of unfused ops they replace (fhetorch._rlwe.keyswitch's *_reference functions,
 keyswitch_inner, axpby, add), on random inputs.
 
 * CPU: the ops against the compositions (bit for bit), for rescaling, ModDown, both at once,
@@ -28,8 +28,8 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes
-from fhetorch.rlwe import keyswitch as ks
+from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
+from fhetorch._rlwe import keyswitch as ks
 
 ops = torch.ops.fhetorch
 
@@ -230,7 +230,7 @@ def unfused(monkeypatch):
 
 
 def test_evaluator_fused_equals_unfused(ctx_n12, unfused):
-    from fhetorch.ckks import evaluator as ev
+    from fhetorch._ckks import evaluator as ev
 
     ckks = ctx_n12  # a fhetorch.ckks.Context (a CKKSContext) with keys for rotations 5, -3, 7
     n = ckks.params.slots

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import fhetorch as fhe
+from fhetorch._ckks import Encoder, galois_element
 from fhetorch.circuits import bootstrap as B
 from fhetorch.circuits import dft
-from fhetorch.ckks import evaluator as ev
+from fhetorch._ckks import evaluator as ev
 
 TOY = "toy-n13-bts"
 SPARSE = 4  # a sparse packing whose own circuit the default keys cover
@@ -51,7 +52,7 @@ def test_dft_groups_factor_u(n, groups):
 @pytest.mark.parametrize("slots", [4, 32])
 def test_dft_matches_the_encoder(slots):
     """slots = U (m_k + i m_(k+n)) for the coefficients the encoder produces."""
-    enc = fhe.ckks.Encoder(7)
+    enc = Encoder(7)
     z = torch.complex(torch.rand(slots, dtype=torch.float64), torch.rand(slots, dtype=torch.float64)) - (0.5 + 0.5j)
     m = enc.embed(z, slots, 2.0**40).to(torch.float64) / 2.0**40
     sub = m[:: enc.n // (2 * slots)]
@@ -140,11 +141,11 @@ def test_rotation_plan_and_key_caps(bctx):
     low = [s for s, lvl in steps.items() if lvl <= cfg.stc_input_level]
     assert low, "SlotToCoeff's rotations should be level-capped"
     # a capped key refuses a level above its limbs, naming the way out
-    s = next(s for s in low if fhe.ckks.galois_element(s, bctx.n) in bctx.galois_keys
-             and bctx.galois_keys[fhe.ckks.galois_element(s, bctx.n)].key_q.shape[2] < bctx.q_count)
+    s = next(s for s in low if galois_element(s, bctx.n) in bctx.galois_keys
+             and bctx.galois_keys[galois_element(s, bctx.n)].key_q.shape[2] < bctx.q_count)
     ct = bctx.encrypt_vector(torch.zeros(bctx.slots, dtype=torch.complex128))
     with pytest.raises(fhe.MissingKeyError, match="covers levels"):
-        ev.apply_galois(bctx, ct, fhe.ckks.galois_element(s, bctx.n), f"rotate by {s}")
+        ev.apply_galois(bctx, ct, galois_element(s, bctx.n), f"rotate by {s}")
     assert bctx.key_bytes() > 0 and bctx.encapsulation_keys is not None
 
 

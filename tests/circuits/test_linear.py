@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from fhetorch.circuits.linear import LinearTransform
-from fhetorch.ckks.context import galois_element
+from fhetorch._ckks.context import galois_element
 from fhetorch.errors import LevelError, MissingKeyError
 
 BOUND = 1e-6  # |M| entries <= 1/4 (dense) or <= 1, |x| <= 1: measured ~1e-8 on toy-n10/n12

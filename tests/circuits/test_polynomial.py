@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import evaluator as ev
+from fhetorch._ckks import evaluator as ev
 from fhetorch.circuits import approximations, polynomial as cpoly
 from fhetorch.circuits.chebyshev import Chebyshev, fit_least_squares, interpolate, max_error, remez_odd
 

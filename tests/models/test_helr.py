@@ -80,7 +80,7 @@ def test_training_bootstraps_come_from_the_planner():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        params = fhe.ckks.params.preset("toy-n13-bts")
+        params = fhe.ckks.preset("toy-n13-bts")
     for iterations in (1, 3, 7, 12):
         plan = plan_iterations(params, iterations)
         top, after = params.max_level, params.info().levels_after_bootstrap

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import evaluator as ev
-from fhetorch.ckks.context import CKKSContext
-from fhetorch.ckks.params import make_params
+from fhetorch._ckks import evaluator as ev
+from fhetorch._ckks.context import CKKSContext
+from fhetorch._ckks.params import make_params
 
 
 def _secret_coeffs(ctx):

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import CKKSContext, evaluator as ev
-from fhetorch.ckks.evaluator import rotation_plan
+from fhetorch._ckks import galois_element
+from fhetorch._ckks import CKKSContext, evaluator as ev
+from fhetorch._ckks.evaluator import rotation_plan
 
 # max-abs-error bounds per preset: fresh/linear ops, one multiplication or rotation (key switch)
 BOUND = {  # measured maxima in comments
@@ -389,7 +390,7 @@ def test_scheme_context_standalone(device, assert_close):
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         ctx = CKKSContext("toy-n10", device)
     ctx.keygen(rotations=[3], power_of_two_rotations=False)
-    assert set(ctx.galois_keys) == {fhe.ckks.galois_element(3, ctx.n), 2 * ctx.n - 1}
+    assert set(ctx.galois_keys) == {galois_element(3, ctx.n), 2 * ctx.n - 1}
     x, cx = _enc(ctx, True)
     r = ev.rotate(ctx, ev.multiply(ctx, cx, cx), 3)
     assert_close(_dec(ctx, r), torch.roll(x * x, -3), BOUND["toy-n10"]["rot"], "CKKSContext multiply + rotate")

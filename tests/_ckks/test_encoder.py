@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import Encoder, galois_element
+from fhetorch._ckks import Encoder, galois_element
 
 SCALE = 2.0**40
 

@@ -13,10 +13,10 @@ import torch
 
 from .. import _ops
 from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError, ScaleError
-from ..ring import Ring, Sampler
+from .._ring import Ring, Sampler
 from dataclasses import dataclass
 
-from ..rlwe import (PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, gen_switching_level,
+from .._rlwe import (PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, gen_switching_level,
                     small_poly)
 from .arguments import as_int, as_level, check_dense
 from .ciphertext import Ciphertext, Plaintext
@@ -323,7 +323,7 @@ class CKKSContext:
     def __copy__(self) -> "CKKSContext":
         """copy.copy and copy.deepcopy: the key tensors (never changed in place) are shared,
         the random generator is new, so a copy never repeats the original's encryption
-        randomness. Pickling: fhetorch/serialization.py (a secret key is never pickled)."""
+        randomness. Pickling: fhetorch/tensor/serialization.py (a secret key is never pickled)."""
         c = self._copy(self.device)
         c.sampler = Sampler(self.device)
         return c

@@ -14,8 +14,8 @@ import warnings
 from dataclasses import dataclass
 
 from ..errors import InsecureParametersWarning, ParameterError
-from ..ring import largest_ntt_primes
-from ..ring.primes import ntt_prime_candidates
+from .._ring import largest_ntt_primes
+from .._ring.primes import ntt_prime_candidates
 
 # Homomorphic Encryption Standard (2018), ternary secret, sigma = 3.2, 128-bit classical:
 # max log2(PQ) per log2(N). N = 2^16 is the extrapolation libraries use (a hard limit here).

@@ -6,8 +6,10 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import evaluator as ev
-from fhetorch.rlwe import PublicKey, SwitchingKey
+from fhetorch.tensor import serialization
+from fhetorch._ckks import galois_element
+from fhetorch._ckks import evaluator as ev
+from fhetorch._rlwe import PublicKey, SwitchingKey
 
 B10 = 1.5e-6  # toy-n10 after a multiplication and a rotation (measured ~1.5e-7)
 B10_ADD = 1e-7  # toy-n10 fresh (measured ~1e-8)
@@ -157,7 +159,7 @@ def test_loaded_keys_work(ctx_n10, device, assert_close):
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         bare = fhe.ckks.Context("toy-n10", device)
     bare.public_key = _load_bytes(_bytes(ctx_n10.public_key), ctx_n10)
-    g = fhe.ckks.galois_element(5, ctx_n10.n)
+    g = galois_element(5, ctx_n10.n)
     bare.galois_keys = {g: _load_bytes(_bytes(ctx_n10.galois_keys[g]), ctx_n10)}
     x = _rand(ctx_n10.slots).to(torch.complex128)
     ct = ev.rotate(bare, bare.encrypt_vector(x), 5)
@@ -300,7 +302,7 @@ def _tampered(data: bytes, edit, ctx=None) -> bytes:
     payload = torch.load(io.BytesIO(data), weights_only=True)
     edit(ctx, payload["meta"], payload["tensors"])
     try:
-        payload["digest"] = fhe.serialization._digest(payload["meta"], payload["tensors"])
+        payload["digest"] = serialization._digest(payload["meta"], payload["tensors"])
     except RuntimeError:  # a sparse tensor has no digest; load must refuse it before asking
         payload["digest"] = ""
     f = io.BytesIO()
@@ -422,7 +424,7 @@ def keyed_file(make_context):
 def _rename_galois(new):
     """The rotation key of step 3 filed under another Galois element `new(ctx)`."""
     def edit(ctx, meta, tensors):
-        g, name = fhe.ckks.galois_element(3, ctx.n), new(ctx)
+        g, name = galois_element(3, ctx.n), new(ctx)
         meta["galois"] = [name]
         for part in ("q", "p"):
             tensors[f"galois.{name}.{part}"] = tensors.pop(f"galois.{g}.{part}")
@@ -447,7 +449,7 @@ def _int32max(ctx):
 
 
 def _galois3(part):
-    return lambda ctx: f"galois.{fhe.ckks.galois_element(3, ctx.n)}.{part}"
+    return lambda ctx: f"galois.{galois_element(3, ctx.n)}.{part}"
 
 
 # edit(ctx, meta, tensors) of a toy-n10 context file (rotation key 3, encapsulation keys, secret key)
@@ -458,10 +460,10 @@ KEY_EDITS = {
     "relin.p>p": _key_residue("relin.p", (0, 0, 0, 4), _p0()),
     "galois.q>q": _key_residue(_galois3("q"), (0, 0, 0, 0), _int32max),
     "galois.p<0": _key_residue(_galois3("p"), (0, 1, 0, 0), lambda ctx: -1),
-    "galois=even": _rename_galois(lambda ctx: fhe.ckks.galois_element(3, ctx.n) + 1),
+    "galois=even": _rename_galois(lambda ctx: galois_element(3, ctx.n) + 1),
     "galois=0": _rename_galois(lambda ctx: 0),
     "galois>2N": _rename_galois(lambda ctx: 2 * ctx.n + 1),
-    "galois=str": _rename_galois(lambda ctx: str(fhe.ckks.galois_element(3, ctx.n))),
+    "galois=str": _rename_galois(lambda ctx: str(galois_element(3, ctx.n))),
     "galois=dup": lambda ctx, meta, tensors: meta.update(galois=meta["galois"] * 2),
     "enc.sparse>q": _key_residue("enc.sparse.q", (0, 0, -1, 1), _int32max),
     "enc.dense>p": _key_residue("enc.dense.p", (0, 1, 0, 1), _p0(3)),

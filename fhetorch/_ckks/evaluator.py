@@ -14,7 +14,7 @@ import torch
 
 from .. import _ops
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError
-from ..rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
+from .._rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
 from .arguments import as_int
 from .ciphertext import Ciphertext
 from .context import CKKSContext, check_ciphertext_scale, galois_element

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _ops
-from ..ring import Ring
+from .._ring import Ring
 
 
 def digits(level_idx: range, alpha: int) -> list:

@@ -12,7 +12,7 @@ import torch
 
 from .. import _ops
 from ..errors import SerializationError
-from ..ring import Ring, Sampler
+from .._ring import Ring, Sampler
 
 
 @dataclass

@@ -25,14 +25,14 @@ import warnings
 
 import torch
 
-from .ckks.ciphertext import Ciphertext
-from .ckks.context import EncapsulationKeys
-from .ckks.params import Params, make_params
-from .errors import FHEError, InsecureParametersWarning, SerializationError
-from .rlwe import PublicKey, SecretKey, SwitchingKey
-from .tensor import Context, EncryptedTensor
-from .tensor.context import find_context
-from .tensor.layout import Layout
+from .._ckks.ciphertext import Ciphertext
+from .._ckks.context import EncapsulationKeys
+from .._ckks.params import Params, make_params
+from ..errors import FHEError, InsecureParametersWarning, SerializationError
+from .._rlwe import PublicKey, SecretKey, SwitchingKey
+from .context import Context, find_context
+from .encrypted_tensor import EncryptedTensor
+from .layout import Layout
 
 MAGIC, VERSION = "fhetorch", 1
 

@@ -231,7 +231,7 @@ def test_meta_and_sparse_tensors(ctx_n10, t, hint):
     big = ctx_n10.encrypt(_rand(ctx_n10.slots + 4))  # two ciphertexts: operands go chunk by chunk
     cases = [("encrypt", lambda: ctx_n10.encrypt(t)), ("encode", lambda: ctx_n10.encode(t)),
              ("add", lambda: ex + t), ("sub", lambda: ex - t), ("mul", lambda: ex * t), ("add", lambda: t + ex),
-             ("element-wise op", lambda: big + t)]
+             ("add", lambda: big + t)]
     for what, f in cases:
         with pytest.raises(fhe.EncodingError) as e:
             f()

@@ -13,7 +13,7 @@ import math
 import torch
 
 from .. import _ops
-from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError
+from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError
 from .._rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
 from .arguments import as_int
 from .ciphertext import Ciphertext
@@ -56,18 +56,36 @@ def match(ctx: CKKSContext, a: Ciphertext, b: Ciphertext, what: str = "add"):
 
 
 def _pad(x: torch.Tensor, k: int) -> torch.Tensor:
-    if x.shape[0] == k:
+    """(..., j, L, N) -> (..., k, L, N): zero components appended."""
+    j = x.shape[-3]
+    if j == k:
         return x
-    return torch.cat([x, torch.zeros((k - x.shape[0],) + x.shape[1:], dtype=x.dtype, device=x.device)])
+    zeros = x.new_zeros(x.shape[:-3] + (k - j,) + x.shape[-2:])
+    return torch.cat([x, zeros], dim=-3)
+
+
+def _with_c0(a: Ciphertext, c0: torch.Tensor) -> Ciphertext:
+    """a with component 0 replaced."""
+    data = a.data.clone()
+    data.select(-3, 0).copy_(c0)
+    return a.replace(data=data)
+
+
+def _same_batch(a: Ciphertext, b: Ciphertext, what: str):
+    if a.batch_shape != b.batch_shape:
+        raise ShapeError(f"{what}: batches of {tuple(a.batch_shape)} and {tuple(b.batch_shape)} ciphertexts; "
+                         "operands must hold the same number of ciphertexts")
 
 
 def add(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    _same_batch(a, b, "add")
     a, b = match(ctx, a, b, "add")
     k = max(a.size, b.size)
     return a.replace(data=_ops.add(_pad(a.data, k), _pad(b.data, k), _mod(ctx, a.level)))
 
 
 def sub(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    _same_batch(a, b, "sub")
     a, b = match(ctx, a, b, "sub")
     k = max(a.size, b.size)
     return a.replace(data=_ops.sub(_pad(a.data, k), _pad(b.data, k), _mod(ctx, a.level)))
@@ -90,11 +108,9 @@ def add_plaintext(ctx, a: Ciphertext, pt, *, subtract=False) -> Ciphertext:
                          f"ciphertext at level {a.level}, scale 2^{math.log2(a.scale):.2f}: encode it at the "
                          "ciphertext's level and scale")
     m = _mod(ctx, a.level)
-    c0 = a.data[0]
-    c0 = _ops.sub(c0, pt.data, m) if subtract else _ops.add(c0, pt.data, m)
-    data = a.data.clone()
-    data[0] = c0
-    return a.replace(data=data)
+    c0 = a.component(0).contiguous()
+    pd = pt.data.expand_as(c0).contiguous() if pt.data.shape != c0.shape else pt.data
+    return _with_c0(a, _ops.sub(c0, pd, m) if subtract else _ops.add(c0, pd, m))
 
 
 def add_scalar(ctx, a: Ciphertext, c: complex, what: str = "add") -> Ciphertext:
@@ -107,10 +123,9 @@ def add_scalar(ctx, a: Ciphertext, c: complex, what: str = "add") -> Ciphertext:
     b = ctx.basis(a.level)
     k = _round_scaled(c.real, a.scale, what)
     ctx.check_fits(abs(k), a.level, a.scale, what, "constant")
-    const = b.scalar(k)
-    data = a.data.clone()
-    data[0] = _ops.add(data[0].contiguous(), const[:, None].expand(-1, ctx.n).contiguous(), b.mod)
-    return a.replace(data=data)
+    c0 = a.component(0).contiguous()
+    const = b.scalar(k)[:, None].expand(c0.shape).contiguous()
+    return _with_c0(a, _ops.add(c0, const, b.mod))
 
 
 SCALAR_LIMIT = 2.0**120  # scalar constants become per-limb residues, so any integer size works
@@ -126,6 +141,7 @@ def _round_scaled(c: float, scale: float, what: str) -> int:
 # --- multiplication ---------------------------------------------------------------
 def _mul_operands(ctx, a: Ciphertext, b: Ciphertext):
     """a and b at one level and layout, both of 2 components."""
+    _same_batch(a, b, "multiply")
     a, b = match(ctx, a, b, "multiply") if a.level != b.level or a.slots != b.slots else (a, b)
     if a.size != 2 or b.size != 2:
         a, b = relinearize(ctx, a), relinearize(ctx, b)
@@ -146,7 +162,8 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
     r = ctx.level_idx(a.level)
     # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
-    u = key_switch(ctx.ring, a.data[2], ctx.relin_key, r, ctx.special_idx, ctx.params.alpha, addend=a.data[:2])
+    u = key_switch(ctx.ring, a.component(2).contiguous(), ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+                   addend=a.data.narrow(-3, 0, 2))
     return a.replace(data=u)
 
 
@@ -351,8 +368,8 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str, step: int | None = None)
     key = ctx.galois_key(g, what, a.level, step)
     a = relinearize(ctx, a)
     r = ctx.level_idx(a.level)
-    c0 = _ops.automorphism(a.data[0], g)
-    c1 = _ops.automorphism(a.data[1], g)
+    c0 = _ops.automorphism(a.component(0).contiguous(), g)
+    c1 = _ops.automorphism(a.component(1).contiguous(), g)
     u = key_switch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
     return a.replace(data=u)
 
@@ -369,7 +386,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
     """{step: rotate(a, step)} sharing one ModUp of a's second component (keys needed for each step)."""
     a = relinearize(ctx, a)
     r = ctx.level_idx(a.level)
-    d = mod_up(ctx.ring, a.data[1], r, ctx.special_idx, ctx.params.alpha)
+    d = mod_up(ctx.ring, a.component(1).contiguous(), r, ctx.special_idx, ctx.params.alpha)
     ext = tuple(r) + tuple(ctx.special_idx)
     out = {}
     for s in steps:
@@ -379,7 +396,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
         u = key_switch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
-        u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.data[0], g))
+        u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
         out[s] = a.replace(data=u)
     return out
 

@@ -114,7 +114,7 @@ def _apply_blocks(x, m: SlotMap, lout: Layout, shape: tuple, flat: bool):
 def _slots(x, lout: Layout) -> int:
     """The (virtual) slot count of a map from x's layout to lout: a power of two holding both
     layouts' periods and all of x's ciphertexts."""
-    n = max(x.slots * len(x.ciphertexts), layout_of(x).period(x.ctx.slots),
+    n = max(x.slots * x.count, layout_of(x).period(x.ctx.slots),
             lout.period(x.ctx.slots) if lout.is_image else 1)
     return 1 << max(0, (n - 1).bit_length())
 

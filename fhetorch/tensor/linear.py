@@ -25,7 +25,7 @@ def _pow2(k: int) -> int:
 def linear(x, weight, bias=None):
     """F.linear(x, weight, bias): y = weight @ x + bias, weight (m, k) plaintext, x encrypted (k,)."""
     w = torch.as_tensor(weight)
-    x.ciphertext  # noqa: B018 - one ciphertext only (raises for a tensor spanning several)
+    x.single("linear/matmul")
     if x.dim() != 1:
         raise NotImplementedError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
                                   f"{tuple(x.shape)}")
@@ -71,24 +71,23 @@ def matmul(x, w, *, x_right: bool = False):
     return linear(x, w.transpose(0, 1) if w.dim() == 2 else w)  # x (k,) @ W (k, m) = W^T x
 
 
-def sum_all(x, dim=None, keepdim=False):
-    """Sum of all values (rotate-and-add): shape () (keepdim: all dims of size 1).
-
-    Padding slots (numel() < slots) are masked to zero first (one level); otherwise no level
-    is used. log2(slots) rotations."""
-    if dim is not None:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        if sorted(d % max(1, x.dim()) for d in dims) != list(range(x.dim())):
-            raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
-    ctx = x.ctx
-    ct = x.ciphertext
-    if x.numel() < x.slots:
-        mask = torch.zeros(x.slots, dtype=torch.float64)
+def sum_all(x, keepdim=False):
+    """Sum of all values of x (one ciphertext or a batch of them): shape () (keepdim: all dims
+    of size 1). Padding slots are masked to zero first (one level) when x has any; a batch is
+    added slot-wise, then log2(slots) rotations add the slots (rotate-and-add)."""
+    ctx, ct = x.ctx, x.ciphertext
+    if x.numel() < x.count * x.slots:
+        mask = torch.zeros(x.count * x.slots, dtype=torch.float64)
         mask[: x.numel()] = 1
-        ct = ev.mul_plain(ctx, ct, mask.to(x.device))
+        ct = ev.mul_plain(ctx, ct, mask.view(ct.batch_shape + (x.slots,)).to(x.device))
+    if x.multi:
+        parts = [ct.replace(data=d) for d in ct.data.unbind(0)]
+        ct = parts[0]
+        for p in parts[1:]:
+            ct = ev.add(ctx, ct, p)
     step = 1
     while step < ct.slots:
         ct = ev.add(ctx, ct, ev.rotate(ctx, ct, step))
         step *= 2
     shape = (1,) * x.dim() if keepdim else ()
-    return x._like(ct.replace(slots=1), shape=shape)
+    return type(x)(ctx, ct.replace(slots=1), shape, x.is_complex())

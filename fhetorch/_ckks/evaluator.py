@@ -91,6 +91,25 @@ def sub(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
     return a.replace(data=_ops.sub(_pad(a.data, k), _pad(b.data, k), _mod(ctx, a.level)))
 
 
+def sum_batch(ctx, a: Ciphertext) -> Ciphertext:
+    """The ciphertexts of a batch (B, k, L, N) added into one (k, L, N): a tree of halves,
+    ceil(log2 B) additions of whole half-batches."""
+    while a.batch_shape:
+        if a.data.dim() > 4:
+            raise ShapeError("sum_batch: one batch dimension expected, got "
+                             f"{tuple(a.batch_shape)}; flatten the batch first")
+        b = a.data.shape[0]
+        if b == 1:
+            return a.replace(data=a.data[0])
+        half = b // 2
+        head = add(ctx, a.replace(data=a.data[:half]), a.replace(data=a.data[half : 2 * half]))
+        if b % 2:  # the odd one out joins the first
+            first = add(ctx, head.replace(data=head.data[0]), a.replace(data=a.data[-1]))
+            head = head.replace(data=torch.cat([first.data[None], head.data[1:]]))
+        a = head
+    return a
+
+
 def neg(ctx, a: Ciphertext) -> Ciphertext:
     return a.replace(data=_ops.neg(a.data, _mod(ctx, a.level)))
 

@@ -80,11 +80,7 @@ def sum_all(x, keepdim=False):
         mask = torch.zeros(x.count * x.slots, dtype=torch.float64)
         mask[: x.numel()] = 1
         ct = ev.mul_plain(ctx, ct, mask.view(ct.batch_shape + (x.slots,)).to(x.device))
-    if x.multi:
-        parts = [ct.replace(data=d) for d in ct.data.unbind(0)]
-        ct = parts[0]
-        for p in parts[1:]:
-            ct = ev.add(ctx, ct, p)
+    ct = ev.sum_batch(ctx, ct)
     step = 1
     while step < ct.slots:
         ct = ev.add(ctx, ct, ev.rotate(ctx, ct, step))

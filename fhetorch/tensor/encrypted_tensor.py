@@ -16,7 +16,8 @@ import torch
 from .._ckks import evaluator as ev
 from .._ckks.arguments import as_int, check_dense
 from .._ckks.ciphertext import Ciphertext
-from ..errors import ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError
+from ..errors import (ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError,
+                      UnsupportedOperationError)
 from ..circuits import bootstrap as _bootstrap
 from . import image as _image
 from . import linear as _linear
@@ -37,7 +38,7 @@ def binary_op(name: str, a, b):
         return a._mul(b) if enc_first else b._mul(a)
     if name == "sub":
         return a._sub(b) if enc_first else (-b)._add(a)
-    raise NotImplementedError(name)
+    raise UnsupportedOperationError(f"{name} on EncryptedTensor: not an arithmetic operator")
 
 
 def _layout_name(layout) -> str:
@@ -54,7 +55,13 @@ class EncryptedTensor:
     A tensor with more values than one ciphertext's slots spans several: chunk j holds the
     flattened values [j * slots, (j + 1) * slots) in the flat layout above (`.ciphertexts`).
     Element-wise arithmetic, sums, level changes, bootstrapping and devices work on every
-    chunk; rotations, rolls, matrix products and image layers need one ciphertext."""
+    chunk; rotations, rolls, matrix products and image layers need one ciphertext.
+
+    The operators (+, -, *, @, and add, sub, mul, neg, matmul) raise LevelError when a product
+    has no level left, ScaleError for scales that cannot be matched, ContextError for another
+    context's or device's operand, LayoutError and ShapeError for operands packed or shaped
+    differently, EncodingError for NaN/inf or too large plaintext operands, MissingKeyError
+    without the relinearisation key, UnsupportedOperationError for what has no encrypted form."""
 
     def __init__(self, ctx, ciphertext, shape, is_complex: bool = False, layout=None):
         self.ctx = ctx
@@ -69,10 +76,10 @@ class EncryptedTensor:
     def ciphertext(self) -> Ciphertext:
         """The ciphertext of a one-ciphertext tensor."""
         if len(self.ciphertexts) != 1:
-            raise NotImplementedError(f"this operation needs the tensor in one ciphertext; it spans "
-                                      f"{len(self.ciphertexts)} ({self.numel()} values, {self.ctx.slots} slots each): "
-                                      "element-wise arithmetic, sum, levels and bootstrapping work on it, rotations "
-                                      "and linear layers do not; split the tensor")
+            raise UnsupportedOperationError(f"this operation needs the tensor in one ciphertext; it spans "
+                                            f"{len(self.ciphertexts)} ({self.numel()} values, {self.ctx.slots} slots "
+                                            "each): element-wise arithmetic, sum, levels and bootstrapping work on it, "
+                                            "rotations and linear layers do not; split the tensor")
         return self.ciphertexts[0]
 
     @property
@@ -146,7 +153,9 @@ class EncryptedTensor:
 
     # --- several ciphertexts -------------------------------------------------------------
     def chunks(self) -> list:
-        """One-ciphertext flat tensors, one per ciphertext, in order (views of the values)."""
+        """One-ciphertext flat tensors, one per ciphertext, in order (views of the values).
+
+        Raises nothing."""
         n = self.ctx.slots
         sizes = [min(n, self.numel() - j * n) for j in range(len(self.ciphertexts))]
         if len(self.ciphertexts) == 1:
@@ -172,15 +181,17 @@ class EncryptedTensor:
             try:
                 t = torch.broadcast_to(t, self.shape).flatten()
             except RuntimeError:
-                raise ShapeError(f"plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted shape "
-                                 f"{tuple(self.shape)}") from None
+                raise ShapeError(f"element-wise op: plaintext of shape {tuple(t.shape)} does not broadcast to the "
+                                 f"encrypted shape {tuple(self.shape)}") from None
             n = self.ctx.slots
             theirs = [t[j * n : j * n + m.numel()] for j, m in enumerate(mine)]
         out = [fn(a) if other is None else fn(a, b) for a, b in zip(mine, theirs)]
         return self._joined(out, self.shape, any(o.is_complex() for o in out))
 
     def with_layout(self, layout) -> "EncryptedTensor":
-        """The same ciphertext described by another layout (None: the flat packing)."""
+        """The same ciphertext described by another layout (None: the flat packing).
+
+        Raises UnsupportedOperationError for a tensor spanning several ciphertexts."""
         return EncryptedTensor(self.ctx, self.ciphertext, self.shape, self._complex, layout)
 
     def __getitem__(self, idx):
@@ -192,8 +203,8 @@ class EncryptedTensor:
                 and isinstance(tail[0], slice) and tail[0].start in (None, 0) and tail[0].stop is None
                 and self.dim() in (3, 4)):
             return _image.subsample(self, tail[0].step or 1)
-        raise NotImplementedError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on images "
-                                  "(the values live in slots; other selections need a slot map)")
+        raise UnsupportedOperationError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on "
+                                        "images (the values live in slots; other selections need a slot map)")
 
     # --- operands ---------------------------------------------------------------------
     def _check_partner(self, other: "EncryptedTensor", what: str):
@@ -307,28 +318,45 @@ class EncryptedTensor:
         return self._mul(o)
 
     def square(self):
+        """self * self, relinearised and rescaled (one level).
+
+        Raises LevelError at level 0, MissingKeyError without the relinearisation key."""
         if self.multi:
             return self._each(lambda a: a.square())
         return self._like(ev.square(self.ctx, self.ciphertext))
 
     def mul_i(self):
-        """Multiply by the imaginary unit (exact, no level used)."""
+        """Multiply by the imaginary unit (exact, no level used).
+
+        Raises nothing."""
         if self.multi:
             return self._each(lambda a: a.mul_i())
         return self._like(ev.mul_i(self.ctx, self.ciphertext), True)
 
     def conj(self):
+        """The complex conjugate (a real tensor is its own).
+
+        Raises MissingKeyError without the conjugation key."""
         if self.multi:
             return self._each(lambda a: a.conj())
         return self._like(ev.conjugate(self.ctx, self.ciphertext)) if self._complex else self
 
     # --- levels -----------------------------------------------------------------------
     def drop_level(self, levels: int = 1) -> "EncryptedTensor":
+        """The same values `levels` levels lower, on the lower level's nominal scale.
+
+        Raises LevelError for more levels than are left or a negative count, IntegerArgumentError
+        for a count that is not an int, ScaleError for a scale the lower level cannot hold."""
         if self.multi:
             return self._each(lambda a: a.drop_level(levels))
         return self._like(ev.drop_level(self.ctx, self.ciphertext, levels))
 
     def rescale(self) -> "EncryptedTensor":
+        """Divide the scale by the top prime(s) of the level, one level lower (products rescale
+        themselves; this is for products made without).
+
+        Raises LevelError at level 0, ScaleError when the result would fall far below the
+        next level's nominal scale (a fresh ciphertext: use drop_level)."""
         if self.multi:
             return self._each(lambda a: a.rescale())
         return self._like(ev.rescale(self.ctx, self.ciphertext))
@@ -336,10 +364,13 @@ class EncryptedTensor:
     def bootstrap(self) -> "EncryptedTensor":
         """A new EncryptedTensor with the same values and levels refreshed (a bootstrappable
         preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py.
-        Several ciphertexts: two real chunks share one bootstrapping (as a + i b)."""
+        Several ciphertexts: two real chunks share one bootstrapping (as a + i b).
+
+        Raises ParameterError for a preset that is not bootstrappable, MissingKeyError without
+        the bootstrapping keys (ctx.keygen(bootstrap=True))."""
         if self.multi:
             return self._bootstrap_chunks()
-        return _bootstrap.bootstrap(self)
+        return self._like(_bootstrap.bootstrap(self.ctx, self.ciphertext))
 
     def _bootstrap_chunks(self) -> "EncryptedTensor":
         parts = self.chunks()
@@ -347,33 +378,46 @@ class EncryptedTensor:
         for j in range(0, len(parts), 2):
             pair = parts[j : j + 2]
             if len(pair) == 2 and not self._complex and pair[0].slots == pair[1].slots:
-                out += list(_bootstrap.bootstrap_pair(*pair))
+                out += list(pair[0].bootstrap_with(pair[1]))
             else:
-                out += [_bootstrap.bootstrap(q) for q in pair]
+                out += [q.bootstrap() for q in pair]
         return self._joined(out, self.shape, self._complex)
 
     def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
-        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued)."""
+        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued).
+
+        Raises EncodingError for a complex tensor, SlotError when they pack different slot
+        counts, and what bootstrap() raises."""
         if self._complex or other._complex:
-            raise ValueError("bootstrap_with: both tensors must be real (they travel as real and imaginary parts)")
-        return _bootstrap.bootstrap_pair(self, other)
+            raise EncodingError("bootstrap_with: both tensors must be real (they travel as real and imaginary parts)")
+        u, v = _bootstrap.bootstrap_pair(self.ctx, self.ciphertext, other.ciphertext)
+        return self._like(u), other._like(v)
 
     # --- rotations ----------------------------------------------------------------------
     def rotate(self, k: int) -> "EncryptedTensor":
-        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots)."""
+        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots).
+
+        Raises MissingKeyError when no key (nor the +-2^i keys) makes step k at this level,
+        IntegerArgumentError for a step that is not an int, UnsupportedOperationError for a
+        tensor spanning several ciphertexts."""
         return self._like(ev.rotate(self.ctx, self.ciphertext, as_int(k, "rotate", "the step")))
 
     def roll(self, shifts, dims=None) -> "EncryptedTensor":
-        """torch.roll semantics on the logical tensor."""
+        """torch.roll semantics on the logical tensor.
+
+        Raises MissingKeyError for a missing rotation key, LevelError at level 0 when the roll
+        needs masks, ShapeError when shifts and dims differ in length, IndexError for a dimension
+        out of range, IntegerArgumentError for shifts or dims that are not ints,
+        UnsupportedOperationError for several shifts without dims or several ciphertexts."""
         shifts = [as_int(s, "roll", "a shift") for s in _as_tuple(shifts)]
         if dims is None:
             if len(shifts) != 1:
-                raise NotImplementedError("roll: several shifts need dims (as in torch.roll)")
+                raise UnsupportedOperationError("roll: several shifts need dims (as in torch.roll)")
             flat = EncryptedTensor(self.ctx, self.ciphertext, (self.numel(),), self._complex)
             return self._like(flat._roll_dim(shifts[0], 0).ciphertext)
         dims = [as_int(d, "roll", "a dimension") for d in _as_tuple(dims)]
         if len(shifts) != len(dims):
-            raise ValueError("roll: shifts and dims must have the same length")
+            raise ShapeError("roll: shifts and dims must have the same length")
         out = self
         for s, d in zip(shifts, dims):
             out = out._roll_dim(s, d)
@@ -413,10 +457,14 @@ class EncryptedTensor:
 
     def sum(self, dim=None, keepdim=False):
         """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none;
-        several ciphertexts: the chunks' sums added)."""
+        several ciphertexts: the chunks' sums added).
+
+        Raises UnsupportedOperationError for a sum over some dimensions only or an image
+        layout, MissingKeyError for a missing rotation key, LevelError at level 0 when padding
+        slots must be masked."""
         if isinstance(self.layout, Layout):
-            raise NotImplementedError("sum of an image-layout tensor: its slots also hold values the layout ignores; "
-                                      "use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
+            raise UnsupportedOperationError("sum of an image-layout tensor: its slots also hold values the layout "
+                                            "ignores; use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
         if self.multi:
             sums = [_linear.sum_all(c) for c in self.chunks()]
             ctx, total = self.ctx, sums[0].ciphertext
@@ -426,7 +474,8 @@ class EncryptedTensor:
             if dim is not None:
                 dims = (dim,) if isinstance(dim, int) else tuple(dim)
                 if sorted(d % self.dim() for d in dims) != list(range(self.dim())):
-                    raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
+                    raise UnsupportedOperationError("sum on EncryptedTensor: only the sum over all dimensions is "
+                                                    "supported")
             return EncryptedTensor(ctx, total, shape, self._complex)
         return _linear.sum_all(self, dim, keepdim)
 
@@ -444,6 +493,9 @@ class EncryptedTensor:
 
     # --- devices -----------------------------------------------------------------------
     def to(self, device) -> "EncryptedTensor":
+        """The same values on `device` (with its context's copy there).
+
+        Raises RuntimeError (torch's) for a device this build or machine lacks."""
         ctx = self.ctx.to(device)
         if ctx.device == self.device:
             return self
@@ -465,7 +517,8 @@ class EncryptedTensor:
                 and len(args) == 2:
             alpha = kwargs.pop("alpha", 1)
             if kwargs:
-                raise NotImplementedError(f"torch.{name} on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
+                raise UnsupportedOperationError(f"torch.{name} on EncryptedTensor: unsupported arguments "
+                                                f"{sorted(kwargs)}")
             a, b = args
             return binary_op(name, a, b if alpha == 1 else _scaled(b, alpha))
         if name in ("neg", "__neg__", "negative") and len(args) == 1:
@@ -490,20 +543,21 @@ class EncryptedTensor:
             if len(pad) == 6 and not any(pad[:4]) and kwargs.get("value", 0) in (0, None) and \
                     (len(args) < 3 or args[2] == "constant"):
                 return _image.pad_channels(x, pad[4], pad[5])
-            raise NotImplementedError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
+            raise UnsupportedOperationError("F.pad on EncryptedTensor: only zero channels, "
+                                            "F.pad(x, (0, 0, 0, 0, a, b))")
         if name == "sum" and isinstance(args[0], EncryptedTensor):
             dim = args[1] if len(args) > 1 else kwargs.get("dim")
             return args[0].sum(dim, kwargs.get("keepdim", False))
-        raise NotImplementedError(f"{name} is not supported on EncryptedTensor (supported: torch.add, torch.sub, "
-                                  "torch.mul, torch.neg, torch.roll, torch.matmul, torch.sum, torch.flatten, the "
-                                  "arithmetic operators, @ included, and F.linear, F.conv2d, F.avg_pool2d, "
-                                  "F.adaptive_avg_pool2d, F.pad of channels, x[..., ::s, ::s])")
+        raise UnsupportedOperationError(f"{name} is not supported on EncryptedTensor (supported: torch.add, torch.sub, "
+                                        "torch.mul, torch.neg, torch.roll, torch.matmul, torch.sum, torch.flatten, the "
+                                        "arithmetic operators, @ included, and F.linear, F.conv2d, F.avg_pool2d, "
+                                        "F.adaptive_avg_pool2d, F.pad of channels, x[..., ::s, ::s])")
 
 
 def _matmul(a, b):
     """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
     if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
-        raise NotImplementedError("matmul: both operands encrypted is not supported; one must be plaintext")
+        raise UnsupportedOperationError("matmul: both operands encrypted is not supported; one must be plaintext")
     return _linear.matmul(a, b) if isinstance(a, EncryptedTensor) else _linear.matmul(b, a, x_right=True)
 
 

@@ -9,10 +9,14 @@ import inspect
 import pathlib
 import re
 
+import warnings
+
 import pytest
+import torch
 
 import fhetorch as fhe
 from fhetorch import errors
+from fhetorch._ckks import evaluator as ev
 
 PKG = pathlib.Path(fhe.__file__).resolve().parent
 
@@ -165,3 +169,27 @@ def test_public_docstring_lists_what_it_raises(name):
 def test_accessors_are_plain():
     """The exempt accessors are what they say (delegations, metadata), and exist."""
     assert ACCESSORS <= set(PUBLIC)
+
+
+# --- each condition raises its own class ------------------------------------------------------------
+def test_conditions_raise_their_class(ctx_n10):
+    x = torch.rand(8, dtype=torch.float64)
+    with pytest.raises(fhe.SecurityError, match="make_params: insecure parameters"):
+        fhe.ckks.make_params(12, levels=5)
+    with pytest.raises(fhe.ParameterError, match="preset: unknown preset") as e:
+        fhe.ckks.preset("toy-n99")
+    assert not isinstance(e.value, fhe.SecurityError)
+    with pytest.raises(fhe.SlotError, match="encode: got 8 values for 4 slots"):
+        ctx_n10.encrypt_vector(x, slots=4)
+    a, b = ctx_n10.encrypt_vector(x, slots=8), ctx_n10.encrypt_vector(x[:4], slots=4)
+    with pytest.raises(fhe.SlotError, match="add: operands pack 8 and 4 slots"):
+        ev.add(ctx_n10, a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        bare = fhe.Context("toy-n10")
+    with pytest.raises(fhe.MissingKeyError, match=r"encrypt: no public key; call ctx.keygen\(\) first"):
+        bare.encrypt(x)
+    with pytest.raises(fhe.LevelError, match=r"encrypt: level must be in \[0, 8\], got 9"):
+        ctx_n10.encrypt(x, level=9)
+    with pytest.raises(fhe.UnsupportedOperationError, match="sin is not supported on EncryptedTensor"):
+        torch.sin(ctx_n10.encrypt(x))

@@ -85,7 +85,7 @@ def _recurse(basis: PowerBasis, c: np.ndarray, out_min: int, baby: int):
         prod = ops.lincomb([(qv, basis.T(n))], 0.0)
     else:
         lv = min(ops.level(qv), basis.level(n))
-        prod = ops.multiply(ops.drop(qv, lv), basis.T(n, lv))
+        prod = ops.mul(ops.drop(qv, lv), basis.T(n, lv))
     rv = _recurse(basis, r, out_min, baby)
     if isinstance(rv, float):
         return ops.add_const(prod, rv)

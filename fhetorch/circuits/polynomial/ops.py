@@ -42,7 +42,7 @@ class CiphertextOps:
     def nominal(self, a) -> bool:
         return ev.same_scale(a.scale, self.ctx.nominal_scale(a.level))
 
-    def multiply(self, a, b):
+    def mul(self, a, b):
         self.mults += 1
         self.drops += abs(a.level - b.level)
         return ev.multiply(self.ctx, a, b)

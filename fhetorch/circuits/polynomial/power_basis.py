@@ -87,12 +87,12 @@ class PowerBasis:
             return ops.lincomb([(alpha, self.x)], beta)
         if i & (i - 1) == 0:  # T_2k = 2 T_k^2 - 1
             t = self.T(i // 2)
-            return ops.lincomb([(2, ops.multiply(t, t))], -1.0)
+            return ops.lincomb([(2, ops.mul(t, t))], -1.0)
         a = 1 << (ceil_log2(i) - 1)  # T_i = 2 T_a T_b - T_(a-b), a the largest power of two < i
         b = i - a
         ta = self.T(a)
         lv = ops.level(ta)
-        prod = ops.multiply(ta, self.T(b, min(lv, self.level(b))))
+        prod = ops.mul(ta, self.T(b, min(lv, self.level(b))))
         twice = ops.lincomb([(2, prod)], 0.0)
         return ops.sub(twice, self.T(a - b, ops.level(twice)))
 

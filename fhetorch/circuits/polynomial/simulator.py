@@ -36,7 +36,7 @@ class LevelSimulator:
     def nominal(a) -> bool:
         return a.nominal
 
-    def multiply(self, a, b):
+    def mul(self, a, b):
         self.mults += 1
         self.drops += abs(a.level - b.level)
         return self._new(min(a.level, b.level) - 1)

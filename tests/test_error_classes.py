@@ -20,7 +20,9 @@ from fhetorch._ckks import evaluator as ev
 
 PKG = pathlib.Path(fhe.__file__).resolve().parent
 
-# Builtin exceptions no fhetorch code raises by name: each FHE condition has its class.
+# Builtin exceptions no fhetorch code raises by name: each FHE condition has its class. Not
+# listed: IndexError (a dimension out of range, as torch raises it) and AttributeError (the
+# module __getattr__ protocol), which are Python's own conditions.
 FORBIDDEN = {"Exception", "ValueError", "RuntimeError", "KeyError", "TypeError", "AssertionError",
              "NotImplementedError", "ArithmeticError", "ZeroDivisionError", "OverflowError", "LookupError"}
 

@@ -3,7 +3,7 @@
 A `Chebyshev` is p(x) = sum_i c_i T_i(y) with y = (2x - (a + b)) / (b - a), the affine map of
 [a, b] onto [-1, 1]. Coefficients are float64 numpy arrays. Evaluating one on plaintext
 (`series(t)`, Clenshaw's recurrence in float64/complex128) is the reference the encrypted
-evaluation (fhetorch/circuits/polynomial.py) is tested against.
+evaluation (fhetorch/circuits/polynomial/) is tested against.
 
 - `interpolate(fn, interval, degree)`: the interpolant at the degree + 1 Chebyshev nodes of
   the first kind, coefficients by the DCT-II of the samples (exact for polynomials of degree

@@ -89,7 +89,10 @@ def _steps(baby, giant, n: int) -> list:
 
 
 class LinearTransform:
-    """y = M x for a plaintext (n, n) matrix M on ciphertexts of n slots. `lt(ct)` evaluates it."""
+    """y = M x for a plaintext (n, n) matrix M on ciphertexts of n slots. `lt(ct)` evaluates it.
+
+    Raises ShapeError for a matrix that is not square, SlotError when n is not the ciphertexts'
+    slot count (a power of two up to ctx.slots), EncodingError for NaN or inf entries."""
 
     levels = 1
 
@@ -111,7 +114,10 @@ class LinearTransform:
     def from_diagonals(cls, ctx, diagonals: dict, n: int, *, level: int | None = None, bsgs: bool = True,
                        n1: int | None = None):
         """The transform sum_k diag_k * rot_k(x) from {k: diag_k} (length-n vectors, k mod n), without
-        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count."""
+        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count.
+
+        Raises SlotError when n is not a power of two up to ctx.slots, ShapeError for a diagonal
+        that is not of length n."""
         if n < 1 or n & (n - 1) or n > ctx.slots:
             raise SlotError(f"LinearTransform: n must be a power of two <= {ctx.slots}, got {n}")
         diags = {}

@@ -16,17 +16,20 @@ import importlib
 import torch  # noqa: F401  (fhetorch._C links against torch)
 
 from . import ckks
-from .errors import (ContextError, EncodingError, EncryptedValueError, FHEError, InsecureParametersWarning,
-                     IntegerArgumentError, LayoutError, LevelError, MissingKeyError, ParameterError, ScaleError,
-                     SerializationError, ShapeError)
+from .errors import (ApproximationError, ContextError, EncodingError, EncryptedValueError, FHEError,
+                     InsecureParametersWarning, IntegerArgumentError, InternalError, LayoutError, LevelError,
+                     MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
+                     SlotError, UnsupportedLayerError, UnsupportedOperationError)
 from .tensor import Context, EncryptedTensor
 from .tensor.serialization import load, save
 
 __version__ = "0.1.0"
 
-__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "EncryptedValueError", "FHEError",
-           "InsecureParametersWarning", "IntegerArgumentError", "LayoutError", "LevelError", "MissingKeyError",
-           "ParameterError", "ScaleError", "SerializationError", "ShapeError", "ckks", "load", "nn", "save"]
+__all__ = ["ApproximationError", "Context", "ContextError", "EncodingError", "EncryptedTensor",
+           "EncryptedValueError", "FHEError", "InsecureParametersWarning", "IntegerArgumentError", "InternalError",
+           "LayoutError", "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError",
+           "SerializationError", "ShapeError", "SlotError", "UnsupportedLayerError", "UnsupportedOperationError",
+           "ckks", "load", "nn", "save"]
 
 
 def __getattr__(name):

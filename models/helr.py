@@ -40,12 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fhetorch.circuits import approximations
 from fhetorch.circuits import bootstrap as _bts
 from fhetorch.circuits.polynomial import evaluate
 from fhetorch._ckks import evaluator as ev
 from fhetorch._ckks.graphs import Graphs
-from fhetorch.ckks.polynomial import chebyshev
+from fhetorch.ckks.polynomial import chebyshev, sigmoid
 from fhetorch.nn.graph import Layer
 from fhetorch.nn.plan import make_plan
 
@@ -137,7 +136,7 @@ def _broadcast(v, z):
 
 def _gradient_poly(cfg: HELRConfig, n: int):
     """q(y) = sigma(-B y) / (n S) on [-1, 1], as a Chebyshev series (exact: a cubic)."""
-    sig = approximations.sigmoid(3)
+    sig = sigmoid(3)
     k = 1.0 / n / cfg.weight_bound
     return chebyshev(lambda y: k * sig.plain(-cfg.sigmoid_bound * torch.as_tensor(y, dtype=torch.float64)),
                      (-1.0, 1.0), 3)
@@ -225,7 +224,7 @@ class EncryptedHELR:
         if not self.plan.steps[self.t + 1].bootstraps:
             return
         f, full = self.layout.f, self.ctx.slots
-        w, v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx),
+        w, v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(self.ctx, w, v),
                            self.w.replace(slots=f), self.v.replace(slots=f))
         self.w, self.v = w.replace(slots=full), v.replace(slots=full)
         self.bootstraps += 1

@@ -137,7 +137,7 @@ def test_empty_tensor(ctx_n10):
 
 @pytest.mark.parametrize("level", [-1, 9, 100])
 def test_encrypt_level_out_of_range(ctx_n10, level):
-    with pytest.raises(fhe.EncodingError, match="encrypt"):
+    with pytest.raises(fhe.LevelError, match="encrypt: level must be in"):
         ctx_n10.encrypt(_rand(4), level=level)
 
 

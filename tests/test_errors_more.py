@@ -166,7 +166,7 @@ def test_drop_level_count_must_be_an_int(ctx_n10, levels):
 
 @pytest.mark.parametrize("level", [-1, 9, 100])
 def test_encode_level_out_of_range(ctx_n10, level):
-    with pytest.raises(fhe.EncodingError, match=r"encode: level must be in \[0, 8\]"):
+    with pytest.raises(fhe.LevelError, match=r"encode: level must be in \[0, 8\]"):
         ctx_n10.encode(_rand(4), level=level)
 
 

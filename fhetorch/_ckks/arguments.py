@@ -10,7 +10,7 @@ import operator
 
 import torch
 
-from ..errors import EncodingError, IntegerArgumentError
+from ..errors import EncodingError, IntegerArgumentError, LevelError
 
 
 def as_int(value, what: str, name: str) -> int:
@@ -24,11 +24,11 @@ def as_int(value, what: str, name: str) -> int:
     raise IntegerArgumentError(f"{what}: {name} must be an int, got {value!r} ({type(value).__name__})")
 
 
-def as_level(value, top: int, what: str, name: str = "level", error=EncodingError) -> int:
-    """`value` as a level in [0, top] (`error` when out of range)."""
+def as_level(value, top: int, what: str, name: str = "level") -> int:
+    """`value` as a level in [0, top]: IntegerArgumentError for a non-integer, LevelError out of range."""
     level = as_int(value, what, name)
     if not 0 <= level <= top:
-        raise error(f"{what}: {name} must be in [0, {top}], got {level}")
+        raise LevelError(f"{what}: {name} must be in [0, {top}], got {level}")
     return level
 
 

@@ -279,7 +279,7 @@ class CKKSContext:
             data = _ops.add(_ops.mul(pk, v, b.mod), e, b.mod)
             data[0] = _ops.add(data[0].contiguous(), pt.data, b.mod)
         else:
-            raise ContextError("encrypt: no keys; call ctx.keygen() first")
+            raise MissingKeyError("encrypt: no public key; call ctx.keygen() first")
         return Ciphertext(data, pt.level, pt.scale, pt.slots)
 
     def decrypt_vector(self, ct: Ciphertext) -> torch.Tensor:

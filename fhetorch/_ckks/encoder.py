@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..errors import EncodingError
+from ..errors import EncodingError, SlotError
 
 MAX_COEFF = 2.0**62
 
@@ -43,7 +43,7 @@ class Encoder:
 
     def check_slots(self, slots: int):
         if slots < 1 or slots > self.n // 2 or slots & (slots - 1):
-            raise EncodingError(f"encode: slots must be a power of two in [1, {self.n // 2}], got {slots}")
+            raise SlotError(f"encode: slots must be a power of two in [1, {self.n // 2}], got {slots}")
 
     def embed(self, values: torch.Tensor, slots: int, scale: float) -> torch.Tensor:
         """Complex or real (slots,) values -> int64 coefficients round(scale * m) (N,); a batch
@@ -52,7 +52,7 @@ class Encoder:
         v = values.to(torch.complex128)
         v = v.reshape(-1) if v.numel() == slots else v
         if v.dim() > 2 or v.shape[-1] != slots:
-            raise EncodingError(f"encode: got {v.numel()} values for {slots} slots")
+            raise SlotError(f"encode: got {v.numel()} values for {slots} slots; pass one value per slot")
         if not bool(torch.isfinite(torch.view_as_real(v)).all()):
             raise EncodingError("encode: values contain NaN or inf; clean the input first")
         pos, neg, twist = self._tables(v.device)

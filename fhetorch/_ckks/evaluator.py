@@ -13,7 +13,7 @@ import math
 import torch
 
 from .. import _ops
-from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError
+from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError, SlotError
 from .._rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
 from .arguments import as_int
 from .ciphertext import Ciphertext
@@ -42,7 +42,7 @@ def match(ctx: CKKSContext, a: Ciphertext, b: Ciphertext, what: str = "add"):
     check_ciphertext_scale(a, what)
     check_ciphertext_scale(b, what)
     if a.slots != b.slots:
-        raise ScaleError(f"{what}: operands pack {a.slots} and {b.slots} slots; encrypt them with the same layout")
+        raise SlotError(f"{what}: operands pack {a.slots} and {b.slots} slots; encrypt them with the same layout")
     if a.level > b.level:
         a = drop_level(ctx, a, a.level - b.level)
     elif b.level > a.level:

@@ -13,7 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from ..errors import InsecureParametersWarning, ParameterError
+from ..errors import InsecureParametersWarning, InternalError, ParameterError, SecurityError
 from .._ring import largest_ntt_primes
 from .._ring.primes import ntt_prime_candidates
 
@@ -161,16 +161,18 @@ class Params:
         return sum(math.log2(q) for q in self.primes + self.special_primes)
 
     def limbs(self, level: int) -> range:
+        """The limb range of `level` in `primes`. Raises IndexError for a level out of range."""
         s, e = self.level_limbs[level]
         return range(s, e)
 
     def info(self) -> PresetInfo:
+        """The PresetInfo summary (N, log PQ, dnum, levels, scale, slots, security). Raises nothing."""
         bts = self.bootstrap
         return PresetInfo(self.name, self.n, round(self.log_pq, 2), self.dnum, self.max_level, self.scale_bits,
                           self.slots, self.security_bits, bts is not None, bts.user_levels if bts else None)
 
     def describe(self) -> dict:
-        """Plain-data description used by serialization to check compatibility."""
+        """Plain-data description used by serialization to check compatibility. Raises nothing."""
         return dict(log_n=self.log_n, chain=self.chain, primes=list(self.primes),
                     special_primes=list(self.special_primes), level_limbs=[list(x) for x in self.level_limbs],
                     dnum=self.dnum, hamming_weight=self.hamming_weight, name=self.name,
@@ -188,7 +190,7 @@ def _level_counts(kind: str, levels: int):
                 k, m = k + dk, m + dm
                 break
         else:
-            raise AssertionError("rescaling cycle is stuck")
+            raise InternalError("make_params: the rescaling cycle is stuck")
         counts.append((k, m))
     return counts
 
@@ -219,7 +221,8 @@ def _dp_counts(kind: str, bits: list, kmax: int):
                 if key not in nxt or cost + k2 + m2 < nxt[key][0]:
                     nxt[key] = (cost + k2 + m2, path + [(k2, m2)])
         if not nxt:
-            raise ParameterError(f"no prime counts reach level {lvl}'s scale 2^{bits[lvl]} (step {step} bits)")
+            raise ParameterError(f"make_params: no prime counts reach level {lvl}'s scale 2^{bits[lvl]} "
+                                 f"(step {step} bits); use another chain or fewer levels")
         states = nxt
 
     def q_bits(item):
@@ -285,12 +288,16 @@ def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, d
     """Build and validate a parameter set.
 
     levels=None takes the most levels that keep log2(PQ) within the HE-standard 128-bit
-    bound for N = 2^log_n. Parameters over the bound raise ParameterError unless
+    bound for N = 2^log_n. Parameters over the bound raise SecurityError unless
     allow_insecure=True (then they warn with InsecureParametersWarning).
 
     bootstrap: a BootstrapConfig (or its fields as a dict) makes a bootstrappable chain:
     user levels at the chain's scale, bootstrapping's levels above them (levels is then
     implied: bootstrap.top).
+
+    Raises ParameterError for an unknown chain, log_n outside [10, 17], dnum or levels below 1,
+    levels that contradict bootstrap.top or that no primes reach; SecurityError (a
+    ParameterError) for parameters below 128-bit security without allow_insecure=True.
     """
     if isinstance(bootstrap, dict):
         bootstrap = BootstrapConfig(**bootstrap)
@@ -325,7 +332,7 @@ def make_params(log_n: int, *, chain: str = "rr40", levels: int | None = None, d
                if bound is not None and p.log_pq > bound else
                "sparse secrets outside bootstrapping are not covered by the HE standard" if hamming_weight else
                f"N = 2^{log_n} is below the HE-standard table")
-        raise ParameterError(f"make_params: insecure parameters: {why}; use fewer levels, a larger N, "
+        raise SecurityError(f"make_params: insecure parameters: {why}; use fewer levels, a larger N, "
                              "or pass allow_insecure=True for tests")
     if not secure:
         warnings.warn(f"parameters {name!r} are not 128-bit secure (log2 PQ = {p.log_pq:.1f}); use them for tests only",
@@ -377,7 +384,9 @@ _cache: dict = {}
 
 
 def preset(name: str) -> Params:
-    """The named preset's Params (toy presets warn with InsecureParametersWarning)."""
+    """The named preset's Params (toy presets warn with InsecureParametersWarning).
+
+    Raises ParameterError for an unknown name."""
     if name not in _PRESETS:
         raise ParameterError(f"preset: unknown preset {name!r}; available: {', '.join(_PRESETS)}")
     toy = name.startswith("toy-")
@@ -392,7 +401,7 @@ def preset(name: str) -> Params:
 
 
 def presets() -> dict:
-    """All presets as {name: PresetInfo}."""
+    """All presets as {name: PresetInfo}. Raises nothing."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         return {name: preset(name).info() for name in _PRESETS}

@@ -1,6 +1,8 @@
 """NTT-friendly primes below 2^31 and the number theory their tables need."""
 from __future__ import annotations
 
+from ..errors import ParameterError
+
 
 def is_prime(n: int) -> bool:
     """Deterministic Miller-Rabin, exact for n < 3.3e24 (bases are the first 12 primes)."""
@@ -55,7 +57,8 @@ def ntt_primes(log_n: int, bits: float, count: int, exclude=()) -> list[int]:
         out.append(q)
         if len(out) == count:
             return out
-    raise ValueError(f"only {len(out)} NTT-friendly primes below 2^31 for N=2^{log_n} near 2^{bits}")
+    raise ParameterError(f"ntt_primes: only {len(out)} NTT-friendly primes below 2^31 for N=2^{log_n} near "
+                         f"2^{bits}; ask for fewer primes or other sizes")
 
 
 def largest_ntt_primes(log_n: int, count: int, exclude=()) -> list[int]:
@@ -69,7 +72,7 @@ def largest_ntt_primes(log_n: int, count: int, exclude=()) -> list[int]:
             out.append(q)
         k -= 1
     if len(out) < count:
-        raise ValueError(f"not enough NTT-friendly primes for N=2^{log_n}")
+        raise ParameterError(f"ntt_primes: not enough NTT-friendly primes below 2^31 for N=2^{log_n}; ask for fewer")
     return out
 
 
@@ -81,4 +84,4 @@ def primitive_root_2n(q: int, log_n: int) -> int:
         psi = pow(g, (q - 1) // two_n, q)
         if pow(psi, two_n // 2, q) == q - 1:
             return psi
-    raise ValueError(f"no primitive 2N-th root mod {q}")
+    raise ParameterError(f"primitive_root_2n: no primitive 2N-th root mod {q}; q must be 1 mod 2N")

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .. import _ops
+from ..errors import ParameterError
 from .primes import primitive_root_2n
 
 R = 1 << 32
@@ -130,7 +131,8 @@ class Ring:
         self.device = torch.device(device)
         for q in self.primes:
             if not (q < 2**31 and q % (2 * self.n) == 1):
-                raise ValueError(f"{q} is not an NTT-friendly prime below 2^31 for N = {self.n}")
+                raise ParameterError(f"Ring: {q} is not an NTT-friendly prime below 2^31 for N = {self.n} "
+                                     "(q = 1 mod 2N); pick primes with ntt_primes()")
         self._full = self._build_tables()
         self._bases: dict = {}
         self.cache: dict = {}  # plans of higher layers (index tensors, constants), per device

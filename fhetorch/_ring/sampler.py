@@ -19,6 +19,7 @@ import weakref
 import torch
 
 from .. import _ops
+from ..errors import InternalError, ParameterError
 
 
 class _Key:
@@ -102,7 +103,7 @@ class Sampler:
     def sparse_ternary(self, n: int, hamming_weight: int) -> torch.Tensor:
         """Exactly `hamming_weight` non-zero +-1 coefficients at uniformly random positions."""
         if not 0 < hamming_weight <= n:
-            raise ValueError(f"hamming_weight must be in [1, {n}], got {hamming_weight}")
+            raise ParameterError(f"sparse_ternary: hamming_weight must be in [1, {n}], got {hamming_weight}")
         # Fisher-Yates over ChaCha20 words (rejection keeps the choice unbiased).
         words = iter(_ops.sample_uniform(self.key, self._next(), _word_mod().to(self.device), 1, 4 * n + 64).flatten().tolist())
         pos = list(range(n))
@@ -133,4 +134,4 @@ def _unbiased(words, span: int) -> int:
     for w in words:
         if w < limit:
             return w % span
-    raise RuntimeError("sampler ran out of words")  # probability < 2^-60
+    raise InternalError("sampler: ran out of words")  # probability < 2^-60

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _ops
+from ..errors import InternalError
 from .._ring import Ring
 
 
@@ -86,7 +87,7 @@ def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
     added = tuple(i for i in dst if i not in pos)
     kept_dst = [k for k, i in enumerate(dst) if i in pos]
     if kept_dst and kept_dst != list(range(kept_dst[0], kept_dst[0] + len(kept_dst))):
-        raise ValueError("switch_modulus: kept limbs must be contiguous in the destination")
+        raise InternalError("switch_modulus: kept limbs must be contiguous in the destination")
     b_drop, b_dst = ring.basis(drop), ring.basis(dst)
     prod_a = ring.basis(added).product if added else 1
     prod_d = b_drop.product

@@ -11,7 +11,7 @@ returns an encryption of the same message at level `user_levels` of a bootstrapp
    |I| <= (h + 1) / 2 and in practice ~ sqrt(h / 12) * 6; after ModRaise it switches back.
 2. SubSum (sparse packings of n < N/2 slots): sum over rotations by n, 2n, ... projects t onto
    the subring the n slots live in (times N / 2n, folded into the scale). A packing whose own
-   circuit has no keys runs that of the smallest larger packing m with keys (plan_slots: an
+   circuit has no keys runs that of the smallest larger packing m with keys (`packing`: an
    n-slot ciphertext is an m-slot one holding its values m / n times), read back as n slots.
 3. CoeffToSlot: the inverse slot DFT (circuits/dft.py) in `cts_levels` merged stages, so the
    slots hold w = (t_k + i t_(k+n)) / Q_0 = I + eps. Its first stage also divides by 2K.
@@ -44,12 +44,13 @@ from .. import _ops
 from .._ckks import evaluator as ev
 from .._ckks.ciphertext import Ciphertext
 from .._ckks.context import galois_element
-from ..errors import MissingKeyError, ParameterError
+from ..errors import MissingKeyError, ParameterError, SlotError
 from .._rlwe import key_switch, switching_key_bytes
 from . import dft
 from .chebyshev import interpolate
 from .linear import LinearTransform, rotation_steps
 from .polynomial import evaluate
+
 
 def config(ctx):
     return config_of(ctx.params)
@@ -121,7 +122,7 @@ class Bootstrapper:
             lts = self._dfts[("stc", slots, factor)] = first + [last]
         return lts
 
-    def plan_slots(self, slots: int) -> int:
+    def packing(self, slots: int) -> int:
         """The packing a `slots`-slot ciphertext bootstraps in: `slots` itself when the keys of
         its circuit are there, else the smallest larger power of two whose keys are (an n-slot
         ciphertext is also an m-slot one holding its values m / n times; the result is read back
@@ -251,23 +252,23 @@ class Bootstrapper:
     def _refresh(self, ct: Ciphertext, halve: bool) -> Ciphertext:
         ctx = self.ctx
         slots = ct.slots
-        plan = self.plan_slots(slots)  # slots, or a larger packing with keys (the values repeated)
+        packing = self.packing(slots)  # slots, or a larger packing with keys (the values repeated)
         # the data's own slot count; a fraction only in its own circuit: a larger packing's
         # noise, magnified by the message ratio, outweighs the sine's cubic term it would save
-        factor = self.input_factor(slots, ct.level if plan == slots else 0)
+        factor = self.input_factor(slots, ct.level if packing == slots else 0)
         ct = self._prepare(ct, factor)
         # SlotToCoeff's constant assumes level 0's nominal scale; another input scale (a level-0
         # input off it, the rounding of a fractional factor), and the pair's 1/2, are scale labels
         label = ct.scale / ctx.nominal_scale(0) * (2.0 if halve else 1.0)
         x = self.mod_raise(self._scale_up(ct, factor))
-        if plan < ctx.slots:
-            x = self._sub_sum(x, plan)
+        if packing < ctx.slots:
+            x = self._sub_sum(x, packing)
         parts = self.coeff_to_slot(x)
         if len(parts) == 2:
             w = ev.add(ctx, self.eval_mod(parts[0]), ev.mul_i(ctx, self.eval_mod(parts[1])))
         else:  # [re, im] in 2n slots: SlotToCoeff's first stage forms re + i im
             w = self.eval_mod(parts[0])
-        out = self.slot_to_coeff(w.replace(scale=w.scale * label), plan, factor)
+        out = self.slot_to_coeff(w.replace(scale=w.scale * label), packing, factor)
         assert out.level == self.cfg.user_levels, (out.level, self.cfg.user_levels)
         return out.replace(slots=slots)
 
@@ -279,7 +280,7 @@ class Bootstrapper:
         """Two real-valued ciphertexts refreshed by one bootstrapping of a + i b."""
         ctx = self.ctx
         if a.slots != b.slots:
-            raise ValueError(f"bootstrap_pair: the ciphertexts pack {a.slots} and {b.slots} slots; use one layout")
+            raise SlotError(f"bootstrap_pair: the ciphertexts pack {a.slots} and {b.slots} slots; use one layout")
         c = ev.add(ctx, ev.relinearize(ctx, a), ev.mul_i(ctx, ev.relinearize(ctx, b)))  # at their common level
         out = self._refresh(c, halve=True)
         return self._split(out)
@@ -372,29 +373,20 @@ def _wide_ends(cts_last: dict, stc_first: dict, n: int) -> tuple:
     return cts, stc
 
 
-def _unwrap(x):
-    return getattr(x, "ciphertext", x), getattr(x, "ctx", None)
+def bootstrap(ctx, ct: Ciphertext) -> Ciphertext:
+    """A refreshed copy of `ct` at level `user_levels` of a bootstrappable preset. Keys:
+    ctx.keygen(bootstrap=True).
+
+    Raises ParameterError for a preset that is not bootstrappable, MissingKeyError without the
+    bootstrapping keys."""
+    return bootstrapper(ctx).bootstrap(ct)
 
 
-def bootstrap(x, ctx=None):
-    """Refreshed copy of a Ciphertext (give its ctx) or an EncryptedTensor, at level
-    `user_levels` of a bootstrappable preset. Keys: ctx.keygen(bootstrap=True)."""
-    ct, own = _unwrap(x)
-    ctx = ctx or own
-    if ctx is None:
-        raise ValueError("bootstrap: give the context of a bare Ciphertext: bootstrap(ct, ctx)")
-    out = bootstrapper(ctx).bootstrap(ct)
-    return x._like(out) if hasattr(x, "_like") else out
+def bootstrap_pair(ctx, a: Ciphertext, b: Ciphertext) -> tuple:
+    """Two real-valued Ciphertexts refreshed by one bootstrapping of a + i b.
 
-
-def bootstrap_pair(x, y, ctx=None):
-    """Two real-valued ciphertexts / EncryptedTensors bootstrapped together (as x + i y)."""
-    (a, own), (b, _) = _unwrap(x), _unwrap(y)
-    ctx = ctx or own
-    if ctx is None:
-        raise ValueError("bootstrap_pair: give the context of bare Ciphertexts: bootstrap_pair(a, b, ctx)")
-    u, v = bootstrapper(ctx).bootstrap_pair(a, b)
-    return (x._like(u) if hasattr(x, "_like") else u), (y._like(v) if hasattr(y, "_like") else v)
+    Raises SlotError when they pack different slot counts, and what bootstrap() raises."""
+    return bootstrapper(ctx).bootstrap_pair(a, b)
 
 
 def rotations(ctx, slots=None) -> dict:

@@ -24,10 +24,12 @@ import math
 
 import torch
 
+from ..errors import SlotError
+
 
 def _log2(n: int) -> int:
     if n < 1 or n & (n - 1):
-        raise ValueError(f"dft: n must be a power of two, got {n}")
+        raise SlotError(f"dft: n must be a power of two, got {n}")
     return n.bit_length() - 1
 
 

@@ -28,13 +28,12 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from ..circuits import approximations
 from .._ckks.params import preset as _preset
-from ..circuits.polynomial import chebyshev
 from ..circuits.bootstrap import rotation_levels
 from .._rlwe import switching_key_bytes
 from ..tensor import Context
-from ..errors import EncodingError, ShapeError
+from ..tensor.functions import chebyshev, relu as composite_relu
+from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
 from .graph import Layer, lower
 from .layout import model_layouts
 from .plan import Plan, make_plan
@@ -99,13 +98,15 @@ class CompiledModel:
 
     # --- modes -------------------------------------------------------------------------------
     def plaintext(self, x: torch.Tensor) -> torch.Tensor:
-        """The original model (float32)."""
+        """The original model (float32). Raises nothing of its own (what the model raises, it raises)."""
         with torch.no_grad():
             return self.model(x)
 
     def simulate(self, x: torch.Tensor) -> torch.Tensor:
         """float64 with the encrypted run's approximations; values outside their bounds are listed
-        in `cm.last_ranges` (a RangeReport: check `cm.last_ranges.ok`)."""
+        in `cm.last_ranges` (a RangeReport: check `cm.last_ranges.ok`).
+
+        Raises what the model raises on an input of another shape (torch's RuntimeError)."""
         for p in self._polys:
             p.outside, p.worst = 0, 0.0
         outside = {}
@@ -121,7 +122,9 @@ class CompiledModel:
     def keygen(self, context=None):
         """Make (or take) the client context and generate every key the plan needs: the rotations
         of its linear transforms and, if it bootstraps, the bootstrapping keys for its slot count.
-        Returns the context."""
+        Returns the context.
+
+        Raises ContextError for a public context (no secret key) given as `context`."""
 
         if context is None:
             with warnings.catch_warnings():
@@ -142,7 +145,9 @@ class CompiledModel:
         """The plan, then what running it takes: the linear transforms (diagonals), the rotation
         keys and their memory (each at the levels it is used at), the bootstrapping keys, the
         estimated key memory, and the expected latency on the H100 (plan.py's model). Needs no
-        keys; after cm.keygen() it adds the memory of the keys generated."""
+        keys; after cm.keygen() it adds the memory of the keys generated.
+
+        Raises nothing."""
 
         prog, p = self.program(), self.params
         names = [n for n, (_, _, m) in prog.chains.items() if m is not None]
@@ -181,7 +186,9 @@ class CompiledModel:
         return "\n".join(rows)
 
     def program(self):
-        """The encrypted program (layouts, slot maps, their linear transforms), built once."""
+        """The encrypted program (layouts, slot maps, their linear transforms), built once.
+
+        Raises UnsupportedLayerError for a layer without an encrypted form."""
         if self._program is None:
 
             self._program = Program(self)
@@ -189,23 +196,32 @@ class CompiledModel:
 
     def encrypt(self, x: torch.Tensor):
         """One input (the model's input shape, with or without a batch dimension of 1), packed in
-        the plan's input layout, divided by its bound, encrypted at the top level."""
+        the plan's input layout, divided by its bound, encrypted at the top level.
+
+        Raises MissingKeyError before cm.keygen(), ShapeError for another input shape or a batch
+        of several, EncodingError for NaN/inf or values beyond the calibrated bound."""
         return self.program().encrypt(self._need_ctx("encrypt"), x)
 
     def __call__(self, ex, *, progress: bool = False, timing: bool = False, graph: bool | None = None):
         """The encrypted forward pass (bootstrapping where the plan says); progress: a tqdm bar
         over the layers; timing: seconds per layer kind in cm.program().times (synchronises);
         graph: on CUDA, capture the whole pass in one CUDA graph at the first call and replay it
-        (default unless progress or timing; the first call runs it three times)."""
+        (default unless progress or timing; the first call runs it three times).
+
+        Raises MissingKeyError before cm.keygen(), LayoutError for an input not made by
+        cm.encrypt, ContextError for one encrypted under other keys."""
         return self.program().run(self._need_ctx("run"), ex, progress=progress, timing=timing, graph=graph)
 
     def decrypt(self, ey) -> torch.Tensor:
-        """float64 output (batch dimension of 1) of an encrypted forward pass."""
+        """float64 output (batch dimension of 1) of an encrypted forward pass.
+
+        Raises MissingKeyError before cm.keygen(), LayoutError for anything but this model's
+        output, ContextError for one encrypted under other keys."""
         return self.program().decrypt(self._need_ctx("decrypt"), ey)
 
     def _need_ctx(self, what):
         if self.ctx is None:
-            raise RuntimeError(f"CompiledModel.{what}: no keys yet; call cm.keygen() first")
+            raise MissingKeyError(f"CompiledModel.{what}: no keys yet; call cm.keygen() first")
         return self.ctx
 
     # --- internals ---------------------------------------------------------------------------
@@ -291,26 +307,36 @@ def _calibrate(gm: fx.GraphModule, layers: list, inputs: torch.Tensor) -> dict:
 
 def relu_approximation(relu="composite"):
     """The HEFunction used for ReLU on [-1, 1]: "composite" (Lee et al. 2022, {15, 15, 27}), a tuple of
-    odd degrees for another composite, or an int degree for one Chebyshev interpolant."""
+    odd degrees for another composite, or an int degree for one Chebyshev interpolant.
+
+    Raises ApproximationError for anything else (or even degrees in the tuple)."""
     if relu == "composite":
-        return approximations.relu()
+        return composite_relu()
     if isinstance(relu, (tuple, list)):
-        return approximations.relu(tuple(relu))
+        return composite_relu(tuple(relu))
     if isinstance(relu, int):
         return chebyshev(torch.relu, (-1.0, 1.0), relu)
-    raise ValueError(f"nn.compile: relu must be 'composite', a tuple of odd degrees or an int degree, got {relu!r}")
+    raise ApproximationError(f"nn.compile: relu must be 'composite', a tuple of odd degrees or an int degree, "
+                             f"got {relu!r}")
 
 
 def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str = "n16-bts40", device=None,
             relu="composite", margin: float = 1.25) -> CompiledModel:
     """Trace, fold batch norm, calibrate value ranges, approximate ReLU and plan levels and
     bootstraps for `preset` (see the module docstring). calibration_inputs: a batch like the
-    data the model will see (e.g. a few hundred training images)."""
+    data the model will see (e.g. a few hundred training images).
+
+    Raises UnsupportedLayerError for a layer without an encrypted form (naming it and what to
+    use instead), ShapeError for calibration inputs that are not a batch the model takes,
+    EncodingError for NaN/inf in them, ApproximationError for a margin below 1 or an unknown
+    relu option, LevelError when no plan fits the preset's levels, ParameterError for an unknown
+    preset."""
     if not isinstance(calibration_inputs, torch.Tensor) or calibration_inputs.dim() < 2 \
             or calibration_inputs.shape[0] == 0:
         raise ShapeError("nn.compile: calibration_inputs must be a batch tensor (n, ...) of representative inputs")
     if margin < 1:
-        raise ValueError(f"nn.compile: margin must be >= 1 (a bound below the largest calibrated value), got {margin}")
+        raise ApproximationError(f"nn.compile: margin must be >= 1 (a bound below the largest calibrated value), "
+                                 f"got {margin}")
     bad = int((~torch.isfinite(calibration_inputs)).sum())
     if bad:
         raise EncodingError(f"nn.compile: calibration_inputs hold {bad} NaN or inf values; the value ranges are "

@@ -31,8 +31,9 @@ import math
 from dataclasses import dataclass, field
 
 from .._ckks.params import presets
-from ..circuits.polynomial import Composite, cost
+from ..circuits.polynomial import cost
 from ..errors import LevelError
+from ..tensor.functions import Composite
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
@@ -102,7 +103,7 @@ def relu_stages(fn) -> tuple:
     approximation as the planner counts it and the executor (run.py) evaluates it; with
     times_input the result is x * (last stage), one level more."""
 
-    series = fn._series() if isinstance(fn, Composite) else [fn.series]
+    series = fn.stage_series if isinstance(fn, Composite) else [fn.series]
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 

@@ -31,7 +31,7 @@ from ..circuits.linear import LinearTransform, rotation_steps
 from ..circuits.polynomial import evaluate
 from .._ckks import evaluator as ev
 from .._ckks.graphs import Graphs
-from ..errors import ContextError, EncodingError, LayoutError, ShapeError
+from ..errors import ContextError, EncodingError, InternalError, LayoutError, ShapeError
 from ..tensor import EncryptedTensor
 from .layout import layer_map, layer_module, model_layouts
 from .plan import relu_stages
@@ -197,7 +197,7 @@ class Program:
 
         def refresh(ct):
             if bt is None:
-                raise RuntimeError("nn: a bootstrap is needed but the plan has none (the level model disagrees)")
+                raise InternalError("nn: a bootstrap is needed but the plan has none (the level model disagrees)")
             self.bootstraps += 1
             t = clock.now()
             out = bt.bootstrap(ct)
@@ -282,8 +282,8 @@ def _check_keys(ctx, et, what: str):
 
 def _need(ct, levels: int, where: str):
     if ct.level < levels:
-        raise RuntimeError(f"nn: {where} needs {levels} levels, its input has {ct.level}: the plan and the "
-                           "execution disagree (a bug; please report it)")
+        raise InternalError(f"nn: {where} needs {levels} levels, its input has {ct.level}: the plan and the "
+                            "execution disagree (a bug; please report it)")
     return ct
 
 

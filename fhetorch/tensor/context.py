@@ -46,6 +46,8 @@ class Context(CKKSContext):
         ctx.decrypt(ex * ex + 1.0)   # float64 tensor of shape (1000,)
 
     A context holding the secret key is the client's; `ctx.public()` is what a server gets.
+
+    Raises ParameterError for an unknown preset (SecurityError for insecure custom parameters).
     """
 
     def __init__(self, preset: str | Params = "toy-n12", device="cpu", *, params: Params | None = None,
@@ -76,6 +78,11 @@ class Context(CKKSContext):
         runs the circuit of the smallest packing with keys that holds it, its values repeated);
         bootstrap_slots=[n, ...] adds the faster circuits of those sparse slot counts (more key
         memory: fhetorch.circuits.bootstrap.estimate_key_bytes; `ctx.key_bytes()` after).
+
+        Raises ContextError on a public context (no secret key), ParameterError with
+        bootstrap=True on a preset that is not bootstrappable, SlotError for a bootstrap slot
+        count that is not a power of two up to ctx.slots, IntegerArgumentError for a rotation
+        step that is not an int.
         """
         first = self.secret_key is None
         if bootstrap:
@@ -100,7 +107,11 @@ class Context(CKKSContext):
     # --- tensors ---------------------------------------------------------------------
     def encrypt(self, t, *, level: int | None = None) -> EncryptedTensor:
         """Pack a tensor into one ciphertext (at most `slots` values) or several (chunks of
-        `slots` values in order)."""
+        `slots` values in order).
+
+        Raises MissingKeyError before keygen(), EncodingError for an empty tensor, NaN/inf,
+        values too large for the level's scale, meta or sparse tensors, LevelError for a level
+        outside [0, max_level], IntegerArgumentError for a level that is not an int."""
         t = torch.as_tensor(t)
         check_dense(t, "encrypt")
         is_complex = t.is_complex()
@@ -125,7 +136,11 @@ class Context(CKKSContext):
         return EncryptedTensor(self, ct, t.shape, is_complex)
 
     def decrypt(self, et: EncryptedTensor) -> torch.Tensor:
-        """float64 (complex128 for complex input) tensor of the encrypted tensor's shape."""
+        """float64 (complex128 for complex input) tensor of the encrypted tensor's shape.
+
+        Raises ContextError for anything but an EncryptedTensor, one of another context, or on
+        a public context (no secret key), LayoutError for a compiled model's output (use
+        cm.decrypt), ScaleError for a ciphertext whose scale makes no sense."""
         if not isinstance(et, EncryptedTensor):
             raise ContextError(f"decrypt: expected an EncryptedTensor, got {type(et).__name__}")
         self.check_same_keys(et.ctx, "decrypt")
@@ -144,6 +159,7 @@ class Context(CKKSContext):
         return v if et.is_complex() else v.real.contiguous()
 
     def check_same_keys(self, other: "Context", what: str):
+        """Raises ContextError (naming `what`) unless `other` holds this context's keys and parameters."""
         if other is self:
             return
         if self.key_id is None or other.key_id != self.key_id or other.params != self.params:
@@ -151,6 +167,9 @@ class Context(CKKSContext):
 
     # --- copies ------------------------------------------------------------------------
     def public(self) -> "Context":
+        """The same context without the secret key: what a server gets.
+
+        Raises nothing (a public context's decrypt and keygen raise ContextError)."""
         c = super().public()
         c._copies = {c.device: c}
         return c
@@ -166,6 +185,9 @@ class Context(CKKSContext):
         return c
 
     def to(self, device) -> "Context":
+        """This context on `device` (one copy per device, keys shared).
+
+        Raises RuntimeError (torch's) for a device this build or machine lacks."""
         device = normalize_device(device)
         c = self._copies.get(device)
         if c is None:

@@ -27,7 +27,8 @@ from .._ckks import evaluator as ev
 from .._ckks.arguments import as_int, check_dense
 from .._ckks.ciphertext import Ciphertext
 from ..circuits import bootstrap as _bootstrap
-from ..errors import ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError
+from ..errors import (ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError,
+                      UnsupportedOperationError)
 from . import image as _image
 from . import linear as _linear
 from .layout import Layout
@@ -56,7 +57,13 @@ class EncryptedTensor:
     """Values of a tensor, encrypted. Create with `ctx.encrypt(t)`; read with `ctx.decrypt(et)`.
 
     `ciphertext` is one Ciphertext, batched (B, 2, L, N) when the values span B > 1
-    ciphertexts (`count`); `ciphertexts` lists them one by one (views)."""
+    ciphertexts (`count`); `ciphertexts` lists them one by one (views).
+
+    The operators (+, -, *, @, and add, sub, mul, neg, matmul) raise LevelError when a product
+    has no level left, ScaleError for scales that cannot be matched, ContextError for another
+    context's or device's operand, LayoutError and ShapeError for operands packed or shaped
+    differently, EncodingError for NaN/inf or too large plaintext operands, MissingKeyError
+    without the relinearisation key, UnsupportedOperationError for what has no encrypted form."""
 
     def __init__(self, ctx, ciphertext, shape, is_complex: bool = False, layout=None):
         self.ctx = ctx
@@ -164,7 +171,9 @@ class EncryptedTensor:
                                self._complex if is_complex is None else is_complex, self.layout)
 
     def with_layout(self, layout) -> "EncryptedTensor":
-        """The same ciphertext(s) described by another layout (None: the flat packing)."""
+        """The same ciphertext(s) described by another layout (None: the flat packing).
+
+        Raises nothing."""
         return EncryptedTensor(self.ctx, self.ciphertext, self.shape, self._complex, layout)
 
     def __getitem__(self, idx):
@@ -176,8 +185,8 @@ class EncryptedTensor:
                 and isinstance(tail[0], slice) and tail[0].start in (None, 0) and tail[0].stop is None
                 and self.dim() in (3, 4)):
             return _image.subsample(self, tail[0].step or 1)
-        raise NotImplementedError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on images "
-                                  "(the values live in slots; other selections need a slot map)")
+        raise UnsupportedOperationError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on "
+                                        "images (the values live in slots; other selections need a slot map)")
 
     # --- operands ---------------------------------------------------------------------
     def _check_partner(self, other: "EncryptedTensor", what: str):
@@ -290,57 +299,90 @@ class EncryptedTensor:
         return self._mul(o)
 
     def square(self):
+        """self * self, relinearised and rescaled (one level).
+
+        Raises LevelError at level 0, MissingKeyError without the relinearisation key."""
         return self._like(ev.square(self.ctx, self.ciphertext))
 
     def mul_i(self):
-        """Multiply by the imaginary unit (exact, no level used)."""
+        """Multiply by the imaginary unit (exact, no level used).
+
+        Raises nothing."""
         return self._like(ev.mul_i(self.ctx, self.ciphertext), True)
 
     def conj(self):
+        """The complex conjugate (a real tensor is its own).
+
+        Raises MissingKeyError without the conjugation key."""
         return self._like(ev.conjugate(self.ctx, self.ciphertext)) if self._complex else self
 
     # --- levels -----------------------------------------------------------------------
     def drop_level(self, levels: int = 1) -> "EncryptedTensor":
+        """The same values `levels` levels lower, on the lower level's nominal scale.
+
+        Raises LevelError for more levels than are left or a negative count, IntegerArgumentError
+        for a count that is not an int, ScaleError for a scale the lower level cannot hold."""
         return self._like(ev.drop_level(self.ctx, self.ciphertext, levels))
 
     def rescale(self) -> "EncryptedTensor":
+        """Divide the scale by the top prime(s) of the level, one level lower (products rescale
+        themselves; this is for products made without).
+
+        Raises LevelError at level 0, ScaleError when the result would fall far below the
+        next level's nominal scale (a fresh ciphertext: use drop_level)."""
         return self._like(ev.rescale(self.ctx, self.ciphertext))
 
     def bootstrap(self) -> "EncryptedTensor":
         """A new EncryptedTensor with the same values and levels refreshed (a bootstrappable
         preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py.
-        Several real ciphertexts travel in pairs, as a + i b: one bootstrapping per pair."""
+        Several real ciphertexts travel in pairs, as a + i b: one bootstrapping per pair.
+
+        Raises ParameterError for a preset that is not bootstrappable, MissingKeyError without
+        the bootstrapping keys (ctx.keygen(bootstrap=True))."""
         if not self.multi:
-            return _bootstrap.bootstrap(self)
-        parts = [self._like(ct, shape=(self.slots,)) for ct in self.ciphertexts]
+            return self._like(_bootstrap.bootstrap(self.ctx, self.ciphertext))
+        cts = self.ciphertexts
         out = []
-        for j in range(0, len(parts), 2):
-            pair = parts[j : j + 2]
+        for j in range(0, len(cts), 2):
+            pair = cts[j : j + 2]
             if len(pair) == 2 and not self._complex:
-                out += list(_bootstrap.bootstrap_pair(*pair))
+                out += list(_bootstrap.bootstrap_pair(self.ctx, *pair))
             else:
-                out += [_bootstrap.bootstrap(q) for q in pair]
-        return EncryptedTensor(self.ctx, [o.ciphertext for o in out], self.shape, self._complex, self.layout)
+                out += [_bootstrap.bootstrap(self.ctx, ct) for ct in pair]
+        return self._like(out)
 
     def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
-        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued)."""
+        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued).
+
+        Raises EncodingError for a complex tensor, SlotError when they pack different slot
+        counts, and what bootstrap() raises."""
         if self._complex or other._complex:
             raise EncodingError("bootstrap_with: both tensors must be real (they travel as real and imaginary parts)")
-        return _bootstrap.bootstrap_pair(self, other)
+        u, v = _bootstrap.bootstrap_pair(self.ctx, self.ciphertext, other.ciphertext)
+        return self._like(u), other._like(v)
 
     # --- rotations ----------------------------------------------------------------------
     def rotate(self, k: int) -> "EncryptedTensor":
-        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots)."""
+        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots).
+
+        Raises MissingKeyError when no key (nor the +-2^i keys) makes step k at this level,
+        IntegerArgumentError for a step that is not an int, ShapeError for a tensor spanning
+        several ciphertexts."""
         ct = self.single("rotate")
         return self._like(ev.rotate(self.ctx, ct, as_int(k, "rotate", "the step")))
 
     def roll(self, shifts, dims=None) -> "EncryptedTensor":
-        """torch.roll semantics on the logical tensor."""
+        """torch.roll semantics on the logical tensor.
+
+        Raises MissingKeyError for a missing rotation key, LevelError at level 0 when the roll
+        needs masks, ShapeError when shifts and dims differ in length or for a tensor spanning
+        several ciphertexts, IndexError for a dimension out of range, IntegerArgumentError for
+        shifts or dims that are not ints, UnsupportedOperationError for several shifts without dims."""
         self.single("roll")
         shifts = [as_int(s, "roll", "a shift") for s in _as_tuple(shifts)]
         if dims is None:
             if len(shifts) != 1:
-                raise NotImplementedError("roll: several shifts need dims (as in torch.roll)")
+                raise UnsupportedOperationError("roll: several shifts need dims (as in torch.roll)")
             flat = EncryptedTensor(self.ctx, self.ciphertext, (self.numel(),), self._complex)
             return self._like(flat._roll_dim(shifts[0], 0).ciphertext)
         dims = [as_int(d, "roll", "a dimension") for d in _as_tuple(dims)]
@@ -388,14 +430,19 @@ class EncryptedTensor:
 
     def sum(self, dim=None, keepdim=False):
         """Sum of all values, shape () (rotate-and-add; one level if some slots are padding,
-        else none; several ciphertexts: added slot-wise first)."""
+        else none; several ciphertexts: added slot-wise first).
+
+        Raises UnsupportedOperationError for a sum over some dimensions only or an image
+        layout, MissingKeyError for a missing rotation key, LevelError at level 0 when padding
+        slots must be masked."""
         if isinstance(self.layout, Layout):
-            raise NotImplementedError("sum of an image-layout tensor: its slots also hold values the layout ignores; "
-                                      "use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
+            raise UnsupportedOperationError("sum of an image-layout tensor: its slots also hold values the layout "
+                                            "ignores; use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
         if dim is not None:
             dims = (dim,) if isinstance(dim, int) else tuple(dim)
             if sorted(d % max(1, self.dim()) for d in dims) != list(range(self.dim())):
-                raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
+                raise UnsupportedOperationError("sum on EncryptedTensor: only the sum over all dimensions is "
+                                                "supported")
         return _linear.sum_all(self, keepdim)
 
     # --- copies (pickling: fhetorch/tensor/serialization.py) -----------------------------
@@ -409,6 +456,9 @@ class EncryptedTensor:
 
     # --- devices -----------------------------------------------------------------------
     def to(self, device) -> "EncryptedTensor":
+        """The same values on `device` (with its context's copy there).
+
+        Raises RuntimeError (torch's) for a device this build or machine lacks."""
         ctx = self.ctx.to(device)
         if ctx.device == self.device:
             return self
@@ -426,7 +476,7 @@ class EncryptedTensor:
         handler = TORCH_FUNCTIONS.get(func)
         if handler is None:
             name = getattr(func, "__name__", str(func))
-            raise NotImplementedError(f"torch.{name} is not supported on EncryptedTensor (supported: "
+            raise UnsupportedOperationError(f"torch.{name} is not supported on EncryptedTensor (supported: "
                                       f"{', '.join(sorted(_SUPPORTED))}, the arithmetic operators and @, "
                                       "x[..., ::s, ::s])")
         return handler(*args, **(kwargs or {}))
@@ -447,7 +497,7 @@ def _scaled(x, alpha):
 def _matmul(a, b):
     """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
     if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
-        raise NotImplementedError("matmul: both operands encrypted is not supported; one must be plaintext")
+        raise UnsupportedOperationError("matmul: both operands encrypted is not supported; one must be plaintext")
     return _linear.matmul(a, b) if isinstance(a, EncryptedTensor) else _linear.matmul(b, a, x_right=True)
 
 
@@ -485,12 +535,12 @@ def _pad(x, pad, mode="constant", value=None):
     pad = tuple(pad)
     if len(pad) == 6 and not any(pad[:4]) and value in (0, None) and mode == "constant":
         return _image.pad_channels(x, pad[4], pad[5])
-    raise NotImplementedError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
+    raise UnsupportedOperationError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
 
 
 def _sum(x, dim=None, keepdim=False, **kwargs):
     if kwargs:
-        raise NotImplementedError(f"torch.sum on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
+        raise UnsupportedOperationError(f"torch.sum on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
     return x.sum(dim, keepdim)
 
 

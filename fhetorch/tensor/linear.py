@@ -15,7 +15,7 @@ import torch
 
 from ..circuits.linear import LinearTransform
 from .._ckks import evaluator as ev
-from ..errors import EncodingError, ShapeError
+from ..errors import ShapeError, SlotError, UnsupportedOperationError
 
 
 def _pow2(k: int) -> int:
@@ -27,8 +27,8 @@ def linear(x, weight, bias=None):
     w = torch.as_tensor(weight)
     x.single("linear/matmul")
     if x.dim() != 1:
-        raise NotImplementedError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
-                                  f"{tuple(x.shape)}")
+        raise UnsupportedOperationError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
+                                        f"{tuple(x.shape)}")
     if w.dim() == 1:
         w = w[None]
         squeeze = True
@@ -40,8 +40,8 @@ def linear(x, weight, bias=None):
     m, k = w.shape
     ctx = x.ctx
     if m > ctx.slots:
-        raise EncodingError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
-                         "ciphertext; split the weight matrix")
+        raise SlotError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
+                        "ciphertext; split the weight matrix")
     s_in, s_out = x.slots, _pow2(m)
     n = max(s_in, s_out)
     is_c = w.is_complex()

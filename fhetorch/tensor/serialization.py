@@ -49,7 +49,10 @@ def _digest(meta: dict, tensors: dict) -> str:
 
 def save(obj, f, *, secret_key: bool = False):
     """Write a Params, Context, EncryptedTensor, PublicKey or SwitchingKey to a
-    path or file object. A Context is written without its secret key unless secret_key=True."""
+    path or file object. A Context is written without its secret key unless secret_key=True.
+
+    Raises SerializationError for anything else (a bare Ciphertext or secret key included), or
+    secret_key=True on a context without one."""
     meta, tensors = _encode(obj, secret_key)
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     payload = {"magic": MAGIC, "version": VERSION, "meta": meta, "tensors": tensors,
@@ -128,7 +131,10 @@ def _encode_layout(lay):
 
 def load(f, ctx: Context | None = None, *, device=None):
     """Read what `save` wrote. Ciphertexts and keys need the context they belong to; a
-    context is rebuilt on `device` (default: ctx's device, else CPU)."""
+    context is rebuilt on `device` (default: ctx's device, else CPU).
+
+    Raises SerializationError for unreadable, truncated, corrupted, crafted or foreign data,
+    other parameters or keys than ctx's, or a ciphertext or key without its ctx."""
     try:
         payload = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated or not a torch file

@@ -86,7 +86,7 @@ def test_bootstrap_sparse_real(bctx, assert_close):
     assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
     assert_close(bctx.decrypt(eb), x, 2**-16, f"toy-n13-bts bootstrap, {SPARSE} slots")
     # n <= N/4: CoeffToSlot ends and SlotToCoeff starts on 2n slots (one EvalMod)
-    assert B.bootstrapper(bctx).plan_slots(SPARSE) == SPARSE
+    assert B.bootstrapper(bctx).packing(SPARSE) == SPARSE
     cts, stc = B.bootstrapper(bctx).transforms(SPARSE)
     assert cts[-1].n == stc[0].n == 2 * SPARSE and all(lt.n == SPARSE for lt in cts[:-1] + stc[1:])
 
@@ -165,7 +165,7 @@ def test_bootstrap_every_size(bctx, n, assert_close):
     eb = ex.bootstrap()
     assert eb.level == bctx.params.bootstrap.user_levels and eb.shape == ex.shape and eb.slots == ex.slots
     assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
-    assert B.bootstrapper(bctx).plan_slots(ex.slots) == (ex.slots if ex.slots <= 4 else bctx.slots)
+    assert B.bootstrapper(bctx).packing(ex.slots) == (ex.slots if ex.slots <= 4 else bctx.slots)
     assert_close(bctx.decrypt(eb), x, 2**-16, f"bootstrap of {n} values ({ex.slots} slots)")
     # the refreshed tensor computes on: its own packing's rotations and products
     if n > 1:
@@ -174,11 +174,11 @@ def test_bootstrap_every_size(bctx, n, assert_close):
 
 def test_bootstrap_slots_add_a_sparse_circuit(bctx, assert_close):
     """bootstrap_slots=[8] adds 8 slots' own (sparse, faster) circuit to the default keys."""
-    assert B.bootstrapper(bctx).plan_slots(8) == bctx.slots
+    assert B.bootstrapper(bctx).packing(8) == bctx.slots
     ctx = bctx._copy(bctx.device)  # the same keys in a dict of its own
     before = ctx.key_bytes()
     ctx.keygen(bootstrap=True, bootstrap_slots=[8])
-    assert ctx.key_bytes() > before and B.bootstrapper(ctx).plan_slots(8) == 8
+    assert ctx.key_bytes() > before and B.bootstrapper(ctx).packing(8) == 8
     x = _rand(8)
     eb = ctx.encrypt(x, level=0).bootstrap()
     assert_close(ctx.decrypt(eb), x, 2**-16, "bootstrap of 8 values in their own circuit")

@@ -99,7 +99,9 @@ class EncryptedTensor:
         return tuple(ct.replace(data=d) for d in ct.data.unbind(0))
 
     def single(self, what: str) -> Ciphertext:
-        """The ciphertext of a one-ciphertext tensor; ShapeError naming `what` otherwise."""
+        """The ciphertext of a one-ciphertext tensor.
+
+        Raises ShapeError naming the operation `what` for a tensor spanning several."""
         if self.multi:
             raise ShapeError(f"{what}: needs the tensor in one ciphertext; it spans {self.count} ({self.numel()} "
                              f"values, {self.ctx.slots} slots each): element-wise arithmetic, sum, levels and "

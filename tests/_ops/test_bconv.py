@@ -199,7 +199,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,src,dst", CASES, ids=[c[0] for c in CASES])
 def test_switch_modulus(name, src, dst):
-    log_n = random.randint(3, 6)
+    log_n = 10  # the smallest N the fused ops take
     N = 1 << log_n
     big = largest_ntt_primes(log_n, 8)
     qs = ntt_primes(log_n, random.choice([28, 29, 30]), 6, exclude=big)
@@ -234,7 +234,7 @@ def test_switch_modulus(name, src, dst):
 # --- mod_up ------------------------------------------------------------------------
 @pytest.mark.parametrize("L,alpha,level", [(6, 2, 6), (6, 2, 5), (6, 3, 4), (5, 1, 5), (6, 6, 6), (4, 4, 2)])
 def test_mod_up(L, alpha, level):
-    log_n = random.randint(3, 5)
+    log_n = 10  # the smallest N the fused ops take
     N = 1 << log_n
     K = alpha
     big = largest_ntt_primes(log_n, K + 4)

@@ -34,6 +34,7 @@
 // emulation can run the exact index logic of the kernel.
 #pragma once
 #include <cstdint>
+#include "program.cuh"
 #include "util.cuh"
 
 namespace fhetorch::cuda::ntt_detail {
@@ -327,6 +328,50 @@ struct NttPhase {
     ntt_step<LOG_N, LARGE, kCap, INV>(s, b.c, tid);
   }
 };
+
+struct RowsArgs {
+  const int32_t* in;
+  int32_t* out;
+  const int32_t* mod;
+  const int32_t* tw;    // (L, N)
+  const int32_t* post;  // (L,), the inverse's last phase only
+  int64_t rows;
+  int L;
+  bool in_vec, out_vec, tw_vec;
+};
+
+// Every row r of the input, with limb r % L.
+template <int LOG_N>
+struct AllRows {
+  using Args = RowsArgs;
+  static constexpr bool LOAD = false, STORE = false;
+  FT_HD static int64_t rows(const Args& a) { return a.rows; }
+  FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    constexpr int64_t N = int64_t(1) << LOG_N;
+    const int l = static_cast<int>(r % a.L);
+    Ctx c = row_ctx(sm, a.in + r * N, a.out + r * N, a.mod, a.tw, l, N, a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u,
+                    blk);
+    c.in_vec = a.in_vec;
+    c.out_vec = a.out_vec;
+    c.tw_vec = a.tw_vec;
+    return c;
+  }
+};
+
+// The transform of every row (x -> y, y may equal x) for kMinLogN <= log_n <= kMaxLogN, on
+// any executor (program.cuh).
+template <bool INV, class Exec>
+cudaError_t two_phase(Exec& ex, int log_n, const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
+                      const int32_t* tw, const int32_t* post) {
+  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), aligned16(tw)};
+  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), aligned16(tw)};
+  return dispatch_log_n(log_n, [&](auto tag) {
+    constexpr int LOG_N = decltype(tag)::value;
+    // forward: the large phase (top bits) first; inverse: the small one first
+    FT_TRY((ex.template run<NttPhase<LOG_N, !INV, INV, AllRows<LOG_N>>>(first)));
+    return ex.template run<NttPhase<LOG_N, INV, INV, AllRows<LOG_N>>>(second);
+  });
+}
 
 // ---- fallback for other sizes: one radix-2 stage per launch, one butterfly per thread ----
 // Values between stages are lazy ([0, 2q)); the last stage makes them canonical (and

@@ -58,3 +58,30 @@ def stacked(f, batch, *batched):
     items = [f(*[None if t is None else t[i] for t in flat]) for i in range(int(np.prod(batch)))]
     out = torch.stack(items)
     return out.reshape(*batch, *out.shape[1:])
+
+
+# Modulus switches (name, source limbs, destination limbs) over 10 primes: 0..5 a Q chain
+# (~28-31 bits), 6, 7 special primes P, 8, 9 extra primes (those rational rescaling adds).
+SWITCH_CASES = [
+    ("rescale by one", tuple(range(6)), tuple(range(5))),
+    ("rescale by two", tuple(range(6)), tuple(range(4))),
+    ("rescale lower level", tuple(range(3)), tuple(range(2))),
+    ("mod down", tuple(range(8)), tuple(range(6))),
+    ("mod down + rescale", tuple(range(8)), tuple(range(5))),
+    ("mod down at a level", (0, 1, 2, 6, 7), (0, 1, 2)),
+    ("permuted dst", tuple(range(6)), (3, 0, 2, 1)),
+    ("rational: drop 2 add 1", tuple(range(6)), (0, 1, 2, 3, 8)),
+    ("rational: drop 1 add 2", tuple(range(6)), (0, 1, 2, 3, 4, 8, 9)),
+    ("rational: drop 1 add 1", (0, 1, 2), (0, 1, 9)),
+    ("rational: added limb first", tuple(range(6)), (8, 0, 1, 2, 3)),
+    ("rational: level moves up", tuple(range(6)), (2, 3, 4, 5, 8, 9)),
+    ("rational + mod down", tuple(range(8)), (0, 1, 2, 3, 4, 8)),
+    ("disjoint, fewer", (0, 1, 2), (8, 9)),
+    ("disjoint, more", (0, 1), (3, 4, 5)),
+    ("disjoint, one to one", (6,), (9,)),
+]
+
+
+def switch_args(p):
+    """switch_modulus's table arguments from a fhetorch._rlwe.keyswitch.SwitchPlan."""
+    return (p.pre, p.b_drop.mod, p.b_drop.psi_inv, p.b_dst.mod, p.b_dst.psi, p.matrix, p.c_keep, p.c_sub)

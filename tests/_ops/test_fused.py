@@ -9,18 +9,13 @@ compositions of unfused ops they replace (tests/_rlwe/reference.py), on random i
   dimensions (), (3,), (2, 2): a batched call equals the stacked per-item calls.
 * Sizes: N outside [2^10, 2^17] refused with the same message on every device; argument
   errors; a non-power-of-two N raising RuntimeError in-process.
-* Host emulation (marked slow, needs nvcc): the CUDA programs of csrc/cuda/ run on the host,
-  step by step, against the CPU ops, N = 2^10 .. 2^17.
+* Host emulation of the CUDA programs: tests/_ops/test_emulated.py.
 * CUDA (marked cuda): GPU against CPU, bit for bit, up to the 48 x 12 benchmark shape,
   batched, and under CUDA graph capture.
 Every test draws fresh random inputs (no fixed seed; failures print the seed).
 """
-import ctypes
 import os
 import random
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -31,7 +26,7 @@ from fhetorch._ring import Ring
 from fhetorch._rlwe import keyswitch as ks
 from _rlwe.reference import mod_up_keyswitch_inner_reference, mod_up_reference, switch_modulus_reference
 
-from .inputs import expect_equal, make_ring, mod_up_args, rand_key, rand_res, stacked
+from .inputs import SWITCH_CASES, expect_equal, make_ring, mod_up_args, rand_key, rand_res, stacked, switch_args
 
 ops = torch.ops.fhetorch
 
@@ -118,29 +113,6 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
         yb = y if y.shape == x.shape else y.expand(x.shape)
         expect_equal(got, stacked(op, batch, x, yb), f"b={tuple(y.shape)} batched vs stacked", seed)
         expect_equal(ks.mod_up_keyswitch_inner(ring, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
-
-
-# ring primes: 0..7 a chain (0..5 a level, 6, 7 its special primes), 8, 9 extra
-SWITCH_CASES = [
-    ("rescale by one", tuple(range(6)), tuple(range(5))),
-    ("rescale by two", tuple(range(6)), tuple(range(4))),
-    ("mod down", tuple(range(8)), tuple(range(6))),
-    ("mod down + rescale", tuple(range(8)), tuple(range(5))),
-    ("mod down at a level", (0, 1, 2, 6, 7), (0, 1, 2)),
-    ("permuted dst", tuple(range(6)), (3, 0, 2, 1)),
-    ("rational: drop 2 add 1", tuple(range(6)), (0, 1, 2, 3, 8)),
-    ("rational: drop 1 add 2", tuple(range(6)), (0, 1, 2, 3, 4, 8, 9)),
-    ("rational: added limb first", tuple(range(6)), (8, 0, 1, 2, 3)),
-    ("rational: level moves up", tuple(range(6)), (2, 3, 4, 5, 8, 9)),
-    ("rational + mod down", tuple(range(8)), (0, 1, 2, 3, 4, 8)),
-    ("disjoint, fewer", (0, 1, 2), (8, 9)),
-    ("disjoint, more", (0, 1), (3, 4, 5)),
-    ("disjoint, one to one", (6,), (9,)),
-]
-
-
-def switch_args(p):
-    return (p.pre, p.b_drop.mod, p.b_drop.psi_inv, p.b_dst.mod, p.b_dst.psi, p.matrix, p.c_keep, p.c_sub)
 
 
 def addends(batch, Ld, ring, primes):
@@ -259,117 +231,16 @@ def test_non_power_of_two_n_raises_in_process():
             call()
 
 
-# --- host emulation of the CUDA programs ------------------------------------------------------
-@pytest.fixture(scope="module")
-def emu():
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = os.path.join(tempfile.mkdtemp(prefix="ftemu"), "libftemu.so")
-    r = subprocess.run([nvcc, "-O2", "-std=c++17", "-Xcompiler", "-fPIC", "-shared", "-o", out,
-                        os.path.join(root, "tests", "cuda_emu", "emu.cu")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    lib = ctypes.CDLL(out)
-    for f in ("emu_mod_up", "emu_switch_modulus"):
-        getattr(lib, f).restype = ctypes.c_longlong
-    return lib
-
-
-def _p(t):
-    return None if t is None else ctypes.c_void_p(t.data_ptr())
-
-
-def _ints(v):
-    return (ctypes.c_int * len(v))(*v)
-
-
-def _ll(v):
-    return ctypes.c_longlong(int(v))
-
-
-def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None):
-    """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host."""
-    pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
-    L, n = a.shape[-2], a.shape[-1]
-    tensor = b is not None
-    B = int(np.prod(a.shape[:-3 if tensor else -2]))
-    shape = (*a.shape[:-3 if tensor else -2], 2 if key else len(bounds) - 1, mod.shape[0], n)
-    out = torch.empty(shape, dtype=torch.int32)
-    b_stride = 0 if not tensor or b.dim() == 3 else 2 * L * n
-    La = 0 if addend is None else addend.shape[-2]
-    launches = emu.emu_mod_up(_p(a), _p(b), _ll(b_stride), _p(out), _ll(B), L, K, n.bit_length() - 1, _p(pre),
-                              _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
-                              _p(key.key_q) if key else None, _p(key.key_p) if key else None,
-                              key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La)
-    assert launches > 0
-    return out
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop,batch", [
-    (10, 8, 3, 3, 1, 8, ()), (11, 6, 2, 2, 0, 6, ()), (12, 9, 4, 4, 2, 9, ()), (13, 40, 2, 20, 3, 40, ()),
-    (10, 4, 1, 1, 0, 4, ()), (14, 6, 2, 3, 0, 6, ()), (15, 6, 2, 3, 0, 6, ()), (16, 6, 2, 3, 1, 6, ()),
-    (17, 4, 2, 2, 0, 4, ()), (11, 10, 2, 2, 0, 10, ()), (10, 7, 1, 1, 1, 7, ()),
-    (10, 6, 2, 2, 1, 6, (3,)), (11, 8, 3, 3, 0, 8, (2, 2)),  # batches of ciphertexts
-])
-def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
-    ring = make_ring(log_n, n_q, K)
-    lvl, sp = range(start, stop), range(n_q, n_q + K)
-    L = stop - start
-    plan = ks.mod_up_plan(ring, lvl, sp, alpha)
-    args = mod_up_args(plan)
-    a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
-    expect_equal(emulate_mod_up(emu, a, plan, K), _ops.mod_up(a, *args), "emulated mod_up", seed)
-    key = rand_key(ring, n_q, K, -(-n_q // alpha))
-    e = plan.ext
-    for La in (0, L + K, random.randint(1, L + K)):
-        addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
-        c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
-        want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add)
-        got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add)
-        expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}", seed)
-    bl = ring.basis(tuple(lvl))
-    x = rand_res((*batch, 2, L, ring.n), bl.primes)
-    c_add = bl.const([random.randrange(q) for q in bl.primes])
-    for y in (rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)):
-        want = _ops.mod_up_keyswitch_inner(x, *args, key.key_q, key.key_p, start, plan.digit_start, None, c_add, y)
-        got = emulate_mod_up(emu, x, plan, K, key, start, None, c_add, y)
-        expect_equal(got, want, f"emulated tensor-product mode, b={tuple(y.shape)}", seed)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("log_n,src,dst,batch,Ka", [
-    (10, tuple(range(6)), tuple(range(5)), (2,), 0),
-    (11, tuple(range(8)), (0, 1, 2, 3, 4, 8), (3,), 2),
-    (12, tuple(range(6)), (8, 0, 1, 2, 3), (2, 3), 1),
-    (10, tuple(range(6)), (3, 0, 2, 1), (), 0),
-    (13, (0, 1, 2), (8, 9), (2,), 2),
-    (10, tuple(range(26)), tuple(range(5)), (2,), 0),  # 21 dropped: the > 16-input BConv
-    (17, tuple(range(4)), (0, 1, 2, 5), (1,), 1),
-    (10, tuple(range(8)), tuple(range(5)), (3, 2), 2),  # a batch of ciphertexts, each with (d0, d1)
-])
-def test_emulated_switch_modulus(emu, seed, log_n, src, dst, batch, Ka):
-    ring = make_ring(log_n, max(max(src), max(dst)) + 1, 0)
-    p = ks.switch_plan(ring, src, dst)
-    x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
-    B = int(np.prod(batch)) if batch else 1
-    K = batch[-1] if batch else 1
-    addend = rand_res((*batch[:-1], Ka, len(dst), ring.n), p.b_dst.primes) if Ka else None
-    want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
-    got = torch.empty_like(want)
-    assert emu.emu_switch_modulus(_p(x), _p(got), _ll(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
-                                  _ints(p.keep_rows), len(dst), *[_p(t) for t in switch_args(p)], _p(addend), K,
-                                  Ka) > 0
-    expect_equal(got, want, "emulated switch_modulus", seed)
-
-
 # --- CUDA: GPU against CPU ------------------------------------------------------------------------
 GPU = "cuda"
 
 
-def _gpu_ok():
-    return torch.cuda.is_available() and _ops.has_cuda()
+def rings(log_n: int, n_q: int, K: int):
+    """A random ring on the CPU and the same on the GPU; skips where fhetorch has no CUDA kernels."""
+    if not (torch.cuda.is_available() and _ops.has_cuda()):
+        pytest.skip("fhetorch built without CUDA kernels")
+    ring = make_ring(log_n, n_q, K)
+    return ring, Ring(log_n, ring.primes, GPU)
 
 
 def _gpu_key(key):
@@ -384,10 +255,7 @@ def _gpu_key(key):
     (12, 10, 2, 2, 0, 10),  # beta = 5
 ])
 def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
-    if not _gpu_ok():
-        pytest.skip("fhetorch built without CUDA kernels")
-    ring = make_ring(log_n, n_q, K)
-    gring = Ring(log_n, ring.primes, GPU)
+    ring, gring = rings(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
     plan, gplan = ks.mod_up_plan(ring, lvl, sp, alpha), ks.mod_up_plan(gring, lvl, sp, alpha)
@@ -418,10 +286,7 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
 @pytest.mark.parametrize("log_n", [10, 12, 16])
 @pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_cuda_switch_modulus(seed, log_n, name, src, dst):
-    if not _gpu_ok():
-        pytest.skip("fhetorch built without CUDA kernels")
-    ring = make_ring(log_n, 8, 2)
-    gring = Ring(log_n, ring.primes, GPU)
+    ring, gring = rings(log_n, 8, 2)
     for batch in [(2,), (3,), (2, 3)]:
         x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
         for addend in [None] + addends(batch, len(dst), ring, ring.basis(dst).primes):
@@ -433,10 +298,7 @@ def test_cuda_switch_modulus(seed, log_n, name, src, dst):
 @pytest.mark.cuda
 def test_cuda_benchmark_shape_switch(seed):
     """HMult's switch at 48 x 12: (2, 60, N) from Q_48 P to Q_46, and 8 ciphertexts at once."""
-    if not _gpu_ok():
-        pytest.skip("fhetorch built without CUDA kernels")
-    ring = make_ring(16, 48, 12)
-    gring = Ring(16, ring.primes, GPU)
+    ring, gring = rings(16, 48, 12)
     src, dst = tuple(range(60)), tuple(range(46))
     for batch in [(), (8,)]:
         x = rand_res((*batch, 2, 60, ring.n), ring.primes)
@@ -449,9 +311,7 @@ def test_cuda_benchmark_shape_switch(seed):
 @pytest.mark.cuda
 @pytest.mark.parametrize("log_n", [9, 18])
 def test_cuda_refuses_the_sizes_the_cpu_refuses(seed, log_n):
-    if not _gpu_ok():
-        pytest.skip("fhetorch built without CUDA kernels")
-    ring = make_ring(log_n, 6, 2)
+    ring, _ = rings(log_n, 6, 2)
     lvl, sp = range(0, 6), range(6, 8)
     a = rand_res((6, ring.n), ring.basis(tuple(lvl)).primes)
     args = mod_up_args(ks.mod_up_plan(ring, lvl, sp, 2))
@@ -463,10 +323,7 @@ def test_cuda_refuses_the_sizes_the_cpu_refuses(seed, log_n):
 @pytest.mark.cuda
 def test_cuda_graph_capture(seed):
     """The fused ops are capturable: a replayed graph gives the eager result."""
-    if not _gpu_ok():
-        pytest.skip("fhetorch built without CUDA kernels")
-    ring = make_ring(12, 9, 3)
-    gring = Ring(12, ring.primes, GPU)
+    ring, gring = rings(12, 9, 3)
     lvl, sp = range(0, 9), range(9, 12)
     gkey = _gpu_key(rand_key(ring, 9, 3, 3))
     a = rand_res((4, 9, ring.n), ring.basis(tuple(lvl)).primes).to(GPU)

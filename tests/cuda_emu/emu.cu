@@ -1,4 +1,5 @@
-// Host emulation of the fused key-switching CUDA pipelines (csrc/cuda/mod_up_core.cuh,
+// Host emulation of the CUDA block programs: the NTT's two phases (csrc/cuda/ntt_core.cuh),
+// base conversion (bconv_core.cuh) and the fused key-switching pipelines (mod_up_core.cuh,
 // keyswitch_inner_core.cuh, switch_modulus_core.cuh): the same programs and pipelines, run by
 // program.cuh's HostExec (block by block and, within a block, step by step with every thread
 // of a step before the next: the __syncthreads() semantics). Built as a shared library with
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "../../csrc/cuda/keyswitch_inner_core.cuh"
+#include "../../csrc/cuda/sample_core.cuh"
 #include "../../csrc/cuda/switch_modulus_core.cuh"
 
 using namespace fhetorch;
@@ -63,6 +65,38 @@ long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int
   std::fill(out, out + out_words, static_cast<int32_t>(HostExec::kPoison));
   HostExec ex;
   return result(run_mod_up(ex, g, key_q ? &key : nullptr, out, t.data(), d.data()), ex);
+}
+
+// ntt / intt of `rows` rows (ntt_core.cuh's two phases; 2^10 <= N <= 2^17).
+long long emu_ntt(const int32_t* x, int32_t* y, long long rows, int L, int log_n, const int32_t* mod, const int32_t* tw,
+                  const int32_t* post, int inverse) {
+  HostExec ex;
+  return result(inverse ? ntt_detail::two_phase<true>(ex, log_n, x, y, rows, L, mod, tw, post)
+                        : ntt_detail::two_phase<false>(ex, log_n, x, y, rows, L, mod, tw, nullptr),
+                ex);
+}
+
+// The bconv op (bconv_core.cuh): x (batch, La, n) -> y (batch, Lb, n).
+long long emu_bconv(const int32_t* x, int32_t* y, long long batch, int La, int Lb, long long n, const int32_t* mod_in,
+                    const int32_t* mod_out, const int32_t* mat) {
+  HostExec ex;
+  return result(run_bconv_batch(ex, x, y, batch, La, Lb, n, mod_in, mod_out, mat), ex);
+}
+
+// The samplers' CUDA thread bodies (sample_core.cuh), every thread of the grid in turn.
+// kind: 0 uniform (out int32 (total), limb (e / n) % L), 1 ternary, 2 CBD (out int64).
+long long emu_sample(int kind, const uint32_t* key, unsigned long long stream, void* out, long long total, int L,
+                     long long n, const int32_t* mod) {
+  using namespace sample_detail;
+  const int per = kind == 0 ? 4 : kind == 1 ? 16 : 8;
+  const SmallArgs small{key, stream, static_cast<int64_t*>(out), total};
+  const UniformArgs uniform{key, stream, static_cast<int32_t*>(out), total, make_limb_of(n, L), mod};
+  for (int64_t t = 0; t * per < total; ++t) {
+    if (kind == 0) uniform_thread(uniform, t);
+    else if (kind == 1) ternary_thread(small, t);
+    else cbd_thread(small, t);
+  }
+  return (total + per - 1) / per;
 }
 
 long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls, int log_n, const int* drop, int D,

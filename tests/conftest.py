@@ -5,6 +5,7 @@
 - `ctx_n12`, `ctx_n10`: session-cached user contexts (fhetorch.ckks.Context) with keys, so
   key generation runs once per (preset, device); `make_context` builds (and caches) others.
   Tests must not add keys to the shared contexts: they make their own with `make_context`.
+- `seed`: a fresh seed for `random` and torch per test, for failure messages to print.
 - `assert_close`: compares a decrypted result with the plaintext computation, asserting the
   max-abs-error bound the test states and printing the precision reached (`pytest -s`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import warnings
 
 import pytest
@@ -29,6 +31,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def seed() -> int:
+    s = int.from_bytes(os.urandom(4), "little")
+    random.seed(s)
+    torch.manual_seed(s)
+    return s
 
 
 @pytest.fixture(scope="session")

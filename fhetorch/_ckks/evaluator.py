@@ -14,7 +14,7 @@ import torch
 
 from .. import _ops
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError, SlotError
-from .._rlwe import key_switch, key_switch_inner, mod_up, switch_modulus, tensor_key_switch_inner
+from .._rlwe.keyswitch import keyswitch, keyswitch_inner, mod_up, mod_up_keyswitch_inner, switch_modulus
 from .arguments import as_int
 from .ciphertext import Ciphertext
 from .context import CKKSContext, check_ciphertext_scale, galois_element
@@ -181,7 +181,7 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
     r = ctx.level_idx(a.level)
     # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
-    u = key_switch(ctx.ring, a.component(2).contiguous(), ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+    u = keyswitch(ctx.ring, a.component(2).contiguous(), ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
                    addend=a.data.narrow(-3, 0, 2))
     return a.replace(data=u)
 
@@ -246,8 +246,8 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
     ext = tuple(r) + tuple(ctx.special_idx)
     # The tensor product d, ModUp of d2, the inner product with the key and + P * (d0, d1) on
     # the level's limbs: one op.
-    u = tensor_key_switch_inner(ctx.ring, a.data, b.data, ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
-                                c_add=_special_product_consts(ctx, a.level))
+    u = mod_up_keyswitch_inner(ctx.ring, a.data, ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+                               c_add=_special_product_consts(ctx, a.level), b=b.data)
     dst = tuple(ctx.level_idx(a.level - 1))
     scale = a.scale * b.scale * _ratio(ctx, tuple(r), dst)
     _check_rescaled(ctx, a, scale, "multiply")
@@ -389,7 +389,7 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str, step: int | None = None)
     r = ctx.level_idx(a.level)
     c0 = _ops.automorphism(a.component(0).contiguous(), g)
     c1 = _ops.automorphism(a.component(1).contiguous(), g)
-    u = key_switch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
+    u = keyswitch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
     return a.replace(data=u)
 
 
@@ -414,7 +414,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
             continue
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
-        u = key_switch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
+        u = keyswitch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
         u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
         out[s] = a.replace(data=u)
     return out

@@ -120,7 +120,7 @@ def gen_switching_level(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: tor
     """A one-digit key switching s_from -> sk.s for ciphertexts on the limbs `level_idx` only,
     with the special primes `special_idx` (a subset of P, enough to exceed the level's modulus).
 
-    Used by key_switch(..., level_idx, special_idx, alpha=level_idx.stop): the digit is the
+    Used by keyswitch(..., level_idx, special_idx, alpha=level_idx.stop): the digit is the
     whole level. Its modulus is only Q_level * P' (bootstrapping's switch to the sparse
     ephemeral secret at level 0 lives at ~110 bits, Bossuat et al. 2022)."""
     idx = tuple(level_idx) + tuple(special_idx)

@@ -8,12 +8,14 @@ Each (source, destination) pair gets a cached plan holding its index tensors and
 constants, so a switch makes no host-to-device copy (it can be captured in a CUDA graph)
 and little Python work.
 
-The hot paths are fused ops (csrc/bind/schema.cpp): `mod_up` lifts every digit in one
-INTT, one BConv and one NTT launch; `mod_up_keyswitch` also folds the inner product with
-the key into the NTT's last phase (the lifted digits are never stored); `switch_modulus`
-gathers, converts and combines in one op. The per-step compositions they replace stay
-here (`*_reference`) as the specification the fused ops are tested against, and as the
-path for CUDA sizes the fused kernels do not cover (N outside [2^10, 2^17]).
+Every switch is one fused op (csrc/bind/schema.cpp) over any number of leading batch
+dimensions: `mod_up` lifts every digit in one INTT, one BConv and one NTT launch;
+`mod_up_keyswitch_inner` also forms the inner product with the key (the lifted digits are
+never stored); `switch_modulus` gathers, converts and combines in one op. Their
+specifications, compositions of the unfused ops, live in tests/_rlwe/reference.py.
+
+Names (docs/glossary.md): keyswitch = mod_up + keyswitch_inner + switch_modulus (ModDown);
+mod_up_keyswitch_inner = the first two in one op.
 """
 from __future__ import annotations
 
@@ -45,17 +47,6 @@ def _runs(positions):
         else:
             runs.append([p, 1])
     return [tuple(r) for r in runs]
-
-
-def fused_ok(ring: Ring) -> bool:
-    """Whether the fused key-switching ops serve this ring (CPU: always; CUDA: 2^10 <= N <= 2^17)."""
-    return ring.device.type != "cuda" or 10 <= ring.log_n <= 17
-
-
-def _gather(x: torch.Tensor, runs, index: torch.Tensor | None) -> torch.Tensor:
-    if len(runs) == 1:
-        return x.narrow(-2, runs[0][0], runs[0][1]).contiguous()
-    return x.index_select(-2, index).contiguous()
 
 
 @dataclass
@@ -113,41 +104,15 @@ def switch_modulus(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple,
     D = src - dst (dropped), A = dst - src (added): rescaling (D = top primes, rational
     rescaling adds A), ModDown (D = P) and both at once. The result carries a small
     additive error (the fast base conversion's u), as usual for approximate rescaling.
-    addend (k, len(dst), N) or (len(dst), N), over dst: added to the first k polynomials
-    of the result (relinearisation's (d0, d1), a rotation's sigma(c0)) in the same op.
+    addend, over dst, in the same op: (..., k, len(dst), N) with x's leading dimensions is
+    added to the first k polynomials of each ciphertext of x (..., c, len(src), N)
+    (relinearisation's (d0, d1)); (..., len(dst), N) to the first one (a rotation's sigma(c0)).
     """
     p = switch_plan(ring, src, dst)
-    if p.drop_rows and fused_ok(ring):
-        x = x.contiguous()
-        b_drop, b_dst = p.b_drop, p.b_dst
-        return _ops.switch_modulus(x, p.drop_rows, p.keep_rows, p.pre, b_drop.mod, b_drop.psi_inv, b_dst.mod,
-                                   b_dst.psi, p.matrix, p.c_keep, p.c_sub,
-                                   None if addend is None else addend.contiguous())
-    y = switch_modulus_reference(ring, x, src, dst)
-    return y if addend is None else _add_front(y, addend, p.b_dst.mod)
-
-
-def _add_front(y: torch.Tensor, addend: torch.Tensor, mod: torch.Tensor) -> torch.Tensor:
-    """y with addend added to its first addend.shape[0] polynomials (one when addend is 2-D)."""
-    a = addend if addend.dim() == 3 else addend.unsqueeze(0)
-    k = a.shape[0]
-    if k == y.shape[0]:
-        return _ops.add(y.contiguous(), a.contiguous(), mod)
-    return torch.cat([_ops.add(y[:k].contiguous(), a.contiguous(), mod), y[k:]])
-
-
-def switch_modulus_reference(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple) -> torch.Tensor:
-    """switch_modulus as a composition of the unfused ops (the fused op's specification)."""
-    p = switch_plan(ring, src, dst)
-    t = ring.intt(_gather(x, p.drop_runs, p.drop_index), p.b_drop, post=p.pre)
-    y = ring.ntt(_ops.bconv(t, p.b_drop.mod, p.b_dst.mod, p.matrix), p.b_dst)
-    if p.keep_runs:
-        keep = _gather(x, p.keep_runs, p.keep_index)
-        if p.pad != (0, 0):  # rational rescaling adds primes: x * A is 0 modulo them
-            keep = torch.nn.functional.pad(keep, (0, 0, p.pad[0], p.pad[1]))
-    else:  # no prime kept at all: x * A = 0 on every destination limb
-        return _ops.mul_const(y, p.c_sub, p.b_dst.mod)
-    return _ops.axpby(keep, p.c_keep, y, p.c_sub, p.b_dst.mod)
+    b_drop, b_dst = p.b_drop, p.b_dst
+    return _ops.switch_modulus(x.contiguous(), p.drop_rows, p.keep_rows, p.pre, b_drop.mod, b_drop.psi_inv,
+                               b_dst.mod, b_dst.psi, p.matrix, p.c_keep, p.c_sub,
+                               None if addend is None else addend.contiguous())
 
 
 @dataclass
@@ -184,75 +149,45 @@ def mod_up_plan(ring: Ring, level_idx: range, special_idx: range, alpha: int) ->
     return plan
 
 
-def mod_up(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
-    """a (L, N) over the level -> (beta, L + K, N) over level + P, one lift per digit."""
+def mod_up(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int) -> torch.Tensor:
+    """a (..., L, N) over the level -> (..., beta, L + K, N) over level + P, one lift per digit."""
     plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    if a.dim() == 2 and fused_ok(ring):
-        e = plan.ext
-        return _ops.mod_up(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds)
-    return mod_up_reference(ring, a, level_idx, special_idx, alpha)
+    e = plan.ext
+    return _ops.mod_up(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds)
 
 
-def mod_up_reference(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
-    """mod_up as a composition of the unfused ops, digit by digit (the fused op's specification)."""
-    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    out = []
-    for lo, cnt, bd, bo, pre, mat in plan.parts:
-        part = a.narrow(-2, lo, cnt).contiguous()
-        y = ring.ntt(_ops.bconv(ring.intt(part, bd, post=pre), bd.mod, bo.mod, mat), bo)
-        out.append(torch.cat([y.narrow(-2, 0, lo), part, y.narrow(-2, lo, y.shape[-2] - lo)], dim=-2))
-    return torch.stack(out)
-
-
-def key_switch_inner(ring: Ring, d: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int):
-    """sum_j d_j * key_j over level + P: (2, L + K, N)."""
+def keyswitch_inner(ring: Ring, d: torch.Tensor, key, level_idx: range, special_idx: range,
+                    alpha: int) -> torch.Tensor:
+    """sum_j d_j * key_j over level + P: d (..., beta, L + K, N) -> (..., 2, L + K, N)."""
     ext = mod_up_plan(ring, level_idx, special_idx, alpha).ext
-    return _ops.keyswitch_inner(d, key.key_q, key.key_p, level_idx.start, level_idx.start // alpha, ext.mod)
+    return _ops.keyswitch_inner(d.contiguous(), key.key_q, key.key_p, level_idx.start, level_idx.start // alpha,
+                                ext.mod)
 
 
-def mod_up_key_switch_inner(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
-                            addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None):
-    """key_switch_inner(mod_up(a)) over level + P: (2, L + K, N), in one fused op.
+def mod_up_keyswitch_inner(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
+                           addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None,
+                           b: torch.Tensor | None = None) -> torch.Tensor:
+    """keyswitch_inner(mod_up(a)) over level + P: a (..., L, N) -> (..., 2, L + K, N), one op.
 
-    With addend (2, La, N) and c_add (La,) (Montgomery constants), addend * c_add is added
-    to the first La limbs (multiply's P * (d0, d1) on the level's limbs)."""
+    With addend (..., 2, La, N) and c_add (La,) (Montgomery constants), addend * c_add is
+    added to the first La limbs (P * (d0, d1) on the level's limbs). With b (HMult's tensor
+    product fused in): a and b are ciphertexts (..., 2, L, N) over the level (b may also be
+    one ciphertext (2, L, N) for the whole batch), d = a (tensor) b, and the result is
+    keyswitch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs (no addend then)."""
     plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    if a.dim() == 2 and fused_ok(ring):
-        e = plan.ext
-        return _ops.mod_up_keyswitch(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
-                                     key.key_q, key.key_p, level_idx.start, plan.digit_start,
-                                     None if addend is None else addend.contiguous(), c_add)
-    u = key_switch_inner(ring, mod_up_reference(ring, a, level_idx, special_idx, alpha), key, level_idx,
-                         special_idx, alpha)
-    if addend is None:
-        return u
-    La = addend.shape[-2]
-    b = ring.basis(plan.ext.idx[:La])
-    head = _ops.axpby(addend.contiguous(), c_add, u.narrow(1, 0, La).contiguous(), b.one, b.mod)
-    return torch.cat([head, u.narrow(1, La, u.shape[1] - La)], dim=1) if La < u.shape[1] else head
+    e = plan.ext
+    return _ops.mod_up_keyswitch_inner(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
+                                       key.key_q, key.key_p, level_idx.start, plan.digit_start,
+                                       None if addend is None else addend.contiguous(), c_add,
+                                       None if b is None else b.contiguous())
 
 
-def tensor_key_switch_inner(ring: Ring, x: torch.Tensor, y: torch.Tensor, key, level_idx: range, special_idx: range,
-                            alpha: int, c_add: torch.Tensor):
-    """HMult's tensor product and key switching before ModDown, in one fused op.
-
-    x, y (2, L, N) over the level; d = x (tensor) y. Returns (2, L + K, N):
-    key_switch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs."""
-    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    if x.dim() == 3 and fused_ok(ring):
-        e = plan.ext
-        return _ops.mod_up_keyswitch(x.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
-                                     key.key_q, key.key_p, level_idx.start, plan.digit_start, None, c_add,
-                                     y.contiguous())
-    d = _ops.tensor_product(x.contiguous(), y.contiguous(), ring.basis(tuple(level_idx)).mod)
-    return mod_up_key_switch_inner(ring, d[2], key, level_idx, special_idx, alpha, addend=d[:2], c_add=c_add)
-
-
-def key_switch(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
-               dst_idx: tuple | None = None, addend: torch.Tensor | None = None):
+def keyswitch(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
+              dst_idx: tuple | None = None, addend: torch.Tensor | None = None) -> torch.Tensor:
     """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).
 
-    addend (k, len(dst), N) or (len(dst), N): added to the first k result polynomials."""
-    u = mod_up_key_switch_inner(ring, a, key, level_idx, special_idx, alpha)
+    a (..., L, N) -> (..., 2, len(dst), N). addend: as switch_modulus's (added to u0 when
+    (..., len(dst), N), to u0 and u1 when (..., 2, len(dst), N))."""
+    u = mod_up_keyswitch_inner(ring, a, key, level_idx, special_idx, alpha)
     return switch_modulus(ring, u, tuple(level_idx) + tuple(special_idx),
                           tuple(level_idx) if dst_idx is None else dst_idx, addend)

@@ -45,7 +45,8 @@ from .._ckks import evaluator as ev
 from .._ckks.ciphertext import Ciphertext
 from .._ckks.context import galois_element
 from ..errors import MissingKeyError, ParameterError, SlotError
-from .._rlwe import key_switch, switching_key_bytes
+from .._rlwe import switching_key_bytes
+from .._rlwe.keyswitch import keyswitch
 from . import dft
 from .chebyshev import interpolate
 from .linear import LinearTransform, rotation_steps
@@ -196,7 +197,7 @@ class Bootstrapper:
             if enc is None or enc.weight != cfg.ephemeral_weight:
                 raise MissingKeyError("bootstrap: no sparse-secret encapsulation keys; generate the bootstrapping "
                                       "keys with ctx.keygen(bootstrap=True) on the client")
-            c = key_switch(ctx.ring, c[1], enc.to_sparse, lvl0, enc.special, lvl0.stop, addend=c[0])
+            c = keyswitch(ctx.ring, c[1], enc.to_sparse, lvl0, enc.special, lvl0.stop, addend=c[0])
         b0 = ctx.basis(0)
         digits = ctx.ring.crt_digits(c, b0).to(torch.int64)  # centred mixed radix, Q_0 < 2^62
         x = digits[..., 0, :]
@@ -205,7 +206,7 @@ class Bootstrapper:
         top = cfg.top
         data = ctx.ring.from_integers(x.contiguous(), ctx.basis(top))
         if cfg.ephemeral_weight:
-            data = key_switch(ctx.ring, data[1], enc.to_dense, ctx.level_idx(top), ctx.special_idx, ctx.params.alpha,
+            data = keyswitch(ctx.ring, data[1], enc.to_dense, ctx.level_idx(top), ctx.special_idx, ctx.params.alpha,
                               addend=data[0])
         return Ciphertext(data, top, float(self.q0), ctx.slots)
 

@@ -40,7 +40,7 @@ from .. import _ops
 from .._ckks import evaluator as ev
 from .._ckks.context import galois_element
 from ..errors import EncodingError, MissingKeyError, ShapeError, SlotError
-from .._rlwe.keyswitch import fused_ok, mod_up, mod_up_key_switch_inner, switch_modulus
+from .._rlwe.keyswitch import mod_up, mod_up_keyswitch_inner, switch_modulus
 
 MAC_BABIES, MAC_GIANTS = 16, 8  # per hoisted_mac call (csrc/hoisted_mac.h)
 
@@ -146,7 +146,7 @@ class LinearTransform:
             self._by_giant.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
         self._encoded, self._coeffs = {}, {}
         if level is not None:
-            self._encode(level, ctx.nominal_scale(level), sorted(self._by_giant), extended=fused_ok(ctx.ring))
+            self._encode(level, ctx.nominal_scale(level), sorted(self._by_giant), extended=self.fuse)
 
     def rotations(self) -> list:
         """The rotation steps evaluation uses (keys: ctx.keygen(rotations=lt.rotations()))."""
@@ -272,7 +272,7 @@ class LinearTransform:
 
     def _fusable(self, ct) -> bool:
         ctx = self.ctx
-        if not self.fuse or not fused_ok(ctx.ring):
+        if not self.fuse:
             return False
         for s in self.baby + self.giant:
             if s % self.n and self._direct(s, ct.level) is None:
@@ -307,7 +307,7 @@ class LinearTransform:
                     addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
                     y1 = addend[1].clone()
                     addend[1].zero_()
-                    term = mod_up_key_switch_inner(ring, y1, ctx.galois_keys[gel], r, special, alpha,
+                    term = mod_up_keyswitch_inner(ring, y1, ctx.galois_keys[gel], r, special, alpha,
                                                    addend=addend, c_add=c_p)
                 total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.level_idx(ct.level - 1))

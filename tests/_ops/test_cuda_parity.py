@@ -251,34 +251,37 @@ def test_automorphism(rng, log_n, L, batch):
         both("automorphism", seed, x, g, what=f"galois={g}")
 
 
+@pytest.mark.parametrize("batch", [(), (3,)])
 @pytest.mark.parametrize("log_n,beta,Lq,K,Lq_key,digits,q_start,digit_start", [
     (10, 1, 1, 1, 1, 1, 0, 0), (12, 3, 4, 2, 9, 5, 3, 2), (12, 2, 0, 3, 4, 2, 0, 0), (16, 4, 48, 12, 48, 4, 0, 0),
     (16, 2, 20, 12, 48, 4, 17, 1),
 ])
-def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit_start):
+def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit_start, batch):
     gen, seed = rng
     n = 1 << log_n
     primes = primes_for(log_n, Lq_key + K)
     pq, pp = primes[:Lq_key], primes[Lq_key:]
     level = pq[q_start:q_start + Lq] + pp  # the limbs of d
-    d = residues(gen, (beta,), level, n)
+    d = residues(gen, (*batch, beta), level, n)
     key_q = residues(gen, (digits, 2), pq, n)
     key_p = residues(gen, (digits, 2), pp, n)
     both("keyswitch_inner", seed, d, key_q, key_p, q_start, digit_start, mod_table(level),
-         what=f"beta={beta} Lq={Lq} K={K} q_start={q_start} digit_start={digit_start}")
+         what=f"beta={beta} Lq={Lq} K={K} q_start={q_start} digit_start={digit_start} batch={batch}")
 
 
-@pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants", [(10, 2, 3, 2, 5, 3, 2), (16, 5, 49, 10, 49, 8, 4),
-                                                                 (16, 3, 24, 10, 30, 16, 8)])
-def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants):
+@pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants,batch", [
+    (10, 2, 3, 2, 5, 3, 2, ()), (16, 5, 49, 10, 49, 8, 4, ()), (16, 3, 24, 10, 30, 16, 8, ()),
+    (12, 3, 9, 3, 9, 5, 3, (3,)), (16, 4, 24, 12, 48, 6, 2, (8,)),
+])
+def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants, batch):
     gen, seed = rng
     n = 1 << log_n
     primes = primes_for(log_n, Lq_key + K)
     pq, pp = primes[:Lq_key], primes[Lq_key:]
     ext = pq[:L] + pp
     digits = beta + 1
-    d = residues(gen, (beta,), ext, n)
-    c = residues(gen, (2,), pq[:L], n)
+    d = residues(gen, (*batch, beta), ext, n)
+    c = residues(gen, (*batch, 2), pq[:L], n)
     gals = [1] + [random.randrange(3, 2 * n, 2) for _ in range(babies - 1)]
     keys_q = [residues(gen, (digits, 2), pq, n) for _ in gals]
     keys_p = [residues(gen, (digits, 2), pp, n) for _ in gals]
@@ -290,7 +293,8 @@ def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants):
     gpu_out = ops.hoisted_mac(to_gpu(d), to_gpu(c), [to_gpu(k) for k in keys_q], [to_gpu(k) for k in keys_p], gals,
                               0, 1, to_gpu(c_p), [to_gpu(p) for p in pts], [b for b, _ in pairs],
                               [g for _, g in pairs], giants, to_gpu(mod_table(ext)))
-    check("hoisted_mac", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} babies={babies} giants={giants}")
+    check("hoisted_mac", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} babies={babies} giants={giants} "
+                                                 f"batch={batch}")
 
 
 # --- conversions ------------------------------------------------------------------------------

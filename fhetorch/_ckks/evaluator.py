@@ -71,6 +71,17 @@ def _with_c0(a: Ciphertext, c0: torch.Tensor) -> Ciphertext:
     return a.replace(data=data)
 
 
+def _per_component(pt: torch.Tensor, a: Ciphertext) -> torch.Tensor:
+    """Plaintext residues (L, N), or (..., L, N) one per ciphertext of a's batch, as a
+    multiplicand of every component of a."""
+    if pt.dim() == 2:
+        return pt  # the op broadcasts a trailing (L, N) operand
+    if pt.shape[:-2] != a.batch_shape:
+        raise ShapeError(f"multiply: {tuple(pt.shape[:-2])} plaintexts for a batch of {tuple(a.batch_shape)} "
+                         "ciphertexts")
+    return pt.unsqueeze(-3).expand(a.data.shape).contiguous()
+
+
 def _same_batch(a: Ciphertext, b: Ciphertext, what: str):
     if a.batch_shape != b.batch_shape:
         raise ShapeError(f"{what}: batches of {tuple(a.batch_shape)} and {tuple(b.batch_shape)} ciphertexts; "
@@ -298,7 +309,7 @@ def mul_plaintext(ctx, a: Ciphertext, pt, *, rescale_result: bool = True) -> Cip
     if pt.level != a.level:
         raise LevelError(f"multiply: the plaintext is at level {pt.level}, the ciphertext at {a.level}; encode it "
                          "at the ciphertext's level")
-    out = a.replace(data=_ops.mul(a.data, pt.data, _mod(ctx, a.level)), scale=a.scale * pt.scale)
+    out = a.replace(data=_ops.mul(a.data, _per_component(pt.data, a), _mod(ctx, a.level)), scale=a.scale * pt.scale)
     return rescale(ctx, out) if rescale_result else out
 
 

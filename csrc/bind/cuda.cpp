@@ -37,10 +37,11 @@ class CudaDevice {
     const cudaError_t err = f(ctx_);
     TORCH_CHECK(err == cudaSuccess, "fhetorch.", op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
   }
-  // The fused kernels use 16-byte accesses: an input whose data does not start on a 16-byte
-  // boundary (a view with an odd storage offset) is copied first.
+  // The fused kernels use 16-byte accesses: a contiguous input whose data does not start on
+  // a 16-byte boundary (a view with an odd storage offset) is copied first. (A non-contiguous
+  // one is passed on unchanged, for the check to refuse it as on the CPU.)
   Tensor aligned(const Tensor& t) const {
-    return (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15u) == 0 ? t : t.clone();
+    return t.is_contiguous() && (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15u) != 0 ? t.clone() : t;
   }
 
  private:

@@ -187,6 +187,8 @@ def test_argument_errors():
             ops.mod_up(a, pre, mod, psi, psi_inv, mats, bad)
     with pytest.raises(RuntimeError, match="pre must"):
         ops.mod_up(a, pre[:5].contiguous(), mod, psi, psi_inv, mats, bounds)
+    with pytest.raises(RuntimeError, match="a must be contiguous"):
+        ops.mod_up(torch.stack([a, a], -1)[..., 1], pre, mod, psi, psi_inv, mats, bounds)
     key = rand_key(ring, 6, 2, 3)
     kargs = (a, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, 0)
     with pytest.raises(RuntimeError, match="digit_start"):
@@ -309,15 +311,24 @@ def test_cuda_benchmark_shape_switch(seed):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("log_n", [9, 18])
-def test_cuda_refuses_the_sizes_the_cpu_refuses(seed, log_n):
+@pytest.mark.parametrize("log_n", [9, 10, 18])
+def test_cuda_refuses_what_the_cpu_refuses(seed, log_n):
+    """Sizes outside the fused range and (N = 2^10) a non-contiguous input are refused on both
+    devices with one message."""
     ring, _ = rings(log_n, 6, 2)
     lvl, sp = range(0, 6), range(6, 8)
     a = rand_res((6, ring.n), ring.basis(tuple(lvl)).primes)
     args = mod_up_args(ks.mod_up_plan(ring, lvl, sp, 2))
+    messages = []
     for dev in ("cpu", GPU):
-        with pytest.raises(RuntimeError, match=r"N must be in \[2\^10, 2\^17\]"):
-            _ops.mod_up(a.to(dev), *[t.to(dev) if isinstance(t, torch.Tensor) else t for t in args])
+        x = a.to(dev)
+        if log_n == 10:
+            x = torch.stack([x, x], -1)[..., 1]  # not contiguous, 4 bytes past its storage's start
+        with pytest.raises(RuntimeError, match="a must be contiguous" if log_n == 10 else
+                           r"N must be in \[2\^10, 2\^17\]") as err:
+            _ops.mod_up(x, *[t.to(dev) if isinstance(t, torch.Tensor) else t for t in args])
+        messages.append(str(err.value).splitlines()[0])
+    assert messages[0] == messages[1]
 
 
 @pytest.mark.cuda

@@ -284,15 +284,40 @@ constexpr int64_t kMaxDigits = 64;       // mod_up: beta <= 64
 constexpr int64_t kMaxSwitchRows = 256;  // switch_modulus: D, Ld <= 256
 constexpr int64_t kMaxSwitchSrc = 32767; // switch_modulus: Ls (row indices fit int16)
 
+// NTT tables with a row map: without `rows`, table (count, N) and limb i uses row i; with
+// `rows` (count entries, at most kMaxSwitchRows), any (R, N) table, limb i using row rows[i]
+// (so the ring's full tables serve every limb subset without copies). Returns the map
+// (empty: row i).
+inline std::vector<int> check_table_rows(const char* op, const char* name, const at::Tensor& table,
+                                         at::OptionalIntArrayRef rows, int64_t count, int64_t n) {
+  std::vector<int> out;
+  if (!rows.has_value()) {
+    TORCH_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
+                ", N)");
+    return out;
+  }
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxSwitchSrc,
+              "fhetorch.", op, ": ", name, " must be (R, N) with R <= ", kMaxSwitchSrc);
+  TORCH_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxSwitchRows, "fhetorch.", op, ": ", name,
+              "'s rows must list one table row per limb (", count, "), at most ", kMaxSwitchRows);
+  for (int64_t v : *rows) {
+    TORCH_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ",
+                table.size(0), ")");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 struct ModUpGeom {
   int64_t L, Lext, K, n, beta, alpha_max;
   int log_n;
   std::vector<int> lo;  // beta + 1 digit bounds
+  std::vector<int> psi_rows;  // table row of each ext limb (empty: row i)
 };
 
 inline ModUpGeom check_mod_up(const char* op, const at::Tensor& a, const at::Tensor& pre, const at::Tensor& mod_ext,
                               const at::Tensor& psi_ext, const at::Tensor& psi_inv_ext, const at::Tensor& mats,
-                              at::IntArrayRef bounds) {
+                              at::IntArrayRef bounds, at::OptionalIntArrayRef psi_rows) {
   for (auto [t, name] : {std::pair<const at::Tensor*, const char*>{&a, "a"}, {&pre, "pre"}, {&mod_ext, "mod_ext"},
                          {&psi_ext, "psi_ext"}, {&psi_inv_ext, "psi_inv_ext"}, {&mats, "mats"}})
     check_residues(*t, op, name);
@@ -305,8 +330,8 @@ inline ModUpGeom check_mod_up(const char* op, const at::Tensor& a, const at::Ten
               "fhetorch.", op, ": mod_ext must be (L + K, 2) with L >= 1");
   g.Lext = mod_ext.size(0);
   g.K = g.Lext - g.L;
-  TORCH_CHECK(psi_ext.sizes() == at::IntArrayRef({g.Lext, g.n}) && psi_inv_ext.sizes() == psi_ext.sizes(),
-              "fhetorch.", op, ": psi_ext and psi_inv_ext must be (L + K, N)");
+  g.psi_rows = check_table_rows(op, "psi_ext", psi_ext, psi_rows, g.Lext, g.n);
+  TORCH_CHECK(psi_inv_ext.sizes() == psi_ext.sizes(), "fhetorch.", op, ": psi_inv_ext must have psi_ext's shape");
   TORCH_CHECK(pre.numel() == g.L, "fhetorch.", op, ": pre must have L entries");
   const int64_t nb = static_cast<int64_t>(bounds.size());
   TORCH_CHECK(nb >= 2 && nb - 1 <= kMaxDigits, "fhetorch.", op, ": bounds must list 2 to ", kMaxDigits + 1, " values");
@@ -337,7 +362,7 @@ inline ModUpKsGeom check_mod_up_keyswitch(const at::Tensor& a, const at::Tensor&
                                           const at::Tensor& key_p, int64_t q_start, int64_t digit_start,
                                           const std::optional<at::Tensor>& addend,
                                           const std::optional<at::Tensor>& c_add,
-                                          const std::optional<at::Tensor>& b) {
+                                          const std::optional<at::Tensor>& b, at::OptionalIntArrayRef psi_rows) {
   const char* op = "mod_up_keyswitch";
   if (b) {
     check_residues(a, op, "a");
@@ -349,7 +374,7 @@ inline ModUpKsGeom check_mod_up_keyswitch(const at::Tensor& a, const at::Tensor&
     check_devices(op, {&a, &*b});
   }
   const at::Tensor a1 = b ? a.select(0, 1) : a;
-  ModUpKsGeom g{check_mod_up(op, a1, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds), 0, 0};
+  ModUpKsGeom g{check_mod_up(op, a1, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows), 0, 0};
   const ModUpGeom& m = g.m;
   if (b) {
     check_residues(*c_add, op, "c_add");
@@ -385,6 +410,7 @@ struct SwitchGeom {
   int64_t B, Ls, D, Ld, n, Ba;  // Ba: polynomials with an addend (0: none)
   int log_n;
   std::vector<int> drop, keep;
+  std::vector<int> psi_inv_drop_rows, psi_dst_rows;  // table rows (empty: row i)
   std::vector<int64_t> out_shape;
 };
 
@@ -392,7 +418,9 @@ inline SwitchGeom check_switch_modulus(const at::Tensor& x, at::IntArrayRef drop
                                        const at::Tensor& pre, const at::Tensor& mod_drop,
                                        const at::Tensor& psi_inv_drop, const at::Tensor& mod_dst,
                                        const at::Tensor& psi_dst, const at::Tensor& mat, const at::Tensor& c_keep,
-                                       const at::Tensor& c_sub, const std::optional<at::Tensor>& addend) {
+                                       const at::Tensor& c_sub, const std::optional<at::Tensor>& addend,
+                                       at::OptionalIntArrayRef psi_inv_drop_rows,
+                                       at::OptionalIntArrayRef psi_dst_rows) {
   const char* op = "switch_modulus";
   for (auto [t, name] : {std::pair<const at::Tensor*, const char*>{&x, "x"}, {&pre, "pre"}, {&mod_drop, "mod_drop"},
                          {&psi_inv_drop, "psi_inv_drop"}, {&mod_dst, "mod_dst"}, {&psi_dst, "psi_dst"},
@@ -420,8 +448,8 @@ inline SwitchGeom check_switch_modulus(const at::Tensor& x, at::IntArrayRef drop
   TORCH_CHECK(pre.numel() == g.D, "fhetorch.", op, ": pre must have D entries");
   check_mod(mod_drop, g.D, op);
   check_mod(mod_dst, g.Ld, op);
-  TORCH_CHECK(psi_inv_drop.sizes() == at::IntArrayRef({g.D, g.n}), "fhetorch.", op, ": psi_inv_drop must be (D, N)");
-  TORCH_CHECK(psi_dst.sizes() == at::IntArrayRef({g.Ld, g.n}), "fhetorch.", op, ": psi_dst must be (Ld, N)");
+  g.psi_inv_drop_rows = check_table_rows(op, "psi_inv_drop", psi_inv_drop, psi_inv_drop_rows, g.D, g.n);
+  g.psi_dst_rows = check_table_rows(op, "psi_dst", psi_dst, psi_dst_rows, g.Ld, g.n);
   TORCH_CHECK(mat.sizes() == at::IntArrayRef({g.Ld, g.D}), "fhetorch.", op, ": mat must be (Ld, D)");
   TORCH_CHECK(c_keep.numel() == g.Ld && c_sub.numel() == g.Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
   g.Ba = 0;

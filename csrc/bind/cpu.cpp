@@ -150,12 +150,13 @@ Tensor mod_up_impl(const ModUpGeom& g, const Tensor& a, const Tensor& pre, const
   const int64_t L = g.L, Lext = g.Lext, n = g.n, beta = g.beta;
   const int log_n = g.log_n;
   const int32_t* me = mod_ext.data_ptr<int32_t>();
+  const int* rows = g.psi_rows.empty() ? nullptr : g.psi_rows.data();
   // INTT of the whole level with the per-limb BConv constants: standard-form digit inputs.
   Tensor t = a.clone();
   int32_t* tp = t.data_ptr<int32_t>();
   split(L, 1, [&](int64_t r0, int64_t r1) {
     cpu::intt_rows(tp, r0, r1, static_cast<int>(L), log_n, me, psi_inv_ext.data_ptr<int32_t>(),
-                   pre.data_ptr<int32_t>());
+                   pre.data_ptr<int32_t>(), rows);
   });
   Tensor out = at::empty({beta, Lext, n}, a.options());
   int32_t* op = out.data_ptr<int32_t>();
@@ -170,7 +171,8 @@ Tensor mod_up_impl(const ModUpGeom& g, const Tensor& a, const Tensor& pre, const
       if (i >= g.lo[j] && i < g.lo[j + 1]) {
         std::copy(ap + i * n, ap + (i + 1) * n, op + r * n);
       } else {
-        cpu::ntt_rows(op + j * Lext * n, i, i + 1, static_cast<int>(Lext), log_n, me, psi_ext.data_ptr<int32_t>());
+        cpu::ntt_rows(op + j * Lext * n, i, i + 1, static_cast<int>(Lext), log_n, me, psi_ext.data_ptr<int32_t>(),
+                      rows);
       }
     }
   });
@@ -178,8 +180,8 @@ Tensor mod_up_impl(const ModUpGeom& g, const Tensor& a, const Tensor& pre, const
 }
 
 Tensor mod_up(const Tensor& a, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
-              const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds) {
-  const ModUpGeom g = check_mod_up("mod_up", a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds);
+              const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds, at::OptionalIntArrayRef psi_rows) {
+  const ModUpGeom g = check_mod_up("mod_up", a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows);
   return mod_up_impl(g, a, pre, mod_ext, psi_ext, psi_inv_ext, mats);
 }
 
@@ -187,9 +189,9 @@ Tensor mod_up_keyswitch(const Tensor& a, const Tensor& pre, const Tensor& mod_ex
                         const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds, const Tensor& key_q,
                         const Tensor& key_p, int64_t q_start, int64_t digit_start,
                         const std::optional<Tensor>& addend_in, const std::optional<Tensor>& c_add,
-                        const std::optional<Tensor>& b) {
+                        const std::optional<Tensor>& b, at::OptionalIntArrayRef psi_rows) {
   const ModUpKsGeom g = check_mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p,
-                                               q_start, digit_start, addend_in, c_add, b);
+                                               q_start, digit_start, addend_in, c_add, b, psi_rows);
   const ModUpGeom& m = g.m;
   // Tensor-product mode: the op on d[2] with addend d[:2], d = tensor_product(a, b).
   const Tensor tp = b ? tensor_product(a, *b, mod_ext.narrow(0, 0, m.L).contiguous()) : Tensor();
@@ -218,9 +220,12 @@ Tensor mod_up_keyswitch(const Tensor& a, const Tensor& pre, const Tensor& mod_ex
 Tensor switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows, const Tensor& pre,
                       const Tensor& mod_drop, const Tensor& psi_inv_drop, const Tensor& mod_dst,
                       const Tensor& psi_dst, const Tensor& mat, const Tensor& c_keep, const Tensor& c_sub,
-                      const std::optional<Tensor>& addend) {
+                      const std::optional<Tensor>& addend, at::OptionalIntArrayRef psi_inv_drop_rows,
+                      at::OptionalIntArrayRef psi_dst_rows) {
   const SwitchGeom g = check_switch_modulus(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst,
-                                            mat, c_keep, c_sub, addend);
+                                            mat, c_keep, c_sub, addend, psi_inv_drop_rows, psi_dst_rows);
+  const int* drop_tw = g.psi_inv_drop_rows.empty() ? nullptr : g.psi_inv_drop_rows.data();
+  const int* dst_tw = g.psi_dst_rows.empty() ? nullptr : g.psi_dst_rows.data();
   const int64_t B = g.B, Ls = g.Ls, D = g.D, Ld = g.Ld, n = g.n;
   Tensor out = at::empty(g.out_shape, x.options());
   if (B == 0) return out;
@@ -233,7 +238,7 @@ Tensor switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRe
       std::copy(src, src + n, tp + r * n);
     }
     cpu::intt_rows(tp, r0, r1, static_cast<int>(D), g.log_n, mod_drop.data_ptr<int32_t>(),
-                   psi_inv_drop.data_ptr<int32_t>(), pre.data_ptr<int32_t>());
+                   psi_inv_drop.data_ptr<int32_t>(), pre.data_ptr<int32_t>(), drop_tw);
   });
   Tensor y = at::empty({B, Ld, n}, x.options());
   int32_t* yp = y.data_ptr<int32_t>();
@@ -242,7 +247,8 @@ Tensor switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRe
                mod_dst.data_ptr<int32_t>(), mat.data_ptr<int32_t>());
   });
   split(B * Ld, 1, [&](int64_t r0, int64_t r1) {
-    cpu::ntt_rows(yp, r0, r1, static_cast<int>(Ld), g.log_n, mod_dst.data_ptr<int32_t>(), psi_dst.data_ptr<int32_t>());
+    cpu::ntt_rows(yp, r0, r1, static_cast<int>(Ld), g.log_n, mod_dst.data_ptr<int32_t>(), psi_dst.data_ptr<int32_t>(),
+                  dst_tw);
   });
   int32_t* op = out.data_ptr<int32_t>();
   for (int64_t b = 0; b < B; ++b) {

@@ -163,22 +163,22 @@ void check_fused_size(int log_n, const char* op) {
 }
 
 cuda::ModUpTables mod_up_tables(const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
-                                const Tensor& psi_inv_ext, const Tensor& mats, int64_t alpha_max) {
+                                const Tensor& psi_inv_ext, const Tensor& mats, const ModUpGeom& g) {
   return cuda::ModUpTables{ptr(pre), ptr(mod_ext), ptr(psi_ext), ptr(psi_inv_ext), ptr(mats),
-                           static_cast<int>(alpha_max)};
+                           static_cast<int>(g.alpha_max), g.psi_rows.empty() ? nullptr : g.psi_rows.data()};
 }
 
 Tensor mod_up(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext_in,
-              const Tensor& psi_inv_ext_in, const Tensor& mats, at::IntArrayRef bounds) {
+              const Tensor& psi_inv_ext_in, const Tensor& mats, at::IntArrayRef bounds, at::OptionalIntArrayRef psi_rows) {
   const char* op = "mod_up";
-  const ModUpGeom g = check_mod_up(op, a_in, pre, mod_ext, psi_ext_in, psi_inv_ext_in, mats, bounds);
+  const ModUpGeom g = check_mod_up(op, a_in, pre, mod_ext, psi_ext_in, psi_inv_ext_in, mats, bounds, psi_rows);
   check_fused_size(g.log_n, op);
   const c10::cuda::CUDAGuard guard(a_in.device());
   const Tensor a = aligned16(a_in), psi_ext = aligned16(psi_ext_in), psi_inv_ext = aligned16(psi_inv_ext_in);
   Tensor out = at::empty({g.beta, g.Lext, g.n}, a.options());
   Tensor t = at::empty({g.L, g.n}, a.options());
   check_launch(cuda::mod_up(ptr(a), mptr(out), mptr(t), as_int(g.L, op, "L"), as_int(g.K, op, "K"), g.log_n,
-                            mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, g.alpha_max), g.lo.data(),
+                            mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, g), g.lo.data(),
                             static_cast<int>(g.beta), stream()),
                op);
   return out;
@@ -188,10 +188,10 @@ Tensor mod_up_keyswitch(const Tensor& a_in, const Tensor& pre, const Tensor& mod
                         const Tensor& psi_inv_ext_in, const Tensor& mats, at::IntArrayRef bounds,
                         const Tensor& key_q_in, const Tensor& key_p_in, int64_t q_start, int64_t digit_start,
                         const std::optional<Tensor>& addend_in, const std::optional<Tensor>& c_add,
-                        const std::optional<Tensor>& b_in) {
+                        const std::optional<Tensor>& b_in, at::OptionalIntArrayRef psi_rows) {
   const char* op = "mod_up_keyswitch";
   const ModUpKsGeom g = check_mod_up_keyswitch(a_in, pre, mod_ext, psi_ext_in, psi_inv_ext_in, mats, bounds, key_q_in,
-                                               key_p_in, q_start, digit_start, addend_in, c_add, b_in);
+                                               key_p_in, q_start, digit_start, addend_in, c_add, b_in, psi_rows);
   const ModUpGeom& m = g.m;
   check_fused_size(m.log_n, op);
   const c10::cuda::CUDAGuard guard(a_in.device());
@@ -206,7 +206,7 @@ Tensor mod_up_keyswitch(const Tensor& a_in, const Tensor& pre, const Tensor& mod
                             as_int(digit_start, op, "digit_start"), addend_in ? ptr(addend) : nullptr,
                             c_add ? ptr(*c_add) : nullptr, static_cast<int>(g.La), b_in ? ptr(b) : nullptr};
   check_launch(cuda::mod_up_keyswitch(ptr(a), mptr(out), mptr(t), mptr(d), as_int(m.L, op, "L"), as_int(m.K, op, "K"),
-                                      m.log_n, mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, m.alpha_max),
+                                      m.log_n, mod_up_tables(pre, mod_ext, psi_ext, psi_inv_ext, mats, m),
                                       m.lo.data(), static_cast<int>(m.beta), key, stream()),
                op);
   return out;
@@ -215,10 +215,12 @@ Tensor mod_up_keyswitch(const Tensor& a_in, const Tensor& pre, const Tensor& mod
 Tensor switch_modulus(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows, const Tensor& pre,
                       const Tensor& mod_drop, const Tensor& psi_inv_drop_in, const Tensor& mod_dst,
                       const Tensor& psi_dst_in, const Tensor& mat, const Tensor& c_keep, const Tensor& c_sub,
-                      const std::optional<Tensor>& addend_in) {
+                      const std::optional<Tensor>& addend_in, at::OptionalIntArrayRef psi_inv_drop_rows,
+                      at::OptionalIntArrayRef psi_dst_rows) {
   const char* op = "switch_modulus";
   const SwitchGeom g = check_switch_modulus(x_in, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop_in, mod_dst,
-                                            psi_dst_in, mat, c_keep, c_sub, addend_in);
+                                            psi_dst_in, mat, c_keep, c_sub, addend_in, psi_inv_drop_rows,
+                                            psi_dst_rows);
   check_fused_size(g.log_n, op);
   const c10::cuda::CUDAGuard guard(x_in.device());
   Tensor out = at::empty(g.out_shape, x_in.options());
@@ -228,7 +230,9 @@ Tensor switch_modulus(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntArra
   Tensor t = at::empty({g.B * g.D, g.n}, x.options());
   Tensor y = at::empty({g.B * g.Ld, g.n}, x.options());
   const cuda::SwitchTables tb{ptr(pre), ptr(mod_drop), ptr(psi_inv_drop), ptr(mod_dst), ptr(psi_dst),
-                              ptr(mat), ptr(c_keep), ptr(c_sub)};
+                              ptr(mat), ptr(c_keep), ptr(c_sub),
+                              g.psi_inv_drop_rows.empty() ? nullptr : g.psi_inv_drop_rows.data(),
+                              g.psi_dst_rows.empty() ? nullptr : g.psi_dst_rows.data()};
   check_launch(cuda::switch_modulus(ptr(x), mptr(out), mptr(t), mptr(y), g.B, as_int(g.Ls, op, "Ls"), g.log_n,
                                     g.drop.data(), static_cast<int>(g.D), g.keep.data(), static_cast<int>(g.Ld), tb,
                                     addend_in ? ptr(addend) : nullptr, g.Ba, stream()),

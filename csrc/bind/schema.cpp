@@ -60,7 +60,9 @@ TORCH_LIBRARY(fhetorch, m) {
   // ---- fused key switching (csrc/cpu/keyswitch.cpp, csrc/cuda/keyswitch.cu) ----
   // ModUp of a level polynomial to the extended basis "ext" = level (L limbs) + special
   // primes (K limbs), one lift per digit. a (L, N): NTT domain, Montgomery form. Tables of
-  // ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N). bounds = [0 = lo_0 < lo_1 < ...
+  // ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N); or, with psi_rows (L+K entries),
+  // any (R, N) tables of which ext limb i uses row psi_rows[i] (the ring's full tables: no
+  // per-level copies). bounds = [0 = lo_0 < lo_1 < ...
   // < lo_beta = L]: digit j is limbs [lo_j, lo_(j+1)). pre (L,): INTT post-constants giving
   // the standard-form BConv input [a * (Q_j/q_i)^-1]_(q_i) of limb i of digit j (N^-1
   // folded in). mats (beta, L+K, alpha_max): row i of digit j is digit j's centred BConv
@@ -68,7 +70,7 @@ TORCH_LIBRARY(fhetorch, m) {
   // are ignored). out (beta, L+K, N): out[j][i] = a[i] for i in digit j, otherwise
   // NTT(bconv(INTT(a[digit j]) * pre))[i] -- the digit lifted to ext.
   m.def("mod_up(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, Tensor mats, "
-        "int[] bounds) -> Tensor");
+        "int[] bounds, int[]? psi_rows=None) -> Tensor");
   // ModUp and the key-switching inner product in one: out (2, L+K, N) =
   // keyswitch_inner(mod_up(a, ...), key_q, key_p, q_start, digit_start, mod_ext), plus
   // addend[c][i] * c_add[i] on the first La limbs when addend (2, La, N), La <= L+K, and
@@ -79,7 +81,7 @@ TORCH_LIBRARY(fhetorch, m) {
   // as tensor_product followed by the op on d[2] with addend d[:2].
   m.def("mod_up_keyswitch(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
         "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
-        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None) -> Tensor");
+        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None) -> Tensor");
   // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
   // NTT domain -> out (..., Ld, N) with, for each polynomial b and destination limb i,
   //   out[b][i] = x[b][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[b][drop_rows]) * pre))[i] * c_sub[i]
@@ -87,10 +89,12 @@ TORCH_LIBRARY(fhetorch, m) {
   // + addend[b][i] for b < Ba when addend (Ba, Ld, N) or (Ld, N) (Ba = 1) is given.
   // D = len(drop_rows) in [1, 256], Ld = len(keep_rows) in [1, 256]. Tables: mod_drop
   // (D, 2), psi_inv_drop (D, N), pre (D,); mod_dst (Ld, 2), psi_dst (Ld, N); mat (Ld, D)
-  // centred (as bconv's); c_keep, c_sub (Ld,) Montgomery constants.
+  // centred (as bconv's); c_keep, c_sub (Ld,) Montgomery constants. With psi_inv_drop_rows
+  // (D entries) / psi_dst_rows (Ld entries), psi_inv_drop / psi_dst are any (R, N) tables
+  // and limb k uses their row given there (as mod_up's psi_rows).
   m.def("switch_modulus(Tensor x, int[] drop_rows, int[] keep_rows, Tensor pre, Tensor mod_drop, "
         "Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, Tensor c_sub, "
-        "Tensor? addend=None) -> Tensor");
+        "Tensor? addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None) -> Tensor");
   // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
   m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
   // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]

@@ -6,11 +6,12 @@
 
 namespace fhetorch::cpu {
 
-// Rows are limbs of N = 2^log_n coefficients; row r uses limb r % L of the tables.
+// Rows are limbs of N = 2^log_n coefficients; row r uses limb l = r % L of the tables: mod[l],
+// post[l] and the twiddle row psi_rows[l] of psi (row l when psi_rows is null).
 void ntt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod,
-              const int32_t* psi);
+              const int32_t* psi, const int* psi_rows = nullptr);
 void intt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod,
-               const int32_t* psi_inv, const int32_t* post);
+               const int32_t* psi_inv, const int32_t* post, const int* psi_rows = nullptr);
 
 // x: (batch, La, n) -> y: (batch, Lb, n); items are (batch, coefficient) pairs.
 void bconv(const int32_t* x, int32_t* y, int64_t i0, int64_t i1, int La, int Lb, int64_t n,

@@ -9,12 +9,12 @@
 namespace fhetorch::cpu {
 
 void ntt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod,
-              const int32_t* psi) {
+              const int32_t* psi, const int* psi_rows) {
   const int64_t n = int64_t(1) << log_n;
   for (int64_t r = r0; r < r1; ++r) {
     const int l = static_cast<int>(r % L);
     const int32_t q = mod[2 * l], qinv = mod[2 * l + 1];
-    const int32_t* w = psi + l * n;
+    const int32_t* w = psi + (psi_rows ? psi_rows[l] : l) * n;
     int32_t* a = x + r * n;
     for (int64_t m = 1, t = n >> 1; m < n; m <<= 1, t >>= 1) {
       for (int64_t i = 0; i < m; ++i) {
@@ -32,12 +32,12 @@ void ntt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_
 }
 
 void intt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod,
-               const int32_t* psi_inv, const int32_t* post) {
+               const int32_t* psi_inv, const int32_t* post, const int* psi_rows) {
   const int64_t n = int64_t(1) << log_n;
   for (int64_t r = r0; r < r1; ++r) {
     const int l = static_cast<int>(r % L);
     const int32_t q = mod[2 * l], qinv = mod[2 * l + 1];
-    const int32_t* w = psi_inv + l * n;
+    const int32_t* w = psi_inv + (psi_rows ? psi_rows[l] : l) * n;
     int32_t* a = x + r * n;
     for (int64_t m = n >> 1, t = 1; m >= 1; m >>= 1, t <<= 1) {
       for (int64_t i = 0; i < m; ++i) {

@@ -47,18 +47,19 @@ cudaError_t hoisted_mac(const MacArgs& args, cudaStream_t stream);
 
 // ---- fused key switching (keyswitch.cu; semantics: schema.cpp's mod_up, mod_up_keyswitch,
 // switch_modulus). N = 2^log_n with 10 <= log_n <= 17 (else cudaErrorInvalidValue); every
-// device pointer 16-byte aligned; host arrays (bounds, drop, keep) travel in the launch
-// parameters, so nothing is copied to the device and the launches can be graph-captured.
+// device pointer 16-byte aligned; host arrays (bounds, drop, keep, table rows) travel in the
+// launch parameters, so nothing is copied to the device and the launches can be graph-captured.
 constexpr int kMaxDigits = 64;        // mod_up: beta <= 64
 constexpr int kMaxSwitchRows = 256;   // switch_modulus: D, Ld <= 256 (Ls < 2^15)
 
 struct ModUpTables {
   const int32_t* pre;          // (L,)
   const int32_t* mod_ext;      // (L + K, 2)
-  const int32_t* psi_ext;      // (L + K, N)
-  const int32_t* psi_inv_ext;  // (L + K, N)
+  const int32_t* psi_ext;      // (L + K, N), or (R, N) with psi_rows
+  const int32_t* psi_inv_ext;  // (L + K, N), or (R, N) with psi_rows
   const int32_t* mats;         // (beta, L + K, alpha_max)
   int alpha_max;
+  const int* psi_rows = nullptr;  // host, L + K <= kMaxSwitchRows entries: the table row of each ext limb
 };
 // a (L, n) -> out (beta, L + K, n); scratch: L * n words. bounds: beta + 1 values.
 cudaError_t mod_up(const int32_t* a, int32_t* out, int32_t* scratch, int L, int K, int log_n, const ModUpTables& tb,
@@ -88,6 +89,8 @@ struct SwitchTables {
   const int32_t* mat;           // (Ld, D)
   const int32_t* c_keep;        // (Ld,)
   const int32_t* c_sub;         // (Ld,)
+  const int* psi_inv_drop_rows = nullptr;  // host, D entries: rows of psi_inv_drop (null: row k)
+  const int* psi_dst_rows = nullptr;       // host, Ld entries: rows of psi_dst (null: row i)
 };
 // x (B, Ls, n) -> out (B, Ld, n); scratch_t: B * D * n words, scratch_y: B * Ld * n. addend:
 // (Ba, Ld, n) added to the first Ba polynomials, or null.

@@ -57,13 +57,15 @@ constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 
 
 
 
+// limb: the row of mod; tw_row: the row of the twiddle table tw (the same unless the
+// tables are the ring's, indexed through a row map).
 FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* mod, const int32_t* tw, int limb,
-                  int64_t n, uint32_t post, int blk) {
+                  int tw_row, int64_t n, uint32_t post, int blk) {
   Ctx c;
   c.sm = sm;
   c.in = in;
   c.out = out;
-  c.tw = tw + static_cast<int64_t>(limb) * n;
+  c.tw = tw + static_cast<int64_t>(tw_row) * n;
   c.q = static_cast<uint32_t>(ldg(mod + 2 * limb));
   c.nqinv = 0u - static_cast<uint32_t>(ldg(mod + 2 * limb + 1));
   c.post = post;
@@ -96,7 +98,11 @@ struct MuArgs {
   int ks_split;  // mod_up_keyswitch: finish the NTT, then KsStream (instead of MuKsAll)
   int bc_tiles, bc_chunks, bc_outs;  // BConv grid: coefficient tiles, output chunks, outputs per chunk
   int lo[kMaxDigits + 1];
+  int has_psi_rows;                   // psi / psi_inv rows of ext limb i: psi_rows[i] (else i)
+  int16_t psi_rows[kMaxSwitchRows];
 };
+
+FT_HD int mu_tw(const MuArgs& a, int i) { return a.has_psi_rows ? a.psi_rows[i] : i; }
 
 FT_HD int mu_size(const MuArgs& a, int j) { return a.lo[j + 1] - a.lo[j]; }
 FT_HD bool mu_own(const MuArgs& a, int j, int i) { return i >= a.lo[j] && i < a.lo[j + 1]; }
@@ -180,7 +186,8 @@ struct MuNttConv {
     int i;
     const int j = mu_conv_digit(a, r, i);
     int32_t* row = a.d + mu_drow(a, j, i) * G::N;
-    return Blk{row_ctx(sm, row, row, a.mod, a.psi, i, G::N, 0u, static_cast<int>(block % G::BLOCKS_PER_ROW))};
+    return Blk{row_ctx(sm, row, row, a.mod, a.psi, i, mu_tw(a, i), G::N, 0u,
+                       static_cast<int>(block % G::BLOCKS_PER_ROW))};
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
   FT_HD static void step(const Args&, const Blk& b, int s, int tid, State&) {
@@ -209,7 +216,7 @@ struct MuNtt2 {
     const int j = static_cast<int>(r / a.Lext), i = static_cast<int>(r % a.Lext);
     int32_t* row = a.d + r * G::N;
     Blk b;
-    b.c = row_ctx(sm, row, row, a.mod, a.psi, i, G::N, 0u, static_cast<int>(block % G::BLOCKS_PER_ROW));
+    b.c = row_ctx(sm, row, row, a.mod, a.psi, i, mu_tw(a, i), G::N, 0u, static_cast<int>(block % G::BLOCKS_PER_ROW));
     b.own = mu_own(a, j, i);
     b.src = a.a + static_cast<int64_t>(i) * G::N;
     return b;
@@ -318,7 +325,8 @@ struct MuKsAll {
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
     Blk b;
     b.i = static_cast<int>(block / G::BLOCKS_PER_ROW);
-    b.c = row_ctx(sm, nullptr, nullptr, a.mod, a.psi, b.i, G::N, 0u, static_cast<int>(block % G::BLOCKS_PER_ROW));
+    b.c = row_ctx(sm, nullptr, nullptr, a.mod, a.psi, b.i, mu_tw(a, b.i), G::N, 0u,
+                  static_cast<int>(block % G::BLOCKS_PER_ROW));
     b.own = -1;
     for (int j = 0; j < a.beta; ++j)
       if (mu_own(a, j, b.i)) b.own = j;
@@ -569,7 +577,13 @@ struct SwArgs {
   int bc_tiles, bc_chunks, bc_outs;
   int16_t drop[kMaxSwitchRows];
   int16_t keep[kMaxSwitchRows];
+  int has_drop_tw, has_dst_tw;  // twiddle rows of dropped limb k / destination limb i (else k, i)
+  int16_t drop_tw[kMaxSwitchRows];
+  int16_t dst_tw[kMaxSwitchRows];
 };
+
+FT_HD int sw_drop_tw(const SwArgs& a, int k) { return a.has_drop_tw ? a.drop_tw[k] : k; }
+FT_HD int sw_dst_tw(const SwArgs& a, int i) { return a.has_dst_tw ? a.dst_tw[i] : i; }
 
 // Inverse NTT, first (small) phase, reading the dropped rows of x directly.
 template <int LOG_N>
@@ -586,7 +600,7 @@ struct SwIntt1 {
     const int64_t r = block / G::BLOCKS_PER_ROW, bb = r / a.D;
     const int k = static_cast<int>(r % a.D);
     const int32_t* in = a.x + (bb * a.Ls + a.drop[k]) * G::N;
-    return Blk{row_ctx(sm, in, a.t + r * G::N, a.mod_drop, a.psi_inv_drop, k, G::N, 0u,
+    return Blk{row_ctx(sm, in, a.t + r * G::N, a.mod_drop, a.psi_inv_drop, k, sw_drop_tw(a, k), G::N, 0u,
                        static_cast<int>(block % G::BLOCKS_PER_ROW))};
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
@@ -610,7 +624,8 @@ struct SwIntt2 {
     const int64_t r = block / G::BLOCKS_PER_ROW;
     const int k = static_cast<int>(r % a.D);
     int32_t* row = a.t + r * G::N;
-    return Blk{row_ctx(sm, row, row, a.mod_drop, a.psi_inv_drop, k, G::N, static_cast<uint32_t>(ldg(a.pre + k)),
+    return Blk{row_ctx(sm, row, row, a.mod_drop, a.psi_inv_drop, k, sw_drop_tw(a, k), G::N,
+                       static_cast<uint32_t>(ldg(a.pre + k)),
                        static_cast<int>(block % G::BLOCKS_PER_ROW))};
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
@@ -654,7 +669,8 @@ struct SwNtt1 {
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
     const int64_t r = block / G::BLOCKS_PER_ROW;
     int32_t* row = a.y + r * G::N;
-    return Blk{row_ctx(sm, row, row, a.mod_dst, a.psi_dst, static_cast<int>(r % a.Ld), G::N, 0u,
+    const int i = static_cast<int>(r % a.Ld);
+    return Blk{row_ctx(sm, row, row, a.mod_dst, a.psi_dst, i, sw_dst_tw(a, i), G::N, 0u,
                        static_cast<int>(block % G::BLOCKS_PER_ROW))};
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
@@ -682,7 +698,7 @@ struct SwNtt2 {
     const int64_t r = block / G::BLOCKS_PER_ROW, bb = r / a.Ld;
     const int i = static_cast<int>(r % a.Ld);
     Blk b;
-    b.c = row_ctx(sm, a.y + r * G::N, a.out + r * G::N, a.mod_dst, a.psi_dst, i, G::N, 0u,
+    b.c = row_ctx(sm, a.y + r * G::N, a.out + r * G::N, a.mod_dst, a.psi_dst, i, sw_dst_tw(a, i), G::N, 0u,
                   static_cast<int>(block % G::BLOCKS_PER_ROW));
     const int kr = a.keep[i];
     b.keep = kr >= 0 ? a.x + (bb * a.Ls + kr) * G::N : nullptr;
@@ -740,7 +756,8 @@ struct MuIntt {
     const int i = static_cast<int>(r);
     int32_t* row = a.t + r * G::N;
     const int32_t* in = LARGE ? row : a.a + r * G::N;  // (unused in tensor-product mode)
-    return Blk{row_ctx(sm, in, row, a.mod, a.psi_inv, i, G::N, LARGE ? static_cast<uint32_t>(ldg(a.pre + i)) : 0u,
+    return Blk{row_ctx(sm, in, row, a.mod, a.psi_inv, i, mu_tw(a, i), G::N,
+                       LARGE ? static_cast<uint32_t>(ldg(a.pre + i)) : 0u,
                        static_cast<int>(block % G::BLOCKS_PER_ROW)),
                i};
   }
@@ -783,6 +800,14 @@ inline bool mu_fill(MuArgs& a, const int32_t* x, int32_t* t, int32_t* d, int L, 
   if (a.lo[0] != 0 || a.lo[beta] != L) return false;
   for (int j = 0; j < beta; ++j)
     if (a.lo[j + 1] <= a.lo[j] || a.lo[j + 1] - a.lo[j] > tb.alpha_max) return false;
+  if (tb.psi_rows) {
+    if (a.Lext > kMaxSwitchRows) return false;
+    a.has_psi_rows = 1;
+    for (int i = 0; i < a.Lext; ++i) {
+      if (tb.psi_rows[i] < 0 || tb.psi_rows[i] > 32767) return false;
+      a.psi_rows[i] = static_cast<int16_t>(tb.psi_rows[i]);
+    }
+  }
   if (key) {
     a.key_q = key->key_q;
     a.key_p = key->key_p;
@@ -838,6 +863,16 @@ inline bool sw_fill(SwArgs& a, const int32_t* x, int32_t* out, int32_t* t, int32
   for (int i = 0; i < Ld; ++i) {
     if (keep[i] < -1 || keep[i] >= Ls) return false;
     a.keep[i] = static_cast<int16_t>(keep[i]);
+  }
+  a.has_drop_tw = tb.psi_inv_drop_rows != nullptr;
+  a.has_dst_tw = tb.psi_dst_rows != nullptr;
+  for (int k = 0; k < D && a.has_drop_tw; ++k) {
+    if (tb.psi_inv_drop_rows[k] < 0 || tb.psi_inv_drop_rows[k] > 32767) return false;
+    a.drop_tw[k] = static_cast<int16_t>(tb.psi_inv_drop_rows[k]);
+  }
+  for (int i = 0; i < Ld && a.has_dst_tw; ++i) {
+    if (tb.psi_dst_rows[i] < 0 || tb.psi_dst_rows[i] > 32767) return false;
+    a.dst_tw[i] = static_cast<int16_t>(tb.psi_dst_rows[i]);
   }
   return true;
 }

@@ -76,20 +76,25 @@ def hoisted_mac(d, c, keys_q, keys_p, galois, q_start: int, digit_start: int, c_
                             int(giants), mod)
 
 
-def mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
-    return _ops.mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(b) for b in bounds])
+def _rows(rows):
+    return None if rows is None else [int(r) for r in rows]
+
+
+def mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows=None):
+    return _ops.mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(b) for b in bounds], _rows(psi_rows))
 
 
 def mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start: int,
-                     digit_start: int, addend=None, c_add=None, b=None):
+                     digit_start: int, addend=None, c_add=None, b=None, psi_rows=None):
     return _ops.mod_up_keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, [int(v) for v in bounds], key_q, key_p,
-                                 int(q_start), int(digit_start), addend, c_add, b)
+                                 int(q_start), int(digit_start), addend, c_add, b, _rows(psi_rows))
 
 
 def switch_modulus(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub,
-                   addend=None):
+                   addend=None, psi_inv_drop_rows=None, psi_dst_rows=None):
     return _ops.switch_modulus(x, [int(r) for r in drop_rows], [int(r) for r in keep_rows], pre, mod_drop,
-                               psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend)
+                               psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend, _rows(psi_inv_drop_rows),
+                               _rows(psi_dst_rows))
 
 
 def to_rns(x, mod, r2):
@@ -136,16 +141,17 @@ def _register_fakes():
         return d.new_empty((giants, 2, *d.shape[1:]))
 
     @reg("fhetorch::mod_up")
-    def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
+    def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows=None):
         return a.new_empty((len(bounds) - 1, mod_ext.shape[0], a.shape[-1]))
 
     @reg("fhetorch::mod_up_keyswitch")
     def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend=None,
-          c_add=None, b=None):
+          c_add=None, b=None, psi_rows=None):
         return a.new_empty((2, mod_ext.shape[0], a.shape[-1]))
 
     @reg("fhetorch::switch_modulus")
-    def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend=None):
+    def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend=None,
+          psi_inv_drop_rows=None, psi_dst_rows=None):
         return x.new_empty((*x.shape[:-2], len(keep_rows), x.shape[-1]))
 
     @reg("fhetorch::to_rns")

@@ -4,9 +4,9 @@ Limbs are named by their index in `ring.primes` = Q_max primes then special prim
 A level is a contiguous run of Q_max indices; key-switching digit j is the run
 [j*alpha, (j+1)*alpha) of Q_max, intersected with the level.
 
-Each (source, destination) pair gets a cached plan holding its index tensors and
-constants, so a switch makes no host-to-device copy (it can be captured in a CUDA graph)
-and little Python work.
+Every function takes the context's ModulusPlans (fhetorch/_rlwe/plans.py): each (source,
+destination) pair's tables are built once, so a switch makes no host-to-device copy (it can
+be captured in a CUDA graph) and little Python work.
 
 The hot paths are fused ops (csrc/bind/schema.cpp): `mod_up` lifts every digit in one
 INTT, one BConv and one NTT launch; `mod_up_keyswitch` also folds the inner product with
@@ -17,33 +17,11 @@ path for CUDA sizes the fused kernels do not cover (N outside [2^10, 2^17]).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from .. import _ops
 from .._ring import Ring
-
-
-def digits(level_idx: range, alpha: int) -> list:
-    """[(digit number, range of limb indices)] covering the level."""
-    out = []
-    for j in range(level_idx.start // alpha, (level_idx.stop - 1) // alpha + 1):
-        lo, hi = max(level_idx.start, j * alpha), min(level_idx.stop, (j + 1) * alpha)
-        if lo < hi:
-            out.append((j, range(lo, hi)))
-    return out
-
-
-def _runs(positions):
-    """Split sorted positions into (start, length) runs of consecutive values."""
-    runs = []
-    for p in positions:
-        if runs and runs[-1][0] + runs[-1][1] == p:
-            runs[-1][1] += 1
-        else:
-            runs.append([p, 1])
-    return [tuple(r) for r in runs]
+from .plans import ModulusPlans, digits, mod_up_plan, switch_plan  # noqa: F401  (digits, *_plan: re-exported)
 
 
 def fused_ok(ring: Ring) -> bool:
@@ -57,55 +35,7 @@ def _gather(x: torch.Tensor, runs, index: torch.Tensor | None) -> torch.Tensor:
     return x.index_select(-2, index).contiguous()
 
 
-@dataclass
-class SwitchPlan:
-    """round-ish(x * A / D) from limbs src to limbs dst (D = src - dst, A = dst - src)."""
-
-    drop_runs: list
-    drop_index: torch.Tensor | None
-    keep_runs: list  # positions in src of the kept limbs, in dst order
-    keep_index: torch.Tensor | None
-    pad: tuple  # zero limbs before/after the kept ones, for added primes
-    b_drop: object
-    b_dst: object
-    pre: torch.Tensor  # INTT post-constants: [x * A * (D/d_j)^-1]_{d_j}
-    matrix: torch.Tensor
-    c_keep: torch.Tensor  # A / D on every destination limb
-    c_sub: torch.Tensor  # -1 / D
-    drop_rows: list  # positions in src of the dropped limbs (the fused op's arguments)
-    keep_rows: list  # per destination limb: its position in src, or -1 (an added prime)
-
-
-def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
-    key = ("switch", src, dst)
-    plan = ring.cache.get(key)
-    if plan is not None:
-        return plan
-    pos = {i: k for k, i in enumerate(src)}
-    drop = tuple(i for i in src if i not in set(dst))
-    added = tuple(i for i in dst if i not in pos)
-    kept_dst = [k for k, i in enumerate(dst) if i in pos]
-    if kept_dst and kept_dst != list(range(kept_dst[0], kept_dst[0] + len(kept_dst))):
-        raise ValueError("switch_modulus: kept limbs must be contiguous in the destination")
-    b_drop, b_dst = ring.basis(drop), ring.basis(dst)
-    prod_a = ring.basis(added).product if added else 1
-    prod_d = b_drop.product
-    dev = ring.device
-    drop_pos, keep_pos = [pos[i] for i in drop], [pos[dst[k]] for k in kept_dst]
-    front = kept_dst[0] if kept_dst else len(dst)
-    plan = SwitchPlan(
-        drop_runs=_runs(drop_pos), drop_index=torch.tensor(drop_pos, device=dev),
-        keep_runs=_runs(keep_pos), keep_index=torch.tensor(keep_pos, device=dev, dtype=torch.long),
-        pad=(front, len(dst) - front - len(kept_dst)), b_drop=b_drop, b_dst=b_dst,
-        pre=ring.bconv_pre(b_drop, prod_a), matrix=ring.bconv_matrix(b_drop, b_dst),
-        c_keep=b_dst.const([prod_a * pow(prod_d, -1, q) % q for q in b_dst.primes]),
-        c_sub=b_dst.const([(-pow(prod_d, -1, q)) % q for q in b_dst.primes]),
-        drop_rows=drop_pos, keep_rows=[pos.get(i, -1) for i in dst])
-    ring.cache[key] = plan
-    return plan
-
-
-def switch_modulus(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple,
+def switch_modulus(plans: ModulusPlans, x: torch.Tensor, src: tuple, dst: tuple,
                    addend: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., len(src), N) over limbs src -> x * A / D over limbs dst, NTT form.
 
@@ -115,14 +45,16 @@ def switch_modulus(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple,
     addend (k, len(dst), N) or (len(dst), N), over dst: added to the first k polynomials
     of the result (relinearisation's (d0, d1), a rotation's sigma(c0)) in the same op.
     """
-    p = switch_plan(ring, src, dst)
-    if p.drop_rows and fused_ok(ring):
+    p = plans.switch(src, dst)
+    if p.drop_rows and fused_ok(plans.ring):
         x = x.contiguous()
         b_drop, b_dst = p.b_drop, p.b_dst
-        return _ops.switch_modulus(x, p.drop_rows, p.keep_rows, p.pre, b_drop.mod, b_drop.psi_inv, b_dst.mod,
-                                   b_dst.psi, p.matrix, p.c_keep, p.c_sub,
-                                   None if addend is None else addend.contiguous())
-    y = switch_modulus_reference(ring, x, src, dst)
+        ring = plans.ring
+        return _ops.switch_modulus(x, p.drop_rows, p.keep_rows, p.pre, b_drop.mod, ring.psi_inv, b_dst.mod,
+                                   ring.psi, p.matrix, p.c_keep, p.c_sub,
+                                   None if addend is None else addend.contiguous(), p.psi_inv_drop_rows,
+                                   p.psi_dst_rows)
+    y = switch_modulus_reference(plans, x, src, dst)
     return y if addend is None else _add_front(y, addend, p.b_dst.mod)
 
 
@@ -135,9 +67,9 @@ def _add_front(y: torch.Tensor, addend: torch.Tensor, mod: torch.Tensor) -> torc
     return torch.cat([_ops.add(y[:k].contiguous(), a.contiguous(), mod), y[k:]])
 
 
-def switch_modulus_reference(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple) -> torch.Tensor:
+def switch_modulus_reference(plans: ModulusPlans, x: torch.Tensor, src: tuple, dst: tuple) -> torch.Tensor:
     """switch_modulus as a composition of the unfused ops (the fused op's specification)."""
-    p = switch_plan(ring, src, dst)
+    ring, p = plans.ring, plans.switch(src, dst)
     t = ring.intt(_gather(x, p.drop_runs, p.drop_index), p.b_drop, post=p.pre)
     y = ring.ntt(_ops.bconv(t, p.b_drop.mod, p.b_dst.mod, p.matrix), p.b_dst)
     if p.keep_runs:
@@ -149,52 +81,19 @@ def switch_modulus_reference(ring: Ring, x: torch.Tensor, src: tuple, dst: tuple
     return _ops.axpby(keep, p.c_keep, y, p.c_sub, p.b_dst.mod)
 
 
-@dataclass
-class ModUpPlan:
-    ext: object  # basis of level + P
-    parts: list  # per digit: (offset in level, length, digit basis, others basis, pre, matrix)
-    pre: torch.Tensor  # (L,): every digit's INTT post-constants, in level order
-    mats: torch.Tensor  # (beta, L + K, alpha_max): digit j's BConv rows to every ext limb (own rows 0)
-    bounds: list  # [0, ..., L]: digit j is level positions [bounds[j], bounds[j+1])
-    digit_start: int  # the key digit of the level's first digit
-
-
-def mod_up_plan(ring: Ring, level_idx: range, special_idx: range, alpha: int) -> ModUpPlan:
-    key = ("modup", level_idx.start, level_idx.stop, special_idx.start, special_idx.stop, alpha)
-    plan = ring.cache.get(key)
-    if plan is None:
-        ext = tuple(level_idx) + tuple(special_idx)
-        b_ext = ring.basis(ext)
-        parts, pres, bounds = [], [], [0]
-        amax = max(len(d) for _, d in digits(level_idx, alpha))
-        mats = torch.zeros((len(digits(level_idx, alpha)), len(ext), amax), dtype=torch.int32, device=ring.device)
-        for j, (_, d) in enumerate(digits(level_idx, alpha)):
-            bd = ring.basis(tuple(d))
-            bo = ring.basis(tuple(i for i in ext if i not in d))
-            lo = d.start - level_idx.start
-            parts.append((lo, len(d), bd, bo, ring.bconv_pre(bd), ring.bconv_matrix(bd, bo)))
-            pres.append(ring.bconv_pre(bd))
-            bounds.append(lo + len(d))
-            m = ring.bconv_matrix(bd, b_ext)
-            mats[j, :, : len(d)] = m
-            mats[j, lo : lo + len(d)] = 0  # the digit's own limbs are copied, not converted
-        plan = ModUpPlan(b_ext, parts, torch.cat(pres).contiguous(), mats, bounds, level_idx.start // alpha)
-        ring.cache[key] = plan
-    return plan
-
-
-def mod_up(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
+def mod_up(plans: ModulusPlans, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
     """a (L, N) over the level -> (beta, L + K, N) over level + P, one lift per digit."""
-    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    if a.dim() == 2 and fused_ok(ring):
-        e = plan.ext
-        return _ops.mod_up(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds)
-    return mod_up_reference(ring, a, level_idx, special_idx, alpha)
+    plan = plans.mod_up(level_idx, special_idx, alpha)
+    if a.dim() == 2 and fused_ok(plans.ring):
+        ring = plans.ring
+        return _ops.mod_up(a.contiguous(), plan.pre, plan.ext.mod, ring.psi, ring.psi_inv, plan.mats, plan.bounds,
+                           plan.psi_rows)
+    return mod_up_reference(plans, a, level_idx, special_idx, alpha)
 
 
-def mod_up_reference(ring: Ring, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
+def mod_up_reference(plans: ModulusPlans, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int):
     """mod_up as a composition of the unfused ops, digit by digit (the fused op's specification)."""
-    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
+    ring, plan = plans.ring, plans.mod_up(level_idx, special_idx, alpha)
     out = []
     for lo, cnt, bd, bo, pre, mat in plan.parts:
         part = a.narrow(-2, lo, cnt).contiguous()
@@ -203,55 +102,55 @@ def mod_up_reference(ring: Ring, a: torch.Tensor, level_idx: range, special_idx:
     return torch.stack(out)
 
 
-def key_switch_inner(ring: Ring, d: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int):
+def key_switch_inner(plans: ModulusPlans, d: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int):
     """sum_j d_j * key_j over level + P: (2, L + K, N)."""
-    ext = mod_up_plan(ring, level_idx, special_idx, alpha).ext
+    ext = plans.mod_up(level_idx, special_idx, alpha).ext
     return _ops.keyswitch_inner(d, key.key_q, key.key_p, level_idx.start, level_idx.start // alpha, ext.mod)
 
 
-def mod_up_key_switch_inner(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
+def mod_up_key_switch_inner(plans: ModulusPlans, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
                             addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None):
     """key_switch_inner(mod_up(a)) over level + P: (2, L + K, N), in one fused op.
 
     With addend (2, La, N) and c_add (La,) (Montgomery constants), addend * c_add is added
     to the first La limbs (multiply's P * (d0, d1) on the level's limbs)."""
-    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    if a.dim() == 2 and fused_ok(ring):
-        e = plan.ext
-        return _ops.mod_up_keyswitch(a.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
-                                     key.key_q, key.key_p, level_idx.start, plan.digit_start,
-                                     None if addend is None else addend.contiguous(), c_add)
-    u = key_switch_inner(ring, mod_up_reference(ring, a, level_idx, special_idx, alpha), key, level_idx,
+    plan = plans.mod_up(level_idx, special_idx, alpha)
+    if a.dim() == 2 and fused_ok(plans.ring):
+        ring = plans.ring
+        return _ops.mod_up_keyswitch(a.contiguous(), plan.pre, plan.ext.mod, ring.psi, ring.psi_inv, plan.mats,
+                                     plan.bounds, key.key_q, key.key_p, level_idx.start, plan.digit_start,
+                                     None if addend is None else addend.contiguous(), c_add, psi_rows=plan.psi_rows)
+    u = key_switch_inner(plans, mod_up_reference(plans, a, level_idx, special_idx, alpha), key, level_idx,
                          special_idx, alpha)
     if addend is None:
         return u
     La = addend.shape[-2]
-    b = ring.basis(plan.ext.idx[:La])
+    b = plans.ring.basis(plan.ext.limbs[:La])
     head = _ops.axpby(addend.contiguous(), c_add, u.narrow(1, 0, La).contiguous(), b.one, b.mod)
     return torch.cat([head, u.narrow(1, La, u.shape[1] - La)], dim=1) if La < u.shape[1] else head
 
 
-def tensor_key_switch_inner(ring: Ring, x: torch.Tensor, y: torch.Tensor, key, level_idx: range, special_idx: range,
+def tensor_key_switch_inner(plans: ModulusPlans, x: torch.Tensor, y: torch.Tensor, key, level_idx: range, special_idx: range,
                             alpha: int, c_add: torch.Tensor):
     """HMult's tensor product and key switching before ModDown, in one fused op.
 
     x, y (2, L, N) over the level; d = x (tensor) y. Returns (2, L + K, N):
     key_switch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs."""
-    plan = mod_up_plan(ring, level_idx, special_idx, alpha)
-    if x.dim() == 3 and fused_ok(ring):
-        e = plan.ext
-        return _ops.mod_up_keyswitch(x.contiguous(), plan.pre, e.mod, e.psi, e.psi_inv, plan.mats, plan.bounds,
-                                     key.key_q, key.key_p, level_idx.start, plan.digit_start, None, c_add,
-                                     y.contiguous())
-    d = _ops.tensor_product(x.contiguous(), y.contiguous(), ring.basis(tuple(level_idx)).mod)
-    return mod_up_key_switch_inner(ring, d[2], key, level_idx, special_idx, alpha, addend=d[:2], c_add=c_add)
+    plan = plans.mod_up(level_idx, special_idx, alpha)
+    if x.dim() == 3 and fused_ok(plans.ring):
+        ring = plans.ring
+        return _ops.mod_up_keyswitch(x.contiguous(), plan.pre, plan.ext.mod, ring.psi, ring.psi_inv, plan.mats,
+                                     plan.bounds, key.key_q, key.key_p, level_idx.start, plan.digit_start, None, c_add,
+                                     y.contiguous(), plan.psi_rows)
+    d = _ops.tensor_product(x.contiguous(), y.contiguous(), plans.ring.basis(level_idx).mod)
+    return mod_up_key_switch_inner(plans, d[2], key, level_idx, special_idx, alpha, addend=d[:2], c_add=c_add)
 
 
-def key_switch(ring: Ring, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
+def key_switch(plans: ModulusPlans, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
                dst_idx: tuple | None = None, addend: torch.Tensor | None = None):
     """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).
 
     addend (k, len(dst), N) or (len(dst), N): added to the first k result polynomials."""
-    u = mod_up_key_switch_inner(ring, a, key, level_idx, special_idx, alpha)
-    return switch_modulus(ring, u, tuple(level_idx) + tuple(special_idx),
+    u = mod_up_key_switch_inner(plans, a, key, level_idx, special_idx, alpha)
+    return switch_modulus(plans, u, tuple(level_idx) + tuple(special_idx),
                           tuple(level_idx) if dst_idx is None else dst_idx, addend)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .._ckks.params import presets
+from ..circuits.presets import bootstrap_config, presets
 from ..circuits.polynomial import Composite, cost
 from ..errors import LevelError
 
@@ -114,9 +114,9 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     consumes; costs as the latency model above. The frontier keeps the Pareto-optimal
     (seconds, levels) states, so the search is exact and small: a ResNet has at most three
     live values at a time."""
-    info = params.info()
-    can_bootstrap = info.bootstrappable
-    top, after = params.max_level, (info.levels_after_bootstrap if can_bootstrap else 0)
+    config = bootstrap_config(params.name)
+    can_bootstrap = config is not None
+    top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
     series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
     last_use, consumers = {}, {}

@@ -29,7 +29,7 @@ import torch
 
 from fhetorch import _ops
 from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
-from fhetorch._rlwe import keyswitch as ks
+from fhetorch._rlwe import ModulusPlans, keyswitch as ks
 
 ops = torch.ops.fhetorch
 
@@ -101,10 +101,10 @@ def test_mod_up_matches_composition(seed, log_n, n_q, K, alpha, start, stop):
     ring = make_ring(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     a = rand_res((stop - start, ring.n), ring.basis(tuple(lvl)).primes)
-    want = ks.mod_up_reference(ring, a, lvl, sp, alpha)
+    want = ks.mod_up_reference(ModulusPlans(ring), a, lvl, sp, alpha)
     got = _ops.mod_up(a, *mod_up_args(ks.mod_up_plan(ring, lvl, sp, alpha)))
     expect_equal(got, want, "mod_up", seed)
-    expect_equal(ks.mod_up(ring, a, lvl, sp, alpha), want, "rlwe.mod_up", seed)
+    expect_equal(ks.mod_up(ModulusPlans(ring), a, lvl, sp, alpha), want, "rlwe.mod_up", seed)
 
 
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
@@ -116,13 +116,13 @@ def test_mod_up_keyswitch_matches_composition(seed, log_n, n_q, K, alpha, start,
     e = plan.ext
     key = rand_key(ring, n_q, K, -(-n_q // alpha))
     a = rand_res((L, ring.n), ring.basis(tuple(lvl)).primes)
-    d = ks.mod_up_reference(ring, a, lvl, sp, alpha)
+    d = ks.mod_up_reference(ModulusPlans(ring), a, lvl, sp, alpha)
     inner = _ops.keyswitch_inner(d, key.key_q, key.key_p, start, start // alpha, e.mod)
     for La in sorted({0, L, L + K, random.randint(1, L + K)}):
         if La:
             addend = rand_res((2, La, ring.n), e.primes[:La])
-            c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]])
-            b = ring.basis(e.idx[:La])
+            c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]])
+            b = ring.basis(e.limbs[:La])
             head = _ops.axpby(addend, c_add, inner[:, :La].contiguous(), b.one, b.mod)
             want = torch.cat([head, inner[:, La:]], dim=1)
         else:
@@ -131,7 +131,7 @@ def test_mod_up_keyswitch_matches_composition(seed, log_n, n_q, K, alpha, start,
         got = _ops.mod_up_keyswitch(a, *mod_up_args(plan), key.key_q, key.key_p, start, plan.digit_start, addend,
                                     c_add)
         expect_equal(got, want, f"mod_up_keyswitch La={La}", seed)
-        got = ks.mod_up_key_switch_inner(ring, a, key, lvl, sp, alpha, addend, c_add)
+        got = ks.mod_up_key_switch_inner(ModulusPlans(ring), a, key, lvl, sp, alpha, addend, c_add)
         expect_equal(got, want, f"rlwe.mod_up_key_switch_inner La={La}", seed)
 
 
@@ -147,13 +147,13 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
     x, y = rand_res((2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
     d = _ops.tensor_product(x, y, bl.mod)
-    inner = _ops.keyswitch_inner(ks.mod_up_reference(ring, d[2], lvl, sp, alpha), key.key_q, key.key_p, start,
+    inner = _ops.keyswitch_inner(ks.mod_up_reference(ModulusPlans(ring), d[2], lvl, sp, alpha), key.key_q, key.key_p, start,
                                  start // alpha, e.mod)
     head = _ops.axpby(d[:2].contiguous(), c_add, inner[:, :L].contiguous(), bl.one, bl.mod)
     want = torch.cat([head, inner[:, L:]], dim=1)
     got = _ops.mod_up_keyswitch(x, *mod_up_args(plan), key.key_q, key.key_p, start, plan.digit_start, None, c_add, y)
     expect_equal(got, want, "mod_up_keyswitch(b=...)", seed)
-    expect_equal(ks.tensor_key_switch_inner(ring, x, y, key, lvl, sp, alpha, c_add), want, "rlwe", seed)
+    expect_equal(ks.tensor_key_switch_inner(ModulusPlans(ring), x, y, key, lvl, sp, alpha, c_add), want, "rlwe", seed)
 
 
 # ring primes: 0..5 a chain, 6, 7 special, 8, 9 extra (as tests/_ops/test_bconv.py)
@@ -185,10 +185,10 @@ def test_switch_modulus_matches_composition(seed, name, src, dst, batch):
     ring = make_ring(random.randint(3, 6), 8, 2)
     p = ks.switch_plan(ring, src, dst)
     x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
-    want = ks.switch_modulus_reference(ring, x, src, dst)
+    want = ks.switch_modulus_reference(ModulusPlans(ring), x, src, dst)
     got = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p))
     expect_equal(got, want, name, seed)
-    expect_equal(ks.switch_modulus(ring, x, src, dst), want, "rlwe." + name, seed)
+    expect_equal(ks.switch_modulus(ModulusPlans(ring), x, src, dst), want, "rlwe." + name, seed)
     # addends: (Ld, N) onto the first polynomial, (k, Ld, N) onto the first k
     B = int(np.prod(batch)) if batch else 1
     for k in sorted({1, B}):
@@ -202,7 +202,7 @@ def test_switch_modulus_matches_composition(seed, name, src, dst, batch):
             got = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend[0])
             expect_equal(got, want_add, f"{name} + addend (Ld, N)", seed)
         if len(batch) <= 1:
-            got = ks.switch_modulus(ring, x, src, dst, addend=addend)
+            got = ks.switch_modulus(ModulusPlans(ring), x, src, dst, addend=addend)
             expect_equal(got, want_add, f"rlwe.{name} + addend", seed)
 
 
@@ -211,9 +211,9 @@ def test_switch_modulus_unaligned_and_strided_inputs(seed):
     src, dst = tuple(range(8)), (0, 1, 2, 3, 4, 9)
     p = ks.switch_plan(ring, src, dst)
     x3 = rand_res((3, 8, ring.n), ring.basis(src).primes)
-    want = ks.switch_modulus_reference(ring, x3[:2], src, dst)
+    want = ks.switch_modulus_reference(ModulusPlans(ring), x3[:2], src, dst)
     expect_equal(_ops.switch_modulus(x3[:2], p.drop_rows, p.keep_rows, *switch_args(p)), want, "slice", seed)
-    expect_equal(ks.switch_modulus(ring, x3[1:], src, dst), ks.switch_modulus_reference(ring, x3[1:], src, dst),
+    expect_equal(ks.switch_modulus(ModulusPlans(ring), x3[1:], src, dst), ks.switch_modulus_reference(ModulusPlans(ring), x3[1:], src, dst),
                  "offset view", seed)
 
 
@@ -289,7 +289,7 @@ def test_hoisted_mac_matches_composition(seed, log_n, n_q, K, alpha, start, stop
     L, n = stop - start, ring.n
     e = ks.mod_up_plan(ring, lvl, sp, alpha).ext
     c = rand_res((2, L, n), ring.basis(tuple(lvl)).primes)
-    d = ks.mod_up(ring, c[1], lvl, sp, alpha)
+    d = ks.mod_up(ModulusPlans(ring), c[1], lvl, sp, alpha)
     dnum = -(-n_q // alpha)
     gals = [1] + [random.randrange(3, 2 * n, 2) for _ in range(babies - 1)]
     random.shuffle(gals)
@@ -309,7 +309,7 @@ def test_hoisted_mac_argument_errors():
     lvl, sp = range(0, 4), range(4, 6)
     e = ks.mod_up_plan(ring, lvl, sp, 2).ext
     c = rand_res((2, 4, 16), ring.primes[:4])
-    d = ks.mod_up(ring, c[1], lvl, sp, 2)
+    d = ks.mod_up(ModulusPlans(ring), c[1], lvl, sp, 2)
     key = rand_key(ring, 4, 2, 2)
     pt = rand_res((6, 16), e.primes)
     c_p = ring.basis(tuple(lvl)).one
@@ -425,20 +425,31 @@ def test_emulated_mod_up(emu, ks_kernel, seed, log_n, n_q, K, alpha, start, stop
     want = _ops.mod_up(a, pre, mod, psi, psi_inv, mats, bounds)
     got = torch.empty_like(want)
     assert emu.emu_mod_up(_p(a), _p(got), L, K, log_n, _p(pre), _p(mod), _p(psi), _p(psi_inv), _p(mats),
-                          mats.shape[2], _ints(bounds), beta) > 0
+                          mats.shape[2], _ints(bounds), beta, None) > 0
     expect_equal(got, want, "emulated mod_up", seed)
+    # the ring's full tables through the row of each ext limb (what rlwe passes)
+    got = torch.empty_like(want)
+    assert emu.emu_mod_up(_p(a), _p(got), L, K, log_n, _p(pre), _p(mod), _p(ring.psi), _p(ring.psi_inv), _p(mats),
+                          mats.shape[2], _ints(bounds), beta, _ints(plan.psi_rows)) > 0
+    expect_equal(got, want, "emulated mod_up, table rows", seed)
     key = rand_key(ring, n_q, K, -(-n_q // alpha))
     e = plan.ext
     for La in (0, L + K, random.randint(1, L + K)):
         addend = rand_res((2, La, ring.n), e.primes[:La]) if La else None
-        c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
         want = _ops.mod_up_keyswitch(a, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, start,
                                      plan.digit_start, addend, c_add)
         got = torch.empty_like(want)
         assert emu.emu_mod_up_keyswitch(_p(a), _p(got), L, K, log_n, _p(pre), _p(mod), _p(psi), _p(psi_inv),
                                         _p(mats), mats.shape[2], _ints(bounds), beta, _p(key.key_q), _p(key.key_p),
-                                        n_q, start, plan.digit_start, _p(addend), _p(c_add), La, None) > 0
+                                        n_q, start, plan.digit_start, _p(addend), _p(c_add), La, None, None) > 0
         expect_equal(got, want, f"emulated mod_up_keyswitch La={La}", seed)
+        got = torch.empty_like(want)
+        assert emu.emu_mod_up_keyswitch(_p(a), _p(got), L, K, log_n, _p(pre), _p(mod), _p(ring.psi),
+                                        _p(ring.psi_inv), _p(mats), mats.shape[2], _ints(bounds), beta,
+                                        _p(key.key_q), _p(key.key_p), n_q, start, plan.digit_start, _p(addend),
+                                        _p(c_add), La, None, _ints(plan.psi_rows)) > 0
+        expect_equal(got, want, f"emulated mod_up_keyswitch La={La}, table rows", seed)
     # tensor-product mode
     bl = ring.basis(tuple(lvl))
     x, y = rand_res((2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)
@@ -446,9 +457,10 @@ def test_emulated_mod_up(emu, ks_kernel, seed, log_n, n_q, K, alpha, start, stop
     want = _ops.mod_up_keyswitch(x, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, start,
                                  plan.digit_start, None, c_add, y)
     got = torch.empty_like(want)
-    assert emu.emu_mod_up_keyswitch(_p(x), _p(got), L, K, log_n, _p(pre), _p(mod), _p(psi), _p(psi_inv), _p(mats),
+    assert emu.emu_mod_up_keyswitch(_p(x), _p(got), L, K, log_n, _p(pre), _p(mod), _p(ring.psi), _p(ring.psi_inv),
+                                    _p(mats),
                                     mats.shape[2], _ints(bounds), beta, _p(key.key_q), _p(key.key_p), n_q, start,
-                                    plan.digit_start, None, _p(c_add), 0, _p(y)) > 0
+                                    plan.digit_start, None, _p(c_add), 0, _p(y), _ints(plan.psi_rows)) > 0
     expect_equal(got, want, "emulated mod_up_keyswitch, tensor-product mode", seed)
 
 
@@ -470,10 +482,18 @@ def test_emulated_switch_modulus(emu, seed, log_n, src, dst, batch, Ba):
     addend = rand_res((Ba, len(dst), ring.n), p.b_dst.primes) if Ba else None
     want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
     got = torch.empty_like(want)
-    assert emu.emu_switch_modulus(_p(x), _p(got), B, len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
+    assert emu.emu_switch_modulus(_p(x), _p(got), ctypes.c_longlong(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
                                   _ints(p.keep_rows), len(dst), *[_p(t) for t in switch_args(p)], _p(addend),
-                                  Ba) > 0
+                                  ctypes.c_longlong(Ba), None, None) > 0
     expect_equal(got, want, "emulated switch_modulus", seed)
+    # the ring's full tables through the rows of the dropped and destination limbs
+    pre, mod_drop, _, mod_dst, _, mat, c_keep, c_sub = switch_args(p)
+    got = torch.empty_like(want)
+    assert emu.emu_switch_modulus(_p(x), _p(got), ctypes.c_longlong(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
+                                  _ints(p.keep_rows), len(dst), _p(pre), _p(mod_drop), _p(ring.psi_inv), _p(mod_dst),
+                                  _p(ring.psi), _p(mat), _p(c_keep), _p(c_sub), _p(addend), ctypes.c_longlong(Ba),
+                                  _ints(p.psi_inv_drop_rows), _ints(p.psi_dst_rows)) > 0
+    expect_equal(got, want, "emulated switch_modulus, table rows", seed)
 
 
 # --- CUDA: GPU against CPU ------------------------------------------------------------------------
@@ -506,17 +526,17 @@ def test_cuda_mod_up(ks_kernel, seed, log_n, n_q, K, alpha, start, stop):
     e = plan.ext
     for La in (0, L, L + K):
         addend = rand_res((2, La, ring.n), e.primes[:La]) if La else None
-        c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
-        want = ks.mod_up_key_switch_inner(ring, a, key, lvl, sp, alpha, addend, c_add)
-        got = ks.mod_up_key_switch_inner(gring, a.to(GPU), gkey, lvl, sp, alpha,
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        want = ks.mod_up_key_switch_inner(ModulusPlans(ring), a, key, lvl, sp, alpha, addend, c_add)
+        got = ks.mod_up_key_switch_inner(ModulusPlans(gring), a.to(GPU), gkey, lvl, sp, alpha,
                                          None if addend is None else addend.to(GPU),
                                          None if c_add is None else c_add.to(GPU))
         expect_equal(got, want, f"cuda mod_up_keyswitch La={La}", seed)
     bl = ring.basis(tuple(lvl))
     x, y = rand_res((2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
-    want = ks.tensor_key_switch_inner(ring, x, y, key, lvl, sp, alpha, c_add)
-    got = ks.tensor_key_switch_inner(gring, x.to(GPU), y.to(GPU), gkey, lvl, sp, alpha, c_add.to(GPU))
+    want = ks.tensor_key_switch_inner(ModulusPlans(ring), x, y, key, lvl, sp, alpha, c_add)
+    got = ks.tensor_key_switch_inner(ModulusPlans(gring), x.to(GPU), y.to(GPU), gkey, lvl, sp, alpha, c_add.to(GPU))
     expect_equal(got, want, "cuda tensor-product mode", seed)
 
 
@@ -531,8 +551,8 @@ def test_cuda_switch_modulus(seed, log_n, name, src, dst):
     for batch in [(2,), (3,), (2, 3)]:
         x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
         addend = rand_res((2, len(dst), ring.n), ring.basis(dst).primes)
-        want = ks.switch_modulus(ring, x, src, dst, addend=addend)
-        got = ks.switch_modulus(gring, x.to(GPU), src, dst, addend=addend.to(GPU))
+        want = ks.switch_modulus(ModulusPlans(ring), x, src, dst, addend=addend)
+        got = ks.switch_modulus(ModulusPlans(gring), x.to(GPU), src, dst, addend=addend.to(GPU))
         expect_equal(got, want, f"cuda {name} batch={batch}", seed)
 
 
@@ -546,10 +566,10 @@ def test_cuda_benchmark_shape_switch(seed):
     src, dst = tuple(range(60)), tuple(range(46))
     x = rand_res((2, 60, ring.n), ring.primes)
     addend = rand_res((2, 46, ring.n), ring.basis(dst).primes)
-    want = ks.switch_modulus(ring, x, src, dst, addend=addend)
-    expect_equal(ks.switch_modulus(gring, x.to(GPU), src, dst, addend=addend.to(GPU)), want, "48x12", seed)
-    expect_equal(ks.switch_modulus_reference(gring, x.to(GPU), src, dst),
-                 ks.switch_modulus_reference(ring, x, src, dst), "48x12 reference", seed)
+    want = ks.switch_modulus(ModulusPlans(ring), x, src, dst, addend=addend)
+    expect_equal(ks.switch_modulus(ModulusPlans(gring), x.to(GPU), src, dst, addend=addend.to(GPU)), want, "48x12", seed)
+    expect_equal(ks.switch_modulus_reference(ModulusPlans(gring), x.to(GPU), src, dst),
+                 ks.switch_modulus_reference(ModulusPlans(ring), x, src, dst), "48x12 reference", seed)
 
 
 @pytest.mark.cuda
@@ -561,7 +581,7 @@ def test_cuda_small_n_falls_back_and_op_refuses(seed):
     assert not ks.fused_ok(gring)
     lvl, sp = range(0, 6), range(6, 8)
     a = rand_res((6, ring.n), ring.basis(tuple(lvl)).primes)
-    expect_equal(ks.mod_up(gring, a.to(GPU), lvl, sp, 2), ks.mod_up(ring, a, lvl, sp, 2), "fallback", seed)
+    expect_equal(ks.mod_up(ModulusPlans(gring), a.to(GPU), lvl, sp, 2), ks.mod_up(ModulusPlans(ring), a, lvl, sp, 2), "fallback", seed)
     with pytest.raises(RuntimeError, match="2\\^10 <= N"):
         _ops.mod_up(a.to(GPU), *mod_up_args(ks.mod_up_plan(gring, lvl, sp, 2)))
 
@@ -580,8 +600,8 @@ def test_cuda_graph_capture(ks_kernel, seed):
     ext = tuple(lvl) + tuple(sp)
 
     def f():
-        u = ks.mod_up_key_switch_inner(gring, a, gkey, lvl, sp, 3)
-        return ks.switch_modulus(gring, u, ext, tuple(range(8)))
+        u = ks.mod_up_key_switch_inner(ModulusPlans(gring), a, gkey, lvl, sp, 3)
+        return ks.switch_modulus(ModulusPlans(gring), u, ext, tuple(range(8)))
 
     want = f()
     s = torch.cuda.Stream()

@@ -62,11 +62,11 @@ extern "C" {
 // Each returns the number of kernel launches emulated, or -1 on invalid arguments.
 long long emu_mod_up(const int32_t* a, int32_t* out, int L, int K, int log_n, const int32_t* pre,
                      const int32_t* mod_ext, const int32_t* psi_ext, const int32_t* psi_inv_ext, const int32_t* mats,
-                     int alpha_max, const int* bounds, int beta) {
+                     int alpha_max, const int* bounds, int beta, const int* psi_rows) {
   const int64_t n = int64_t(1) << log_n;
   std::vector<int32_t> t(static_cast<size_t>(L * n), static_cast<int32_t>(kPoison));
   std::memset(out, 0x7f, sizeof(int32_t) * beta * (L + K) * n);
-  ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max};
+  ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max, psi_rows};
   MuArgs args;
   if (!mu_fill(args, a, t.data(), out, L, K, tb, bounds, beta, nullptr, nullptr)) return -1;
   EmuExec ex;
@@ -78,12 +78,12 @@ long long emu_mod_up_keyswitch(const int32_t* a, int32_t* out, int L, int K, int
                                const int32_t* mod_ext, const int32_t* psi_ext, const int32_t* psi_inv_ext,
                                const int32_t* mats, int alpha_max, const int* bounds, int beta, const int32_t* key_q,
                                const int32_t* key_p, int Lq_key, int q_start, int digit_start, const int32_t* addend,
-                               const int32_t* c_add, int La, const int32_t* b) {
+                               const int32_t* c_add, int La, const int32_t* b, const int* psi_rows) {
   const int64_t n = int64_t(1) << log_n;
   std::vector<int32_t> t(static_cast<size_t>(L * n), static_cast<int32_t>(kPoison));
   std::vector<int32_t> d(static_cast<size_t>((int64_t(beta) * (L + K) - L) * n), static_cast<int32_t>(kPoison));
   std::memset(out, 0x7f, sizeof(int32_t) * 2 * (L + K) * n);
-  ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max};
+  ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max, psi_rows};
   KeyTables key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, La, b};
   MuArgs args;
   if (!mu_fill(args, a, t.data(), d.data(), L, K, tb, bounds, beta, &key, out)) return -1;
@@ -96,12 +96,12 @@ long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls
                              const int* keep, int Ld, const int32_t* pre, const int32_t* mod_drop,
                              const int32_t* psi_inv_drop, const int32_t* mod_dst, const int32_t* psi_dst,
                              const int32_t* mat, const int32_t* c_keep, const int32_t* c_sub, const int32_t* addend,
-                             long long Ba) {
+                             long long Ba, const int* psi_inv_drop_rows, const int* psi_dst_rows) {
   const int64_t n = int64_t(1) << log_n;
   std::vector<int32_t> t(static_cast<size_t>(B * D * n), static_cast<int32_t>(kPoison));
   std::vector<int32_t> y(static_cast<size_t>(B * Ld * n), static_cast<int32_t>(kPoison));
   std::memset(out, 0x7f, sizeof(int32_t) * B * Ld * n);
-  SwitchTables tb{pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub};
+  SwitchTables tb{pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, psi_inv_drop_rows, psi_dst_rows};
   SwArgs a;
   if (!sw_fill(a, x, out, t.data(), y.data(), B, Ls, drop, D, keep, Ld, tb, addend, Ba)) return -1;
   EmuExec ex;

@@ -45,5 +45,5 @@ def test_bootstrap_chunks(gen, assert_close):
     x = _rand(gen, 3 * ctx.slots)  # three chunks: a pair shares one bootstrapping, the third its own
     ex = ctx.encrypt(x, level=0)
     out = ex.bootstrap()
-    assert out.multi and out.level == ctx.params.bootstrap.user_levels
+    assert out.multi and out.level == ctx.bootstrap_config.user_levels
     assert_close(ctx.decrypt(out), x, 2**-15, "bootstrapped chunks")

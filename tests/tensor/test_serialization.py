@@ -311,7 +311,7 @@ def _tampered(data: bytes, edit, ctx=None) -> bytes:
 
 
 def _limb_prime(ctx, level, limb):
-    return ctx.ring.primes[ctx.level_idx(level)[limb]]
+    return ctx.ring.primes[ctx.params.limbs(level)[limb]]
 
 
 def _set(tensors, key, where, value):

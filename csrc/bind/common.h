@@ -64,34 +64,61 @@ inline int64_t limbs_of(const at::Tensor& x) { return x.dim() >= 2 ? x.size(-2) 
 
 // ---- per-op checks --------------------------------------------------------------------
 
+// NTT tables with a row map: without `rows`, table (count, N) and limb i uses row i; with
+// `rows` (count entries, at most kMaxTableRows), any (R, N) table, limb i using row rows[i]
+// (so the ring's full tables serve every limb subset without copies). Returns the map
+// (empty: row i). The CUDA kernels take it by value, as int16 (csrc/cuda/ntt_core.cuh TwRows).
+constexpr int64_t kMaxTableRows = 256, kMaxTableRow = 32767;
+inline std::vector<int> check_table_rows(const char* op, const char* name, const at::Tensor& table,
+                                         at::OptionalIntArrayRef rows, int64_t count, int64_t n) {
+  std::vector<int> out;
+  if (!rows.has_value()) {
+    TORCH_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
+                ", N)");
+    return out;
+  }
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxTableRow + 1,
+              "fhetorch.", op, ": ", name, " must be (R, N) with R <= ", kMaxTableRow + 1);
+  TORCH_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxTableRows, "fhetorch.", op, ": ", name,
+              "'s rows must list one table row per limb (", count, "), at most ", kMaxTableRows);
+  for (int64_t v : *rows) {
+    TORCH_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ",
+                table.size(0), ")");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 struct NttGeom {
   int64_t L, n, rows;
   int log_n;
+  std::vector<int> psi_rows;  // table row of each limb (empty: row l)
 };
 
-inline NttGeom check_ntt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi) {
+inline NttGeom check_ntt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi,
+                         at::OptionalIntArrayRef psi_rows) {
   check_residues(x, "ntt", "x");
   const int64_t L = limbs_of(x), n = x.size(-1);
   const int log_n = log2_exact(n, "ntt");
   check_mod(mod, L, "ntt");
   check_residues(psi, "ntt", "psi");
-  TORCH_CHECK(psi.sizes() == at::IntArrayRef({L, n}), "fhetorch.ntt: psi must be (L, N)");
+  std::vector<int> rows = check_table_rows("ntt", "psi", psi, psi_rows, L, n);
   check_devices("ntt", {&x, &mod, &psi});
-  return {L, n, x.numel() / n, log_n};
+  return {L, n, x.numel() / n, log_n, std::move(rows)};
 }
 
 inline NttGeom check_intt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi_inv,
-                          const at::Tensor& post) {
+                          const at::Tensor& post, at::OptionalIntArrayRef psi_rows) {
   check_residues(x, "intt", "x");
   const int64_t L = limbs_of(x), n = x.size(-1);
   const int log_n = log2_exact(n, "intt");
   check_mod(mod, L, "intt");
   check_residues(psi_inv, "intt", "psi_inv");
   check_residues(post, "intt", "post");
-  TORCH_CHECK(psi_inv.sizes() == at::IntArrayRef({L, n}), "fhetorch.intt: psi_inv must be (L, N)");
+  std::vector<int> rows = check_table_rows("intt", "psi_inv", psi_inv, psi_rows, L, n);
   TORCH_CHECK(post.numel() == L, "fhetorch.intt: post must have L entries");
   check_devices("intt", {&x, &mod, &psi_inv, &post});
-  return {L, n, x.numel() / n, log_n};
+  return {L, n, x.numel() / n, log_n, std::move(rows)};
 }
 
 struct BconvGeom {
@@ -283,30 +310,6 @@ inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::T
 constexpr int64_t kMaxDigits = 64;       // mod_up: beta <= 64
 constexpr int64_t kMaxSwitchRows = 256;  // switch_modulus: D, Ld <= 256
 constexpr int64_t kMaxSwitchSrc = 32767; // switch_modulus: Ls (row indices fit int16)
-
-// NTT tables with a row map: without `rows`, table (count, N) and limb i uses row i; with
-// `rows` (count entries, at most kMaxSwitchRows), any (R, N) table, limb i using row rows[i]
-// (so the ring's full tables serve every limb subset without copies). Returns the map
-// (empty: row i).
-inline std::vector<int> check_table_rows(const char* op, const char* name, const at::Tensor& table,
-                                         at::OptionalIntArrayRef rows, int64_t count, int64_t n) {
-  std::vector<int> out;
-  if (!rows.has_value()) {
-    TORCH_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
-                ", N)");
-    return out;
-  }
-  TORCH_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxSwitchSrc,
-              "fhetorch.", op, ": ", name, " must be (R, N) with R <= ", kMaxSwitchSrc);
-  TORCH_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxSwitchRows, "fhetorch.", op, ": ", name,
-              "'s rows must list one table row per limb (", count, "), at most ", kMaxSwitchRows);
-  for (int64_t v : *rows) {
-    TORCH_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ",
-                table.size(0), ")");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
-}
 
 struct ModUpGeom {
   int64_t L, Lext, K, n, beta, alpha_max;

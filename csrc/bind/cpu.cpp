@@ -16,27 +16,30 @@ void split(int64_t total, int64_t grain, F&& f) {
   at::parallel_for(0, total, grain, [&](int64_t a, int64_t b) { f(a, b); });
 }
 
-Tensor ntt(const Tensor& x, const Tensor& mod, const Tensor& psi) {
-  const NttGeom g = check_ntt(x, mod, psi);
+const int* rows_ptr(const std::vector<int>& rows) { return rows.empty() ? nullptr : rows.data(); }
+
+Tensor ntt(const Tensor& x, const Tensor& mod, const Tensor& psi, at::OptionalIntArrayRef psi_rows) {
+  const NttGeom g = check_ntt(x, mod, psi, psi_rows);
   const int64_t L = g.L, n = g.n;
   const int log_n = g.log_n;
   Tensor y = x.clone();
   int32_t* p = y.data_ptr<int32_t>();
   split(y.numel() / n, 1, [&](int64_t a, int64_t b) {
-    cpu::ntt_rows(p, a, b, L, log_n, mod.data_ptr<int32_t>(), psi.data_ptr<int32_t>());
+    cpu::ntt_rows(p, a, b, L, log_n, mod.data_ptr<int32_t>(), psi.data_ptr<int32_t>(), rows_ptr(g.psi_rows));
   });
   return y;
 }
 
-Tensor intt(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post) {
-  const NttGeom g = check_intt(x, mod, psi_inv, post);
+Tensor intt(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post,
+            at::OptionalIntArrayRef psi_rows) {
+  const NttGeom g = check_intt(x, mod, psi_inv, post, psi_rows);
   const int64_t L = g.L, n = g.n;
   const int log_n = g.log_n;
   Tensor y = x.clone();
   int32_t* p = y.data_ptr<int32_t>();
   split(y.numel() / n, 1, [&](int64_t a, int64_t b) {
     cpu::intt_rows(p, a, b, L, log_n, mod.data_ptr<int32_t>(), psi_inv.data_ptr<int32_t>(),
-                   post.data_ptr<int32_t>());
+                   post.data_ptr<int32_t>(), rows_ptr(g.psi_rows));
   });
   return y;
 }
@@ -150,7 +153,7 @@ Tensor mod_up_impl(const ModUpGeom& g, const Tensor& a, const Tensor& pre, const
   const int64_t L = g.L, Lext = g.Lext, n = g.n, beta = g.beta;
   const int log_n = g.log_n;
   const int32_t* me = mod_ext.data_ptr<int32_t>();
-  const int* rows = g.psi_rows.empty() ? nullptr : g.psi_rows.data();
+  const int* rows = rows_ptr(g.psi_rows);
   // INTT of the whole level with the per-limb BConv constants: standard-form digit inputs.
   Tensor t = a.clone();
   int32_t* tp = t.data_ptr<int32_t>();
@@ -224,8 +227,8 @@ Tensor switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRe
                       at::OptionalIntArrayRef psi_dst_rows) {
   const SwitchGeom g = check_switch_modulus(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst,
                                             mat, c_keep, c_sub, addend, psi_inv_drop_rows, psi_dst_rows);
-  const int* drop_tw = g.psi_inv_drop_rows.empty() ? nullptr : g.psi_inv_drop_rows.data();
-  const int* dst_tw = g.psi_dst_rows.empty() ? nullptr : g.psi_dst_rows.data();
+  const int* drop_tw = rows_ptr(g.psi_inv_drop_rows);
+  const int* dst_tw = rows_ptr(g.psi_dst_rows);
   const int64_t B = g.B, Ls = g.Ls, D = g.D, Ld = g.Ld, n = g.n;
   Tensor out = at::empty(g.out_shape, x.options());
   if (B == 0) return out;

@@ -34,21 +34,25 @@ int as_int(int64_t v, const char* op, const char* what) {
 const int32_t* ptr(const Tensor& t) { return t.data_ptr<int32_t>(); }
 int32_t* mptr(Tensor& t) { return t.data_ptr<int32_t>(); }
 
-Tensor ntt(const Tensor& x, const Tensor& mod, const Tensor& psi) {
-  const NttGeom g = check_ntt(x, mod, psi);
+const int* rows_ptr(const std::vector<int>& rows) { return rows.empty() ? nullptr : rows.data(); }
+
+Tensor ntt(const Tensor& x, const Tensor& mod, const Tensor& psi, at::OptionalIntArrayRef psi_rows) {
+  const NttGeom g = check_ntt(x, mod, psi, psi_rows);
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
-  check_launch(cuda::ntt(ptr(x), mptr(y), g.rows, as_int(g.L, "ntt", "L"), g.log_n, ptr(mod), ptr(psi), stream()),
+  check_launch(cuda::ntt(ptr(x), mptr(y), g.rows, as_int(g.L, "ntt", "L"), g.log_n, ptr(mod), ptr(psi), stream(),
+                         rows_ptr(g.psi_rows)),
                "ntt");
   return y;
 }
 
-Tensor intt(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post) {
-  const NttGeom g = check_intt(x, mod, psi_inv, post);
+Tensor intt(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post,
+            at::OptionalIntArrayRef psi_rows) {
+  const NttGeom g = check_intt(x, mod, psi_inv, post, psi_rows);
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
   check_launch(cuda::intt(ptr(x), mptr(y), g.rows, as_int(g.L, "intt", "L"), g.log_n, ptr(mod), ptr(psi_inv),
-                          ptr(post), stream()),
+                          ptr(post), stream(), rows_ptr(g.psi_rows)),
                "intt");
   return y;
 }
@@ -165,7 +169,7 @@ void check_fused_size(int log_n, const char* op) {
 cuda::ModUpTables mod_up_tables(const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
                                 const Tensor& psi_inv_ext, const Tensor& mats, const ModUpGeom& g) {
   return cuda::ModUpTables{ptr(pre), ptr(mod_ext), ptr(psi_ext), ptr(psi_inv_ext), ptr(mats),
-                           static_cast<int>(g.alpha_max), g.psi_rows.empty() ? nullptr : g.psi_rows.data()};
+                           static_cast<int>(g.alpha_max), rows_ptr(g.psi_rows)};
 }
 
 Tensor mod_up(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext_in,
@@ -230,9 +234,8 @@ Tensor switch_modulus(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntArra
   Tensor t = at::empty({g.B * g.D, g.n}, x.options());
   Tensor y = at::empty({g.B * g.Ld, g.n}, x.options());
   const cuda::SwitchTables tb{ptr(pre), ptr(mod_drop), ptr(psi_inv_drop), ptr(mod_dst), ptr(psi_dst),
-                              ptr(mat), ptr(c_keep), ptr(c_sub),
-                              g.psi_inv_drop_rows.empty() ? nullptr : g.psi_inv_drop_rows.data(),
-                              g.psi_dst_rows.empty() ? nullptr : g.psi_dst_rows.data()};
+                              ptr(mat), ptr(c_keep), ptr(c_sub), rows_ptr(g.psi_inv_drop_rows),
+                              rows_ptr(g.psi_dst_rows)};
   check_launch(cuda::switch_modulus(ptr(x), mptr(out), mptr(t), mptr(y), g.B, as_int(g.Ls, op, "Ls"), g.log_n,
                                     g.drop.data(), static_cast<int>(g.D), g.keep.data(), static_cast<int>(g.Ld), tb,
                                     addend_in ? ptr(addend) : nullptr, g.Ba, stream()),

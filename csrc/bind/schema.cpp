@@ -19,11 +19,14 @@ PyObject* PyInit__C(void) {
 
 TORCH_LIBRARY(fhetorch, m) {
   // Forward negacyclic NTT of every row: natural order in, bit-reversed order out.
-  // psi (L, N): psi^brev(k) in Montgomery form, psi a primitive 2N-th root mod q.
-  m.def("ntt(Tensor x, Tensor mod, Tensor psi) -> Tensor");
+  // psi (L, N): psi^brev(k) in Montgomery form, psi a primitive 2N-th root mod q. With
+  // psi_rows (L <= 256 entries; here and in every op below that takes a row map), psi is any
+  // (R, N) table and limb l uses its row psi_rows[l]: the ring's full tables then serve every
+  // limb subset (a level and the special primes, ...) without copies.
+  m.def("ntt(Tensor x, Tensor mod, Tensor psi, int[]? psi_rows=None) -> Tensor");
   // Inverse NTT: bit-reversed in, natural out, then out *= post[l] (Montgomery product),
   // so post = N^-1 * 2^32 keeps Montgomery form and post = N^-1 returns standard form.
-  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post) -> Tensor");
+  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post, int[]? psi_rows=None) -> Tensor");
   // Fast base conversion, coefficient-wise: x (..., La, N) standard form; y (..., Lb, N)
   // Montgomery form with y_i = sum_j centre(x_j) * mat[i][j] * 2^-32 mod p_i.
   m.def("bconv(Tensor x, Tensor mod_in, Tensor mod_out, Tensor mat) -> Tensor");

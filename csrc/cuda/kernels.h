@@ -10,11 +10,12 @@
 
 namespace fhetorch::cuda {
 
-// x, y: (rows, N = 2^log_n), row r uses limb r % L of mod / psi (L, N). y may equal x.
+// x, y: (rows, N = 2^log_n), row r uses limb l = r % L of mod and of psi (L, N), or, with
+// psi_rows (host, L <= 256 entries), row psi_rows[l] of any (R, N) psi. y may equal x.
 cudaError_t ntt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
-                const int32_t* psi, cudaStream_t stream);
+                const int32_t* psi, cudaStream_t stream, const int* psi_rows = nullptr);
 cudaError_t intt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod,
-                 const int32_t* psi_inv, const int32_t* post, cudaStream_t stream);
+                 const int32_t* psi_inv, const int32_t* post, cudaStream_t stream, const int* psi_rows = nullptr);
 
 // x: (batch, La, n) standard form -> y: (batch, Lb, n) Montgomery form. La <= 256.
 cudaError_t bconv(const int32_t* x, int32_t* y, int64_t batch, int La, int Lb, int64_t n,

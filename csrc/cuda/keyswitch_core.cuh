@@ -41,6 +41,8 @@
 
 namespace fhetorch::cuda::ks_detail {
 
+static_assert(kMaxSwitchRows <= ntt_detail::kMaxTwRows, "a switch's row maps fit a TwRows");
+
 using ntt_detail::Ctx;
 using ntt_detail::mont_lazy;
 using ntt_detail::reduce_2q;
@@ -98,11 +100,10 @@ struct MuArgs {
   int ks_split;  // mod_up_keyswitch: finish the NTT, then KsStream (instead of MuKsAll)
   int bc_tiles, bc_chunks, bc_outs;  // BConv grid: coefficient tiles, output chunks, outputs per chunk
   int lo[kMaxDigits + 1];
-  int has_psi_rows;                   // psi / psi_inv rows of ext limb i: psi_rows[i] (else i)
-  int16_t psi_rows[kMaxSwitchRows];
+  ntt_detail::TwRows psi_rows;  // the psi / psi_inv rows of the ext limbs
 };
 
-FT_HD int mu_tw(const MuArgs& a, int i) { return a.has_psi_rows ? a.psi_rows[i] : i; }
+FT_HD int mu_tw(const MuArgs& a, int i) { return ntt_detail::tw_row(a.psi_rows, i); }
 
 FT_HD int mu_size(const MuArgs& a, int j) { return a.lo[j + 1] - a.lo[j]; }
 FT_HD bool mu_own(const MuArgs& a, int j, int i) { return i >= a.lo[j] && i < a.lo[j + 1]; }
@@ -577,13 +578,11 @@ struct SwArgs {
   int bc_tiles, bc_chunks, bc_outs;
   int16_t drop[kMaxSwitchRows];
   int16_t keep[kMaxSwitchRows];
-  int has_drop_tw, has_dst_tw;  // twiddle rows of dropped limb k / destination limb i (else k, i)
-  int16_t drop_tw[kMaxSwitchRows];
-  int16_t dst_tw[kMaxSwitchRows];
+  ntt_detail::TwRows drop_tw, dst_tw;  // the psi_inv rows of the dropped limbs, the psi rows of dst's
 };
 
-FT_HD int sw_drop_tw(const SwArgs& a, int k) { return a.has_drop_tw ? a.drop_tw[k] : k; }
-FT_HD int sw_dst_tw(const SwArgs& a, int i) { return a.has_dst_tw ? a.dst_tw[i] : i; }
+FT_HD int sw_drop_tw(const SwArgs& a, int k) { return ntt_detail::tw_row(a.drop_tw, k); }
+FT_HD int sw_dst_tw(const SwArgs& a, int i) { return ntt_detail::tw_row(a.dst_tw, i); }
 
 // Inverse NTT, first (small) phase, reading the dropped rows of x directly.
 template <int LOG_N>
@@ -800,14 +799,8 @@ inline bool mu_fill(MuArgs& a, const int32_t* x, int32_t* t, int32_t* d, int L, 
   if (a.lo[0] != 0 || a.lo[beta] != L) return false;
   for (int j = 0; j < beta; ++j)
     if (a.lo[j + 1] <= a.lo[j] || a.lo[j + 1] - a.lo[j] > tb.alpha_max) return false;
-  if (tb.psi_rows) {
-    if (a.Lext > kMaxSwitchRows) return false;
-    a.has_psi_rows = 1;
-    for (int i = 0; i < a.Lext; ++i) {
-      if (tb.psi_rows[i] < 0 || tb.psi_rows[i] > 32767) return false;
-      a.psi_rows[i] = static_cast<int16_t>(tb.psi_rows[i]);
-    }
-  }
+  if (tb.psi_rows && a.Lext > ntt_detail::kMaxTwRows) return false;
+  a.psi_rows = ntt_detail::tw_rows(tb.psi_rows, a.Lext);
   if (key) {
     a.key_q = key->key_q;
     a.key_p = key->key_p;
@@ -864,16 +857,8 @@ inline bool sw_fill(SwArgs& a, const int32_t* x, int32_t* out, int32_t* t, int32
     if (keep[i] < -1 || keep[i] >= Ls) return false;
     a.keep[i] = static_cast<int16_t>(keep[i]);
   }
-  a.has_drop_tw = tb.psi_inv_drop_rows != nullptr;
-  a.has_dst_tw = tb.psi_dst_rows != nullptr;
-  for (int k = 0; k < D && a.has_drop_tw; ++k) {
-    if (tb.psi_inv_drop_rows[k] < 0 || tb.psi_inv_drop_rows[k] > 32767) return false;
-    a.drop_tw[k] = static_cast<int16_t>(tb.psi_inv_drop_rows[k]);
-  }
-  for (int i = 0; i < Ld && a.has_dst_tw; ++i) {
-    if (tb.psi_dst_rows[i] < 0 || tb.psi_dst_rows[i] > 32767) return false;
-    a.dst_tw[i] = static_cast<int16_t>(tb.psi_dst_rows[i]);
-  }
+  a.drop_tw = ntt_detail::tw_rows(tb.psi_inv_drop_rows, D);  // D, Ld <= kMaxSwitchRows = kMaxTwRows
+  a.dst_tw = ntt_detail::tw_rows(tb.psi_dst_rows, Ld);
   return true;
 }
 

@@ -277,15 +277,35 @@ FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   }
 }
 
+// A twiddle row map, by value in the launch parameters (read with __grid_constant__): limb
+// l uses row row[l] of the twiddle table (row l when count is 0), so the ring's full tables
+// serve any limb subset without copies.
+constexpr int kMaxTwRows = 256;
+struct TwRows {
+  int count;
+  int16_t row[kMaxTwRows];
+};
+FT_HD int tw_row(const TwRows& r, int l) { return r.count ? r.row[l] : l; }
+// count entries of a host map (<= kMaxTwRows, each in [0, 32767]; the caller checks), or none.
+inline TwRows tw_rows(const int* rows, int count) {
+  TwRows r{};
+  if (rows) {
+    r.count = count;
+    for (int l = 0; l < count; ++l) r.row[l] = static_cast<int16_t>(rows[l]);
+  }
+  return r;
+}
+
 // Per-block setup shared by the kernel and the emulation.
 struct PhaseArgs {
   const int32_t* in;
   int32_t* out;
   const int32_t* mod;
-  const int32_t* tw;    // (L, N)
+  const int32_t* tw;    // (L, N), or any (R, N) through rows
   const int32_t* post;  // (L,), final inverse phase only
   int L;
   bool in_vec, out_vec, tw_vec;
+  TwRows rows;
 };
 
 template <int LOG_N, bool LARGE, int CAP>
@@ -298,7 +318,7 @@ FT_HD Ctx make_ctx(const PhaseArgs& a, uint32_t* sm, int64_t block) {
   c.sm = sm;
   c.in = a.in + row * G::N;
   c.out = a.out + row * G::N;
-  c.tw = a.tw + static_cast<int64_t>(l) * G::N;
+  c.tw = a.tw + static_cast<int64_t>(tw_row(a.rows, l)) * G::N;
   c.q = static_cast<uint32_t>(a.mod[2 * l]);
   c.nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
   c.post = a.post ? static_cast<uint32_t>(a.post[l]) : 0u;
@@ -321,6 +341,7 @@ struct StageArgs {
   const int32_t* mod;
   const int32_t* tw;
   const int32_t* post;  // inverse, last stage only
+  TwRows rows;
 };
 
 template <bool INV>
@@ -332,7 +353,7 @@ FT_HD void ntt_stage_thread(const StageArgs& a, int64_t idx) {
   const uint32_t q = static_cast<uint32_t>(a.mod[2 * l]), nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
   const int bit = a.bit;
   const int64_t lo = ((k >> bit) << (bit + 1)) | (k & ((int64_t(1) << bit) - 1)), hi = lo + (int64_t(1) << bit);
-  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + l * n + ((n + lo) >> (bit + 1))));
+  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + tw_row(a.rows, l) * n + ((n + lo) >> (bit + 1))));
   uint32_t x = static_cast<uint32_t>(a.in[row * n + lo]), y = static_cast<uint32_t>(a.in[row * n + hi]);
   if (!INV) butterfly_ct(x, y, w, q, nqinv);
   else butterfly_gs(x, y, w, q, nqinv);

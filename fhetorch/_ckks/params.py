@@ -31,7 +31,7 @@ class ParamsLiteral:
                     scale (2^40, 2^35: rational rescaling; docs/parameters.md)
     levels          levels above level 0; None (default): the most that keep log2(PQ)
                     within the HE-standard 128-bit bound for N (implied by level_bits)
-    dnum            key-switching digits (default 4)
+    dnum            4 (default): key-switching digits
     hamming_weight  None (default): a dense uniform ternary secret; an int: a sparse secret
                     of that weight (not covered by the HE standard: insecure)
     level_bits      None (default): every level at the chain's scale; a sequence: the

@@ -21,12 +21,16 @@ __all__ = [
 ]
 
 
-def ntt(x, mod, psi):
-    return _ops.ntt(x, mod, psi)
+def _rows(rows):
+    return None if rows is None else [int(r) for r in rows]
 
 
-def intt(x, mod, psi_inv, post):
-    return _ops.intt(x, mod, psi_inv, post)
+def ntt(x, mod, psi, psi_rows=None):
+    return _ops.ntt(x, mod, psi, _rows(psi_rows))
+
+
+def intt(x, mod, psi_inv, post, psi_rows=None):
+    return _ops.intt(x, mod, psi_inv, post, _rows(psi_rows))
 
 
 def bconv(x, mod_in, mod_out, mat):
@@ -74,10 +78,6 @@ def hoisted_mac(d, c, keys_q, keys_p, galois, q_start: int, digit_start: int, c_
     return _ops.hoisted_mac(d, c, list(keys_q), list(keys_p), [int(g) for g in galois], int(q_start),
                             int(digit_start), c_p, list(pts), [int(b) for b in pt_baby], [int(g) for g in pt_giant],
                             int(giants), mod)
-
-
-def _rows(rows):
-    return None if rows is None else [int(r) for r in rows]
 
 
 def mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows=None):

@@ -4,9 +4,8 @@ A `Ring` owns the tables of an ordered list of primes (the storage order of ever
 polynomial); operations that touch a subset of limbs (a level, a key-switching digit, the
 special primes) ask for `ring.basis(limbs)`, the `Basis` of those limbs. A basis of a
 contiguous limb range is a view: its tables are `narrow`s of the ring's, sharing their
-storage. A basis of other limbs gathers its per-limb constants (a few words per limb) and
-transforms run by contiguous run; only an (L, N) NTT table of such a basis, which the
-fused key-switching ops take, is a copy, built on first use and kept by that basis.
+storage. A basis of other limbs gathers only its per-limb constants (a few words a limb);
+its NTTs read the ring's full tables through the row of each limb (the ops' psi_rows).
 Residues are kept in Montgomery form x * 2^32 mod q (csrc/arith.h).
 """
 from __future__ import annotations
@@ -68,7 +67,9 @@ class Basis:
 
     mod (L, 2): q, q^-1 mod 2^32; n_inv_mont (L,): N^-1 * 2^32 (INTT to Montgomery form);
     n_inv (L,): N^-1 (INTT to standard form); r2 (L,): 2^64 mod q (to_rns); psi, psi_inv
-    (L, N): the NTT tables. Contiguous limbs: views of the ring's tables.
+    (L, N): the NTT tables. Contiguous limbs: views of the ring's tables; other limbs: the
+    transforms read the ring's tables by row, and psi / psi_inv, only for ops that take
+    dense tables (kernel tests), are gathered on first use.
 
     Scalar constants (`scalar`) are cached for the life of the basis and never evicted: a
     captured CUDA graph holds pointers to the tensors it was captured with.
@@ -106,14 +107,6 @@ class Basis:
         """Every table this basis holds, views included (for memory reports)."""
         built = [self.__dict__[k] for k in ("psi", "psi_inv", "one", "garner") if k in self.__dict__]
         return [self.mod, self.n_inv_mont, self.n_inv, self.r2] + built
-
-    def parts(self) -> list:
-        """[(position in this basis, contiguous sub-basis)] of each run of consecutive limbs."""
-        out, pos = [], 0
-        for start, length in self.runs:
-            out.append((pos, self._ring.basis(range(start, start + length))))
-            pos += length
-        return out
 
     def __len__(self):
         return len(self.primes)
@@ -253,31 +246,18 @@ class Ring:
     def ntt(self, x: torch.Tensor, basis: Basis) -> torch.Tensor:
         if basis.contiguous:
             return _ops.ntt(x, basis.mod, basis.psi)
-        return self._by_run(x, basis, lambda part, b, pos: _ops.ntt(part, b.mod, b.psi))
+        return _ops.ntt(x, basis.mod, self.psi, basis.limbs)
 
     def intt(self, x: torch.Tensor, basis: Basis, post: torch.Tensor | None = None) -> torch.Tensor:
         """Inverse NTT; output in Montgomery form unless `post` (per-limb) says otherwise."""
         post = basis.n_inv_mont if post is None else post
         if basis.contiguous:
             return _ops.intt(x, basis.mod, basis.psi_inv, post)
-        return self._by_run(x, basis, lambda part, b, pos: _ops.intt(part, b.mod, b.psi_inv,
-                                                                      post.narrow(0, pos, len(b)).contiguous()))
-
-    def _by_run(self, x: torch.Tensor, basis: Basis, op) -> torch.Tensor:
-        """op on each contiguous run of the basis's limbs (views of the ring's tables), joined."""
-        outs = []
-        for pos, b in basis.parts():
-            part = x.narrow(-2, pos, len(b)).contiguous()
-            outs.append(op(part, b, pos))
-        return torch.cat(outs, dim=-2)
+        return _ops.intt(x, basis.mod, self.psi_inv, post, basis.limbs)
 
     def from_integers(self, coeffs: torch.Tensor, basis: Basis) -> torch.Tensor:
         """Signed int64 coefficients (..., N) -> NTT-domain residues (..., L, N)."""
-        coeffs = coeffs.to(self.device, torch.int64).contiguous()
-        if basis.contiguous:
-            return self.ntt(_ops.to_rns(coeffs, basis.mod, basis.r2), basis)
-        # run by run: each run's residues are contiguous, so only the join copies
-        return torch.cat([self.ntt(_ops.to_rns(coeffs, b.mod, b.r2), b) for _, b in basis.parts()], dim=-2)
+        return self.ntt(_ops.to_rns(coeffs.to(self.device, torch.int64).contiguous(), basis.mod, basis.r2), basis)
 
     def bconv(self, x_ntt: torch.Tensor, src: Basis, dst: Basis, factor: int = 1) -> torch.Tensor:
         """NTT-domain x over `src` -> coefficient-domain (Montgomery) [x*factor]_src + u*Q_src over `dst`."""

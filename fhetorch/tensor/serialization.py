@@ -35,7 +35,7 @@ from .context import Context, find_context
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
 
-MAGIC, VERSION = "fhetorch", 1
+MAGIC, VERSION = "fhetorch", 2  # 2: parameters describe level_bits; contexts their bootstrapping configuration
 
 
 def _digest(meta: dict, tensors: dict) -> str:

@@ -43,7 +43,7 @@ def test_contiguous_basis_is_a_view_of_the_ring_tables():
     assert ring.basis(range(start, start + 4)) is b  # built once
 
 
-def test_other_subsets_gather_their_constants_and_transform_by_run():
+def test_other_subsets_gather_their_constants_and_read_the_ring_tables_by_row():
     ring = _ring()
     limbs = (7, 1, 2, 3, 8, 0)  # runs (7), (1, 2, 3), (8), (0)
     b = ring.basis(limbs)
@@ -60,7 +60,7 @@ def test_other_subsets_gather_their_constants_and_transform_by_run():
     want = _ops.ntt(_ops.to_rns(coeffs, ring.mod[sel].contiguous(), ring.r2[sel].contiguous()),
                     ring.mod[sel].contiguous(), ring.psi[sel].contiguous())
     assert torch.equal(ring.from_integers(coeffs, b), want)
-    assert "psi" not in b.__dict__  # transforms by run never gathered an NTT table
+    assert "psi" not in b.__dict__ and "psi_inv" not in b.__dict__  # no NTT table gathered
 
 
 def test_scalar_constants_are_never_evicted():
@@ -124,3 +124,19 @@ def test_n16_bts40_tables_fit_128_mib():
     for level in (0, 13, ctx.max_level):
         b = ctx.basis(level)
         assert _same_storage(b.psi, ctx.ring.psi) and _same_storage(b.mod, ctx.ring.mod)
+
+
+def test_memory_report_of_a_user_context():
+    """Keys are reported apart from the tables; bootstrapping's state joins once it exists."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        ctx = fhe.ckks.Context("toy-n13-bts", "cpu")
+    ctx.keygen()
+    before = ctx.memory_report()
+    assert "bootstrapping (DFT diagonals)" not in str(before)
+    secret = ctx.secret_key.s.numel() * 4
+    assert before.keys == ctx.key_bytes() + secret
+    ctx.bootstrapper.cts_transforms(8)
+    after = ctx.memory_report()
+    assert after.bytes("bootstrapping (DFT diagonals)") > 0
+    assert after.tables == before.tables + after.bytes("bootstrapping (DFT diagonals)")

@@ -1,9 +1,8 @@
-"""The ring's tables and its limb-subset bases: views, gathers, transforms by run, constants,
+"""The ring's tables and its limb-subset bases: views, gathers, transforms by table row, constants,
 and the memory of a context with every level planned."""
 import random
 import warnings
 
-import pytest
 import torch
 
 import fhetorch as fhe

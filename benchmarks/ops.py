@@ -112,7 +112,7 @@ def make_op(ctx, op: str, a, b):
     top = ctx.max_level
     basis = ctx.basis(top)
     if op == "ntt_limb":
-        b1 = ring.basis((ctx.level_idx(top).start,))
+        b1 = ring.basis((ctx.params.limbs(top).start,))
         x1 = a.data[0, :1].contiguous()
         return lambda: ring.ntt(x1, b1)
     if op == "ntt_ct":

@@ -9,13 +9,15 @@
 #include "elementwise.h"
 #include "hoisted_mac.h"
 #include "keyswitch.h"
+#include "table_rows.h"
 
 #define FHETORCH_DECLARE_KERNELS(R, CTX)                                                                              \
-  /* x, y: (rows, N = 2^log_n), row r with limb r % L of mod / tw (L, N); y may equal x. */                        \
+  /* x, y: (rows, N = 2^log_n), row r with limb l = r % L of mod and row table_row(psi_rows, l) of the twiddle    \
+     table (L, N), or (R, N) through the map; y may equal x. */                                                    \
   R ntt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod, const int32_t* psi,      \
-        const CTX& ctx);                                                                                            \
+        const TableRows& psi_rows, const CTX& ctx);                                                                 \
   R intt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod, const int32_t* psi_inv, \
-         const int32_t* post, const CTX& ctx);                                                                      \
+         const int32_t* post, const TableRows& psi_rows, const CTX& ctx);                                           \
   /* x: (batch, La, n) standard form -> y: (batch, Lb, n) Montgomery form. La <= 256. */                           \
   R bconv(const int32_t* x, int32_t* y, int64_t batch, int La, int Lb, int64_t n, const int32_t* mod_in,           \
           const int32_t* mod_out, const int32_t* mat, const CTX& ctx);                                             \

@@ -2,11 +2,13 @@
 // semantics in csrc/bind/schema.cpp): filled by the argument checks (csrc/bind/common.h),
 // taken by the CPU implementation (csrc/cpu/keyswitch.cpp) and the CUDA one
 // (csrc/cuda/keyswitch.cu). Torch-free. Small host tables (digit bounds, dropped and kept
-// rows) are held inline, so the CUDA launches take them by value and need no device copy.
+// rows, table row maps) are held inline, so the CUDA launches take them by value and need no
+// device copy.
 #pragma once
 #include <cstdint>
 
 #include "arith.h"
+#include "table_rows.h"
 
 namespace fhetorch {
 
@@ -26,12 +28,13 @@ struct ModUpArgs {
   int64_t b_stride;            // words between b's ciphertexts
   const int32_t* pre;          // (L,)
   const int32_t* mod_ext;      // (L + K, 2)
-  const int32_t* psi_ext;      // (L + K, n)
-  const int32_t* psi_inv_ext;  // (L + K, n)
+  const int32_t* psi_ext;      // (L + K, n), or any (R, n) read through psi_rows
+  const int32_t* psi_inv_ext;  // (L + K, n), or any (R, n) read through psi_rows
   const int32_t* mats;         // (beta, L + K, alpha_max)
   int64_t B;
   int L, K, log_n, beta, alpha_max;
   int lo[kMaxDigits + 1];
+  TableRows psi_rows;          // the psi_ext / psi_inv_ext row of each ext limb (count 0: row i)
 };
 
 // The key of mod_up_keyswitch_inner and its addend (relinearisation's P * (d0, d1)).
@@ -51,9 +54,9 @@ struct SwitchArgs {
   const int32_t* x;             // (B, Ls, n)
   const int32_t* pre;           // (D,)
   const int32_t* mod_drop;      // (D, 2)
-  const int32_t* psi_inv_drop;  // (D, n)
+  const int32_t* psi_inv_drop;  // (D, n), or any (R, n) read through psi_inv_drop_rows
   const int32_t* mod_dst;       // (Ld, 2)
-  const int32_t* psi_dst;       // (Ld, n)
+  const int32_t* psi_dst;       // (Ld, n), or any (R, n) read through psi_dst_rows
   const int32_t* mat;           // (Ld, D)
   const int32_t* c_keep;        // (Ld,)
   const int32_t* c_sub;         // (Ld,)
@@ -62,6 +65,8 @@ struct SwitchArgs {
   int Ls, D, Ld, log_n, K, Ka;
   int16_t drop[kMaxSwitchRows];  // rows of x dropped
   int16_t keep[kMaxSwitchRows];  // per destination limb: its row of x, or -1
+  TableRows psi_inv_drop_rows;   // the psi_inv_drop row of each dropped limb (count 0: row k)
+  TableRows psi_dst_rows;        // the psi_dst row of each destination limb (count 0: row i)
 };
 
 FT_HD int mod_up_size(const ModUpArgs& a, int j) { return a.lo[j + 1] - a.lo[j]; }

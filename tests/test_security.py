@@ -158,7 +158,7 @@ def test_unpickled_tensor_is_validated(ctx_n10):
     ex = ctx_n10.encrypt(_rand(10))
     fn, (meta, tensors) = copyreg.dispatch_table[fhe.EncryptedTensor](ex)  # what pickle stores
     bad = tensors["data"].clone()
-    bad[0, 0, 0] = ctx_n10.ring.primes[ctx_n10.level_idx(ex.level)[0]]
+    bad[0, 0, 0] = ctx_n10.ring.primes[ctx_n10.params.limbs(ex.level)[0]]
     with pytest.raises(fhe.SerializationError, match="residues"):
         fn(meta, {**tensors, "data": bad})
 

@@ -88,26 +88,57 @@ inline int64_t batch_of(const Tensor& x, int64_t trailing) {
   return b;
 }
 
+// An NTT table and its optional row map (csrc/table_rows.h): without `rows`, `table` must be
+// (count, N) and limb l reads row l; with `rows` (one entry per limb, count <= kMaxTableRows),
+// any (R, N) table with R <= kMaxTableRow + 1, limb l reading row rows[l] (so the ring's full
+// tables serve every limb subset without copies). Returns the map (count 0 without one).
+inline TableRows check_table_rows(const char* op, const char* name, const Tensor& table, at::OptionalIntArrayRef rows,
+                                  int64_t count, int64_t n) {
+  TableRows out{};
+  if (!rows.has_value()) {
+    TORCH_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
+                ", N), got ", table.sizes());
+    return out;
+  }
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxTableRow + 1,
+              "fhetorch.", op, ": ", name, " must be (R, N) with R <= ", kMaxTableRow + 1, ", got ", table.sizes());
+  TORCH_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxTableRows, "fhetorch.", op, ": ", name,
+              "'s rows must list one table row per limb (", count, "), at most ", kMaxTableRows, "; got ",
+              rows->size());
+  out.count = static_cast<int>(count);
+  for (int64_t l = 0; l < count; ++l) {
+    const int64_t v = (*rows)[l];
+    TORCH_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ", table.size(0),
+                ")");
+    out.row[l] = static_cast<int16_t>(v);
+  }
+  return out;
+}
+
 // ---- per-op checks --------------------------------------------------------------------
 
 struct NttGeom {
   int64_t rows;
   int L, log_n;
+  TableRows psi_rows;
 };
 
-inline NttGeom check_ntt(const char* op, const Tensor& x, const Tensor& mod, const Tensor& psi, const Tensor* post) {
+// ntt (post null, table "psi") and intt (table "psi_inv").
+inline NttGeom check_ntt(const char* op, const Tensor& x, const Tensor& mod, const Tensor& psi, const Tensor* post,
+                         at::OptionalIntArrayRef psi_rows) {
+  const char* table = post ? "psi_inv" : "psi";
   check_residues(x, op, "x");
   const int64_t L = limbs_of(x), n = x.size(-1);
   const int log_n = log2_exact(n, op);
   check_mod(mod, L, op);
-  check_residues(psi, op, "twiddles");
-  TORCH_CHECK(psi.sizes() == at::IntArrayRef({L, n}), "fhetorch.", op, ": the twiddle table must be (L, N)");
+  check_residues(psi, op, table);
+  NttGeom g{x.numel() / n, as_int(L, op, "L"), log_n, check_table_rows(op, table, psi, psi_rows, L, n)};
   if (post) {
     check_residues(*post, op, "post");
     TORCH_CHECK(post->numel() == L, "fhetorch.", op, ": post must have L entries");
   }
   check_devices(op, {&x, &mod, &psi, post});
-  return {x.numel() / n, as_int(L, op, "L"), log_n};
+  return g;
 }
 
 struct BconvGeom {
@@ -282,7 +313,7 @@ inline MacArgs check_hoisted_mac(const Tensor& d, const Tensor& c, at::TensorLis
 // mod_up (..., beta, L + K, N).
 inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, const Tensor& pre,
                               const Tensor& mod_ext, const Tensor& psi_ext, const Tensor& psi_inv_ext,
-                              const Tensor& mats, at::IntArrayRef bounds) {
+                              const Tensor& mats, at::IntArrayRef bounds, at::OptionalIntArrayRef psi_rows) {
   for (auto [t, name] : {std::pair<const Tensor*, const char*>{&a, "a"}, {&pre, "pre"}, {&mod_ext, "mod_ext"},
                          {&psi_ext, "psi_ext"}, {&psi_inv_ext, "psi_inv_ext"}, {&mats, "mats"}})
     check_residues(*t, op, name);
@@ -305,8 +336,9 @@ inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, 
   const int64_t Lext = mod_ext.size(0);
   g.L = as_int(L, op, "L");
   g.K = as_int(Lext - L, op, "K");
-  TORCH_CHECK(psi_ext.sizes() == at::IntArrayRef({Lext, n}) && psi_inv_ext.sizes() == psi_ext.sizes(),
-              "fhetorch.", op, ": psi_ext and psi_inv_ext must be (L + K, N)");
+  g.psi_rows = check_table_rows(op, "psi_ext", psi_ext, psi_rows, Lext, n);
+  TORCH_CHECK(psi_inv_ext.sizes() == psi_ext.sizes(), "fhetorch.", op, ": psi_inv_ext must have psi_ext's shape ",
+              psi_ext.sizes(), ", got ", psi_inv_ext.sizes());
   TORCH_CHECK(pre.numel() == L, "fhetorch.", op, ": pre must have L entries");
   const int64_t nb = static_cast<int64_t>(bounds.size());
   TORCH_CHECK(nb >= 2 && nb - 1 <= kMaxDigits, "fhetorch.", op, ": bounds must list 2 to ", kMaxDigits + 1, " values");
@@ -384,7 +416,8 @@ struct SwitchGeom {
 inline SwitchGeom check_switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows,
                                        const Tensor& pre, const Tensor& mod_drop, const Tensor& psi_inv_drop,
                                        const Tensor& mod_dst, const Tensor& psi_dst, const Tensor& mat,
-                                       const Tensor& c_keep, const Tensor& c_sub, const std::optional<Tensor>& addend) {
+                                       const Tensor& c_keep, const Tensor& c_sub, const std::optional<Tensor>& addend,
+                                       at::OptionalIntArrayRef psi_inv_drop_rows, at::OptionalIntArrayRef psi_dst_rows) {
   const char* op = "switch_modulus";
   for (auto [t, name] : {std::pair<const Tensor*, const char*>{&x, "x"}, {&pre, "pre"}, {&mod_drop, "mod_drop"},
                          {&psi_inv_drop, "psi_inv_drop"}, {&mod_dst, "mod_dst"}, {&psi_dst, "psi_dst"},
@@ -410,8 +443,8 @@ inline SwitchGeom check_switch_modulus(const Tensor& x, at::IntArrayRef drop_row
   TORCH_CHECK(pre.numel() == D, "fhetorch.", op, ": pre must have D entries");
   check_mod(mod_drop, D, op);
   check_mod(mod_dst, Ld, op);
-  TORCH_CHECK(psi_inv_drop.sizes() == at::IntArrayRef({D, n}), "fhetorch.", op, ": psi_inv_drop must be (D, N)");
-  TORCH_CHECK(psi_dst.sizes() == at::IntArrayRef({Ld, n}), "fhetorch.", op, ": psi_dst must be (Ld, N)");
+  g.psi_inv_drop_rows = check_table_rows(op, "psi_inv_drop", psi_inv_drop, psi_inv_drop_rows, D, n);
+  g.psi_dst_rows = check_table_rows(op, "psi_dst", psi_dst, psi_dst_rows, Ld, n);
   TORCH_CHECK(mat.sizes() == at::IntArrayRef({Ld, D}), "fhetorch.", op, ": mat must be (Ld, D)");
   TORCH_CHECK(c_keep.numel() == Ld && c_sub.numel() == Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
   // Groups of K polynomials (x's dimension -3): an addend of x's rank adds Ka <= K

@@ -17,21 +17,24 @@ namespace fhetorch::bind {
 inline int32_t* out_ptr(Tensor& t) { return t.data_ptr<int32_t>(); }
 
 template <class Dev>
-Tensor ntt_op(const Tensor& x, const Tensor& mod, const Tensor& psi) {
-  const NttGeom g = check_ntt("ntt", x, mod, psi, nullptr);
+Tensor ntt_op(const Tensor& x, const Tensor& mod, const Tensor& psi, at::OptionalIntArrayRef psi_rows) {
+  const NttGeom g = check_ntt("ntt", x, mod, psi, nullptr, psi_rows);
   Dev dev(x);
   Tensor y = at::empty_like(x);
-  dev.run("ntt", [&](auto& ctx) { return ntt(ptr(x), out_ptr(y), g.rows, g.L, g.log_n, ptr(mod), ptr(psi), ctx); });
+  dev.run("ntt", [&](auto& ctx) {
+    return ntt(ptr(x), out_ptr(y), g.rows, g.L, g.log_n, ptr(mod), ptr(psi), g.psi_rows, ctx);
+  });
   return y;
 }
 
 template <class Dev>
-Tensor intt_op(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post) {
-  const NttGeom g = check_ntt("intt", x, mod, psi_inv, &post);
+Tensor intt_op(const Tensor& x, const Tensor& mod, const Tensor& psi_inv, const Tensor& post,
+               at::OptionalIntArrayRef psi_rows) {
+  const NttGeom g = check_ntt("intt", x, mod, psi_inv, &post, psi_rows);
   Dev dev(x);
   Tensor y = at::empty_like(x);
   dev.run("intt", [&](auto& ctx) {
-    return intt(ptr(x), out_ptr(y), g.rows, g.L, g.log_n, ptr(mod), ptr(psi_inv), ptr(post), ctx);
+    return intt(ptr(x), out_ptr(y), g.rows, g.L, g.log_n, ptr(mod), ptr(psi_inv), ptr(post), g.psi_rows, ctx);
   });
   return y;
 }
@@ -146,11 +149,13 @@ struct Aligned {
 
 template <class Dev>
 Tensor mod_up_op(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
-                 const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds) {
+                 const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds,
+                 at::OptionalIntArrayRef psi_rows) {
   Dev dev(a_in);
   Aligned al;
   const Tensor& a = al(dev, a_in);
-  ModUpArgs g = check_mod_up("mod_up", a, nullptr, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds);
+  ModUpArgs g = check_mod_up("mod_up", a, nullptr, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds,
+                             psi_rows);
   Tensor out = at::empty(shape_with(a, 2, {g.beta, mod_ext.size(0), a.size(-1)}), a.options());
   dev.run("mod_up", [&](auto& ctx) { return mod_up(g, out_ptr(out), ctx); });
   return out;
@@ -161,13 +166,13 @@ Tensor mod_up_keyswitch_inner_op(const Tensor& a_in, const Tensor& pre, const Te
                                  const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds,
                                  const Tensor& key_q, const Tensor& key_p, int64_t q_start, int64_t digit_start,
                                  const std::optional<Tensor>& addend, const std::optional<Tensor>& c_add,
-                                 const std::optional<Tensor>& b) {
+                                 const std::optional<Tensor>& b, at::OptionalIntArrayRef psi_rows) {
   const char* op = "mod_up_keyswitch_inner";
   Dev dev(a_in);
   Aligned al;
   const Tensor& a = al(dev, a_in);
   const Tensor* bp = b ? &al(dev, *b) : nullptr;
-  ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds);
+  ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
   const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
   KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value());
   Tensor out = at::empty(shape_with(a, b ? 3 : 2, {2, mod_ext.size(0), a.size(-1)}), a.options());
@@ -179,12 +184,14 @@ template <class Dev>
 Tensor switch_modulus_op(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows, const Tensor& pre,
                          const Tensor& mod_drop, const Tensor& psi_inv_drop, const Tensor& mod_dst,
                          const Tensor& psi_dst, const Tensor& mat, const Tensor& c_keep, const Tensor& c_sub,
-                         const std::optional<Tensor>& addend) {
+                         const std::optional<Tensor>& addend, at::OptionalIntArrayRef psi_inv_drop_rows,
+                         at::OptionalIntArrayRef psi_dst_rows) {
   Dev dev(x_in);
   Aligned al;
   const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
-  const SwitchGeom g = check_switch_modulus(al(dev, x_in), drop_rows, keep_rows, pre, mod_drop,
-                                            al(dev, psi_inv_drop), mod_dst, al(dev, psi_dst), mat, c_keep, c_sub, add);
+  const SwitchGeom g =
+      check_switch_modulus(al(dev, x_in), drop_rows, keep_rows, pre, mod_drop, al(dev, psi_inv_drop), mod_dst,
+                           al(dev, psi_dst), mat, c_keep, c_sub, add, psi_inv_drop_rows, psi_dst_rows);
   Tensor out = at::empty(g.out_shape, x_in.options());
   dev.run("switch_modulus", [&](auto& ctx) { return switch_modulus(g.args, out_ptr(out), ctx); });
   return out;

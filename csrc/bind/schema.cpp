@@ -21,10 +21,16 @@ PyObject* PyInit__C(void) {
 TORCH_LIBRARY(fhetorch, m) {
   // Forward negacyclic NTT of every row: natural order in, bit-reversed order out.
   // psi (L, N): psi^brev(k) in Montgomery form, psi a primitive 2N-th root mod q.
-  m.def("ntt(Tensor x, Tensor mod, Tensor psi) -> Tensor");
+  // Table row maps (here and in every op below that takes one; csrc/table_rows.h): with
+  // psi_rows (one entry per limb, L <= 256), psi is any (R, N) table (R <= 32768) and limb l
+  // reads its row psi_rows[l], so the ring's full tables serve every limb subset (a level, a
+  // digit, the special primes) without copies; without it psi is (L, N), limb l reading row l.
+  // Bad maps (wrong length, a row outside the table) are refused on every device.
+  m.def("ntt(Tensor x, Tensor mod, Tensor psi, int[]? psi_rows=None) -> Tensor");
   // Inverse NTT: bit-reversed in, natural out, then out *= post[l] (Montgomery product),
   // so post = N^-1 * 2^32 keeps Montgomery form and post = N^-1 returns standard form.
-  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post) -> Tensor");
+  // psi_rows: as ntt's, for psi_inv.
+  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post, int[]? psi_rows=None) -> Tensor");
   // Fast base conversion, coefficient-wise: x (..., La, N) standard form; y (..., Lb, N)
   // Montgomery form with y_i = sum_j centre(x_j) * mat[i][j] * 2^-32 mod p_i.
   m.def("bconv(Tensor x, Tensor mod_in, Tensor mod_out, Tensor mat) -> Tensor");
@@ -64,7 +70,9 @@ TORCH_LIBRARY(fhetorch, m) {
   // dimensions, one launch.
   // ModUp of a level polynomial to the extended basis "ext" = level (L limbs) + special
   // primes (K limbs), one lift per digit. a (..., L, N): NTT domain, Montgomery form. Tables
-  // of ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N). bounds = [0 = lo_0 < lo_1 < ...
+  // of ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N) or, with psi_rows (L+K entries),
+  // any (R, N) tables (both of one shape) of which ext limb i reads row psi_rows[i] (the
+  // ring's full tables: no per-level copies). bounds = [0 = lo_0 < lo_1 < ...
   // < lo_beta = L]: digit j is limbs [lo_j, lo_(j+1)). pre (L,): INTT post-constants giving
   // the standard-form BConv input [a * (Q_j/q_i)^-1]_(q_i) of limb i of digit j (N^-1
   // folded in). mats (beta, L+K, alpha_max): row i of digit j is digit j's centred BConv
@@ -72,7 +80,7 @@ TORCH_LIBRARY(fhetorch, m) {
   // are ignored). out (..., beta, L+K, N): out[j][i] = a[i] for i in digit j, otherwise
   // NTT(bconv(INTT(a[digit j]) * pre))[i] -- the digit lifted to ext.
   m.def("mod_up(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, Tensor mats, "
-        "int[] bounds) -> Tensor");
+        "int[] bounds, int[]? psi_rows=None) -> Tensor");
   // ModUp and the key-switching inner product in one: out (..., 2, L+K, N) =
   // keyswitch_inner(mod_up(a, ...), key_q, key_p, q_start, digit_start, mod_ext), plus
   // addend[..., c, i, :] * c_add[i] on the first La limbs when addend (..., 2, La, N) (a's
@@ -82,9 +90,10 @@ TORCH_LIBRARY(fhetorch, m) {
   // batch) are ciphertexts, the lifted polynomial is a1 * b1 and the addend is
   // (a0 b0, a0 b1 + a1 b0) (then `addend` must be None and c_add (L,) given) -- the same as
   // tensor_product followed by the op on d[..., 2, :, :] with addend d[..., :2, :, :].
+  // psi_rows: as mod_up's.
   m.def("mod_up_keyswitch_inner(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
         "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
-        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None) -> Tensor");
+        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None) -> Tensor");
   // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
   // NTT domain -> out (..., Ld, N) with, for each polynomial p and destination limb i,
   //   out[p][i] = x[p][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[p][drop_rows]) * pre))[i] * c_sub[i]
@@ -95,10 +104,12 @@ TORCH_LIBRARY(fhetorch, m) {
   // polynomial 0 (a rotation's sigma(c0)). D = len(drop_rows) in [1, 256], Ld =
   // len(keep_rows) in [1, 256]. Tables: mod_drop (D, 2), psi_inv_drop (D, N), pre (D,);
   // mod_dst (Ld, 2), psi_dst (Ld, N); mat (Ld, D) centred (as bconv's); c_keep, c_sub (Ld,)
-  // Montgomery constants.
+  // Montgomery constants. With psi_inv_drop_rows (D entries) / psi_dst_rows (Ld entries),
+  // psi_inv_drop / psi_dst are any (R, N) tables, dropped limb k reading row
+  // psi_inv_drop_rows[k] and destination limb i row psi_dst_rows[i] (as ntt's psi_rows).
   m.def("switch_modulus(Tensor x, int[] drop_rows, int[] keep_rows, Tensor pre, Tensor mod_drop, "
         "Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, Tensor c_sub, "
-        "Tensor? addend=None) -> Tensor");
+        "Tensor? addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None) -> Tensor");
   // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
   m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
   // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]

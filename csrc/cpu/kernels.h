@@ -23,10 +23,12 @@ struct Threads {
 
 FHETORCH_DECLARE_KERNELS(void, Threads)
 
-// The transforms of rows [r0, r1) of x in place (the building blocks of the fused ops).
-void ntt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod, const int32_t* psi);
+// The transforms of rows [r0, r1) of x in place (the building blocks of the fused ops): row r
+// with limb l = r % L of mod (and post), row table_row(psi_rows, l) of the twiddle table.
+void ntt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod, const int32_t* psi,
+              const TableRows& psi_rows);
 void intt_rows(int32_t* x, int64_t r0, int64_t r1, int L, int log_n, const int32_t* mod, const int32_t* psi_inv,
-               const int32_t* post);
+               const int32_t* post, const TableRows& psi_rows);
 // One coefficient of bconv: inputs x[j * n], j < La -> outputs y[i * n], i < Lb, with
 // matrix row i at mat + i * mat_stride.
 void bconv_coefficient(const int32_t* x, int32_t* y, int La, int Lb, int64_t n, const int32_t* mod_in,

@@ -33,7 +33,7 @@ void lift(const ModUpArgs& g, const int32_t* in, int32_t* out, const Threads& th
   const int L = g.L, Lext = g.L + g.K, beta = g.beta;
   // INTT of the whole level with the per-limb BConv constants: standard-form digit inputs.
   int32_t* t = th.scratch(g.B * L * n);
-  intt(in, t, g.B * L, L, g.log_n, g.mod_ext, g.psi_inv_ext, g.pre, th);
+  intt(in, t, g.B * L, L, g.log_n, g.mod_ext, g.psi_inv_ext, g.pre, g.psi_rows, th);
   // BConv of digit j to the ext limbs outside it: [0, lo_j) and [lo_(j+1), Lext).
   th.par(g.B * beta * n, 256, [&](int64_t i0, int64_t i1) {
     for (int64_t it = i0; it < i1; ++it) {
@@ -56,7 +56,7 @@ void lift(const ModUpArgs& g, const int32_t* in, int32_t* out, const Threads& th
         const int32_t* src = in + ((r / (beta * Lext)) * L + i) * n;
         std::copy(src, src + n, out + r * n);
       } else {
-        ntt_rows(out, r, r + 1, Lext, g.log_n, g.mod_ext, g.psi_ext);
+        ntt_rows(out, r, r + 1, Lext, g.log_n, g.mod_ext, g.psi_ext, g.psi_rows);
       }
     }
   });
@@ -113,11 +113,11 @@ void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {
       const int32_t* src = g.x + ((r / D) * g.Ls + g.drop[r % D]) * n;
       std::copy(src, src + n, t + r * n);
     }
-    intt_rows(t, r0, r1, D, g.log_n, g.mod_drop, g.psi_inv_drop, g.pre);
+    intt_rows(t, r0, r1, D, g.log_n, g.mod_drop, g.psi_inv_drop, g.pre, g.psi_inv_drop_rows);
   });
   int32_t* y = th.scratch(B * Ld * n);
   bconv(t, y, B, D, Ld, n, g.mod_drop, g.mod_dst, g.mat, th);
-  ntt(y, y, B * Ld, Ld, g.log_n, g.mod_dst, g.psi_dst, th);
+  ntt(y, y, B * Ld, Ld, g.log_n, g.mod_dst, g.psi_dst, g.psi_dst_rows, th);
   // out = x[keep] * c_keep + y * c_sub (+ addend).
   th.par(B * Ld * n, 4096, [&](int64_t i0, int64_t i1) {
     for (int64_t it = i0; it < i1; ++it) {

@@ -2,8 +2,9 @@
 // kernels on the stream without synchronising and returns the first launch error
 // (cudaSuccess otherwise). All pointers are device pointers to contiguous data, the fused
 // ops' 16-byte aligned (the binding copies misaligned inputs). Host arrays (digit bounds,
-// dropped and kept rows, hoisted_mac's tables) travel in the launch parameters, so nothing
-// is copied to the device and every launch can be captured in a CUDA graph.
+// dropped and kept rows, table row maps, hoisted_mac's tables) travel in the launch
+// parameters, so nothing is copied to the device and every launch can be captured in a CUDA
+// graph.
 #pragma once
 #include <cstdint>
 #include <functional>

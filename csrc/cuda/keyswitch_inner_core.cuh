@@ -98,6 +98,7 @@ struct KeyswitchInner {
 template <class Exec>
 cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t* out, int32_t* t, int32_t* d) {
   if (g.B <= 0) return cudaSuccess;
+  if (!table_rows_fit(g.psi_rows, g.L + g.K)) return cudaErrorInvalidValue;
   MuArgs a{};
   a.g = g;
   a.t = t;

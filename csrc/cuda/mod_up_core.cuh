@@ -10,7 +10,8 @@
 // mod_up writes the lifted digits in full (B, beta, Lext, N); mod_up_keyswitch_inner keeps
 // only the converted rows (compact) and ends with the inner product (keyswitch_inner.cuh).
 // Values between phases are lazy ([0, 2q)) exactly as in ntt_core.cuh; every store of a
-// result is canonical, so outputs equal the CPU's bit for bit.
+// result is canonical, so outputs equal the CPU's bit for bit. Ext limb i reads row
+// table_row(psi_rows, i) of psi_ext / psi_inv_ext (csrc/table_rows.h).
 #pragma once
 #include <cstdint>
 
@@ -92,8 +93,8 @@ struct MuInttRows {
   FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
     const int i = static_cast<int>(r % a.g.L);
     int32_t* t = a.t + r * N;
-    return row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, N, LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u,
-                   blk);
+    return row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, table_row(a.g.psi_rows, i), N,
+                   LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
   }
   FT_HD static void load(const Args& a, int64_t r, const Ctx& c, int tid) {
     const int64_t bb = r / a.g.L;
@@ -121,7 +122,7 @@ struct MuConvRows {
     const int64_t per = mu_conv_rows(a), bb = r / per;
     const int j = mu_conv_digit(a, r - bb * per, i);
     int32_t* row = a.d + mu_drow(a, bb, j, i) * N;
-    return row_ctx(sm, row, row, a.g.mod_ext, a.g.psi_ext, i, N, 0u, blk);
+    return row_ctx(sm, row, row, a.g.mod_ext, a.g.psi_ext, i, table_row(a.g.psi_rows, i), N, 0u, blk);
   }
 };
 

@@ -272,14 +272,15 @@ FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   }
 }
 
-// The tables and rows of one row of a phase: limb `limb` of mod / tw (N words per limb).
+// The tables and rows of one row of a phase: limb `limb` of mod, row `tw_row` of the twiddle
+// table tw (N words per row; tw_row = limb unless a row map says otherwise, csrc/table_rows.h).
 FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* mod, const int32_t* tw, int limb,
-                  int64_t n, uint32_t post, int blk, bool vec = true) {
+                  int tw_row, int64_t n, uint32_t post, int blk, bool vec = true) {
   Ctx c;
   c.sm = sm;
   c.in = in;
   c.out = out;
-  c.tw = tw + static_cast<int64_t>(limb) * n;
+  c.tw = tw + static_cast<int64_t>(tw_row) * n;
   c.q = static_cast<uint32_t>(ldg(mod + 2 * limb));
   c.nqinv = 0u - static_cast<uint32_t>(ldg(mod + 2 * limb + 1));
   c.post = post;
@@ -333,11 +334,12 @@ struct RowsArgs {
   const int32_t* in;
   int32_t* out;
   const int32_t* mod;
-  const int32_t* tw;    // (L, N)
+  const int32_t* tw;    // (L, N), or any (R, N) through tw_rows
   const int32_t* post;  // (L,), the inverse's last phase only
   int64_t rows;
   int L;
   bool in_vec, out_vec, tw_vec;
+  TableRows tw_rows;    // the twiddle row of each limb (count 0: row l)
 };
 
 // Every row r of the input, with limb r % L.
@@ -349,8 +351,8 @@ struct AllRows {
   FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
     constexpr int64_t N = int64_t(1) << LOG_N;
     const int l = static_cast<int>(r % a.L);
-    Ctx c = row_ctx(sm, a.in + r * N, a.out + r * N, a.mod, a.tw, l, N, a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u,
-                    blk);
+    Ctx c = row_ctx(sm, a.in + r * N, a.out + r * N, a.mod, a.tw, l, table_row(a.tw_rows, l), N,
+                    a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u, blk);
     c.in_vec = a.in_vec;
     c.out_vec = a.out_vec;
     c.tw_vec = a.tw_vec;
@@ -362,9 +364,10 @@ struct AllRows {
 // any executor (program.cuh).
 template <bool INV, class Exec>
 cudaError_t two_phase(Exec& ex, int log_n, const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
-                      const int32_t* tw, const int32_t* post) {
-  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), aligned16(tw)};
-  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), aligned16(tw)};
+                      const int32_t* tw, const int32_t* post, const TableRows& tw_rows) {
+  if (!table_rows_fit(tw_rows, L)) return cudaErrorInvalidValue;
+  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), aligned16(tw), tw_rows};
+  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), aligned16(tw), tw_rows};
   return dispatch_log_n(log_n, [&](auto tag) {
     constexpr int LOG_N = decltype(tag)::value;
     // forward: the large phase (top bits) first; inverse: the small one first
@@ -385,6 +388,7 @@ struct StageArgs {
   const int32_t* mod;
   const int32_t* tw;
   const int32_t* post;  // inverse, last stage only
+  TableRows tw_rows;    // the twiddle row of each limb (count 0: row l)
 };
 
 template <bool INV>
@@ -396,7 +400,7 @@ FT_HD void ntt_stage_thread(const StageArgs& a, int64_t idx) {
   const uint32_t q = static_cast<uint32_t>(a.mod[2 * l]), nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
   const int bit = a.bit;
   const int64_t lo = ((k >> bit) << (bit + 1)) | (k & ((int64_t(1) << bit) - 1)), hi = lo + (int64_t(1) << bit);
-  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + l * n + ((n + lo) >> (bit + 1))));
+  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + table_row(a.tw_rows, l) * n + ((n + lo) >> (bit + 1))));
   uint32_t x = static_cast<uint32_t>(a.in[row * n + lo]), y = static_cast<uint32_t>(a.in[row * n + hi]);
   if (!INV) butterfly_ct(x, y, w, q, nqinv);
   else butterfly_gs(x, y, w, q, nqinv);

@@ -3,7 +3,8 @@
 //
 // A program is a struct P with
 //   Args       the launch parameters (passed by value, __grid_constant__: they hold the small
-//              host tables, so launches need no device copy and can be graph-captured);
+//              host tables -- digit bounds, row lists, table row maps -- so launches need no
+//              device copy and can be graph-captured; at most kMaxParamBytes);
 //   Blk        per-block state computed once by P::setup(args, block, smem);
 //   State      per-thread registers that live across steps;
 //   THREADS, MIN_BLOCKS (for __launch_bounds__), SMEM (32-bit words of static shared
@@ -27,10 +28,12 @@
 namespace fhetorch::cuda {
 
 constexpr int kStaticSmemWords = 12288;  // 48 KB: the static shared-memory limit
+constexpr size_t kMaxParamBytes = 4096;  // the kernel parameter limit of every CUDA version
 
 template <class P>
 __global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(const __grid_constant__ typename P::Args a) {
   static_assert(P::SMEM <= kStaticSmemWords, "a program's shared memory must fit the static limit");
+  static_assert(sizeof(typename P::Args) <= kMaxParamBytes, "a program's arguments must fit the parameter limit");
   __shared__ __align__(16) uint32_t sm[P::SMEM];
   const typename P::Blk b = P::setup(a, blockIdx.x, sm);
   typename P::State st{};

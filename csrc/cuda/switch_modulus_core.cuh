@@ -3,7 +3,9 @@
 // polynomials: the inverse NTT's first phase reads the dropped rows of x itself, its last
 // phase multiplies by pre; one BConv launch; the forward NTT, whose last phase combines
 // x[keep] * c_keep + ntt * c_sub (+ addend) in its store. Values between phases are lazy
-// ([0, 2q)) as in ntt_core.cuh; the stored results are canonical.
+// ([0, 2q)) as in ntt_core.cuh; the stored results are canonical. Dropped limb k and
+// destination limb i read the twiddle rows table_row(psi_inv_drop_rows, k) and
+// table_row(psi_dst_rows, i) (csrc/table_rows.h).
 #pragma once
 #include <cstdint>
 
@@ -34,7 +36,7 @@ struct SwDropRows {
     const int k = static_cast<int>(r % a.g.D);
     int32_t* t = a.t + r * N;
     const int32_t* in = LARGE ? t : a.g.x + ((r / a.g.D) * a.g.Ls + a.g.drop[k]) * N;
-    return ntt_detail::row_ctx(sm, in, t, a.g.mod_drop, a.g.psi_inv_drop, k, N,
+    return ntt_detail::row_ctx(sm, in, t, a.g.mod_drop, a.g.psi_inv_drop, k, table_row(a.g.psi_inv_drop_rows, k), N,
                                LARGE ? static_cast<uint32_t>(ldg(a.g.pre + k)) : 0u, blk);
   }
 };
@@ -49,8 +51,9 @@ struct SwDstRows {
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.Ld; }
   FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
-    return ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst,
-                               static_cast<int>(r % a.g.Ld), N, 0u, blk);
+    const int i = static_cast<int>(r % a.g.Ld);
+    return ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst, i,
+                               table_row(a.g.psi_dst_rows, i), N, 0u, blk);
   }
   FT_HD static void store(const Args& a, int64_t r, const ntt_detail::Ctx& c, int tid) {
     using ntt_detail::mont_lazy;
@@ -109,6 +112,7 @@ inline int64_t switch_scratch_y(const SwitchArgs& g) { return g.B * g.Ld << g.lo
 template <class Exec>
 cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int32_t* t, int32_t* y) {
   if (g.B <= 0) return cudaSuccess;
+  if (!table_rows_fit(g.psi_inv_drop_rows, g.D) || !table_rows_fit(g.psi_dst_rows, g.Ld)) return cudaErrorInvalidValue;
   SwArgs a{g, t, y, out, bconv_grid(g.B, int64_t(1) << g.log_n, g.Ld)};
   return dispatch_log_n(g.log_n, [&](auto log_n) {
     constexpr int LOG_N = decltype(log_n)::value;

@@ -1,6 +1,10 @@
-"""CKKS scheme context: parameters -> ring tables, encoder, sampler and keys.
+"""CKKS scheme context: validated parameters -> ring tables, level views, modulus plans,
+encoder, sampler and keys.
 
-This is the scheme layer (vectors in, ciphertexts out). The user-facing
+This is the scheme layer (vectors in, ciphertexts out). The context holds what is shared;
+the roles act on it, as SEAL's: `KeyGenerator` (_ckks/keygen.py) makes keys,
+`Encryptor` (_ckks/encryptor.py) and `Decryptor` (_ckks/decryptor.py) encrypt and decrypt,
+the evaluator's functions (_ckks/evaluator.py) compute. The user-facing
 `fhetorch.ckks.Context`, which packs torch tensors into EncryptedTensors, builds on it in
 fhetorch/tensor/context.py.
 """
@@ -11,41 +15,18 @@ import warnings
 
 import torch
 
-from .. import _ops
-from ..errors import ContextError, EncodingError, InsecureParametersWarning, MissingKeyError, ScaleError
+from ..errors import EncodingError, InsecureParametersWarning, MissingKeyError, ScaleError
 from .._ring import Ring, Sampler
-from dataclasses import dataclass
-
-from .._rlwe import (PublicKey, SecretKey, SwitchingKey, gen_public, gen_secret, gen_switching, gen_switching_level,
-                    small_poly)
-from .arguments import as_int, as_level, check_dense
+from .._ring.memory import MemoryReport
+from .._rlwe import ModulusPlans, PublicKey, SecretKey, SwitchingKey
+from .arguments import as_level, check_dense
 from .ciphertext import Ciphertext, Plaintext
+from .decryptor import Decryptor, check_ciphertext_scale  # noqa: F401  (check_ciphertext_scale: re-exported)
 from .encoder import Encoder
-from .params import Params, preset
-
-
-@dataclass
-class EncapsulationKeys:
-    """Sparse-secret encapsulation for bootstrapping (Bossuat et al. 2022): switch a level-0
-    ciphertext from the secret s to an ephemeral sparse secret s' (modulus Q_0 * P' only),
-    ModRaise under s' (small Hamming weight: small overflow I), switch back to s at the top."""
-
-    to_sparse: SwitchingKey  # s -> s' at level 0, special primes `special`
-    to_dense: SwitchingKey  # s' -> s, every level
-    special: range  # the special primes of to_sparse
-    weight: int
-
-    def to(self, device):
-        return EncapsulationKeys(self.to_sparse.to(device), self.to_dense.to(device), self.special, self.weight)
-
-    @property
-    def nbytes(self) -> int:
-        return self.to_sparse.nbytes + self.to_dense.nbytes
-
-
-def galois_element(step: int, n: int) -> int:
-    """Galois element of a left rotation by `step` slots (5^step mod 2N)."""
-    return pow(5, step % (n // 2), 2 * n)
+from .encryptor import Encryptor
+from .keygen import EncapsulationKeys, KeyGenerator, galois_element  # noqa: F401  (galois_element: re-exported)
+from .params import Params
+from .presets import preset
 
 
 def check_scale(scale: float, what: str) -> float:
@@ -54,14 +35,6 @@ def check_scale(scale: float, what: str) -> float:
         raise ScaleError(f"{what}: scale {scale!r} is not a finite number >= 1; values at such a scale round away "
                          "(encode at a level's nominal scale, ctx.nominal_scale(level))")
     return scale
-
-
-def check_ciphertext_scale(ct: Ciphertext, what: str):
-    """A ciphertext's scale label is a finite number >= 1, or its values are lost (ScaleError)."""
-    s = ct.scale
-    if not (math.isfinite(s) and s >= 1):
-        raise ScaleError(f"{what}: the ciphertext's scale {s!r} is not a finite number >= 1, so its values are lost "
-                         "(rounded away, or the scale label was altered); encrypt the values again")
 
 
 def normalize_device(device) -> torch.device:
@@ -73,12 +46,18 @@ def normalize_device(device) -> torch.device:
 
 
 class CKKSContext:
+    """The shared state of CKKS on one device: validated Params, the Ring's tables and each
+    level's view of them (`basis(level)`), the ModulusPlans of rescaling and key switching,
+    the encoder, the sampler and the keys. Keys are made by KeyGenerator (`keygen`),
+    encryption and decryption are Encryptor's and Decryptor's (`encrypt_plaintext`,
+    `decrypt_vector`)."""
+
     def __init__(self, params: Params | str, device="cpu", *, seed: int | None = None):
         if isinstance(params, str):
             params = preset(params)
         self.params = params
         self.device = normalize_device(device)
-        self.ring = Ring(params.log_n, params.primes + params.special_primes, self.device)
+        self._tables_on(self.device)
         self.encoder = Encoder(params.log_n)
         if seed is not None:
             warnings.warn("seed= makes keys and encryptions reproducible and therefore insecure; tests only",
@@ -89,8 +68,15 @@ class CKKSContext:
         self.relin_key: SwitchingKey | None = None
         self.galois_keys: dict[int, SwitchingKey] = {}
         self.encapsulation_keys: EncapsulationKeys | None = None
+
+    def _tables_on(self, device):
+        """The ring, its level views and the (empty) plans on `device`; per-context constants reset."""
+        p = self.params
+        self.ring = Ring(p.log_n, p.primes + p.special_primes, device)
+        self._levels = [self.ring.basis(p.limbs(level)) for level in range(p.max_level + 1)]
+        self.special_basis = self.ring.basis(p.special_limbs)
+        self.modulus_plans = ModulusPlans(self.ring)
         self._monomial_i = None
-        self.circuit_cache: dict = {}  # higher layers' per-context state (bootstrapping's DFTs); not copied
 
     # --- shape of the chain ------------------------------------------------------------
     @property
@@ -105,19 +91,9 @@ class CKKSContext:
     def max_level(self) -> int:
         return self.params.max_level
 
-    @property
-    def q_count(self) -> int:
-        return len(self.params.primes)
-
-    def level_idx(self, level: int) -> range:
-        return self.params.limbs(level)
-
-    @property
-    def special_idx(self) -> range:
-        return range(self.q_count, self.q_count + len(self.params.special_primes))
-
     def basis(self, level: int):
-        return self.ring.basis(tuple(self.level_idx(level)))
+        """The tables of a level's limbs (views of the ring's)."""
+        return self._levels[level]
 
     def nominal_scale(self, level: int) -> float:
         return self.params.level_scales[level]
@@ -127,65 +103,12 @@ class CKKSContext:
         return self.secret_key is not None
 
     # --- keys ------------------------------------------------------------------------------
-    def keygen(self, rotations=(), *, power_of_two_rotations: bool = True, conjugation: bool = True,
-               relinearization: bool = True, low_level_rotations: dict | None = None,
-               encapsulation_weight: int = 0):
-        """Secret (if none yet), public, relinearisation, conjugation and rotation keys.
-
-        Rotation keys: one for each step in `rotations`, plus +-2^i for every i when
-        power_of_two_rotations (so any step composes from at most log2(slots) rotations).
-        low_level_rotations {step: level}: keys only valid up to that level (fewer limbs:
-        bootstrapping's SlotToCoeff), unless the step is also in the full set.
-        encapsulation_weight > 0: the sparse-secret encapsulation keys of bootstrapping.
-        """
-        if self.secret_key is None:
-            if self.public_key is not None:
-                raise ContextError("keygen: this is a public context (no secret key); generate keys on the client")
-            self.secret_key = gen_secret(self.ring, self.sampler, self.params.hamming_weight)
-        sk = self.secret_key
-        if self.public_key is None:
-            self.public_key = gen_public(self.ring, self.sampler, sk, self.q_count)
-        if relinearization and self.relin_key is None:
-            b = self.ring.basis()
-            self.relin_key = self._switching_key(_ops.mul(sk.s, sk.s, b.mod))
-        steps = set(as_int(k, "keygen", "a rotation step") for k in rotations)
-        if power_of_two_rotations:
-            i = 1
-            while i < self.slots:
-                steps |= {i, -i}
-                i *= 2
-        full = {galois_element(k, self.n) for k in steps if k % self.slots}
-        if conjugation:
-            full.add(2 * self.n - 1)
-        caps = {}
-        for k, lvl in (low_level_rotations or {}).items():
-            g = galois_element(int(k), self.n)
-            if int(k) % self.slots and g not in full:
-                caps[g] = max(caps.get(g, 0), int(lvl))
-        for g in sorted(full):
-            if g not in self.galois_keys or self.galois_keys[g].key_q.shape[2] < self.q_count:
-                self.galois_keys[g] = self._switching_key(_ops.automorphism(sk.s, g))
-        for g, lvl in sorted(caps.items()):
-            stop = self.level_idx(lvl).stop
-            if g not in self.galois_keys or self.galois_keys[g].key_q.shape[2] < stop:
-                self.galois_keys[g] = self._switching_key(_ops.automorphism(sk.s, g), q_stop=stop)
-        if encapsulation_weight and (self.encapsulation_keys is None
-                                     or self.encapsulation_keys.weight != encapsulation_weight):
-            self.encapsulation_keys = self._encapsulation_keys(encapsulation_weight)
+    def keygen(self, rotations=(), **kw):
+        """Generate keys (KeyGenerator.generate: secret if none yet, public, relinearisation,
+        conjugation, +-2^i rotations and `rotations`); returns self. Raises ContextError on a
+        public context."""
+        KeyGenerator(self).generate(rotations, **kw)
         return self
-
-    def _encapsulation_keys(self, weight: int) -> EncapsulationKeys:
-        # The ephemeral secret exists only here: it is dropped once its two keys are made.
-        eph = gen_secret(self.ring, self.sampler, weight)
-        lvl0 = self.level_idx(0)
-        special = range(self.q_count, self.q_count + min(len(lvl0) + 1, len(self.params.special_primes)))
-        to_sparse = gen_switching_level(self.ring, self.sampler, eph, self.secret_key.s, lvl0, special)
-        to_dense = self._switching_key(eph.s)
-        return EncapsulationKeys(to_sparse, to_dense, special, weight)
-
-    def _switching_key(self, s_from, q_stop=None):
-        return gen_switching(self.ring, self.sampler, self.secret_key, s_from, self.q_count, self.params.alpha,
-                             q_stop=q_stop)
 
     def key_bytes(self) -> int:
         keys = list(self.galois_keys.values()) + ([self.relin_key] if self.relin_key else [])
@@ -196,7 +119,7 @@ class CKKSContext:
         """Whether a key for Galois element g exists and holds the limbs of `level` (bootstrapping's
         SlotToCoeff keys hold only those of the low levels they run at)."""
         k = self.galois_keys.get(g)
-        return k is not None and k.key_q.shape[2] >= self.level_idx(level).stop
+        return k is not None and k.key_q.shape[2] >= self.params.limbs(level).stop
 
     def galois_key(self, g: int, what: str, level: int | None = None, step: int | None = None) -> SwitchingKey:
         """The key of Galois element g holding `level`'s limbs (MissingKeyError naming the keygen
@@ -206,8 +129,8 @@ class CKKSContext:
         if k is None:
             how = "ctx.keygen(conjugation=True)" if g == 2 * self.n - 1 else rotations
             raise MissingKeyError(f"{what}: no key for it; generate it with {how} on the client")
-        if level is not None and k.key_q.shape[2] < self.level_idx(level).stop:
-            top = max(l for l in range(self.max_level + 1) if self.level_idx(l).stop <= k.key_q.shape[2])
+        if level is not None and k.key_q.shape[2] < self.params.limbs(level).stop:
+            top = max(l for l in range(self.max_level + 1) if self.params.limbs(l).stop <= k.key_q.shape[2])
             raise MissingKeyError(f"{what}: its key (made for bootstrapping) covers levels <= {top} only, the "
                                   f"ciphertext is at level {level}; generate a full key with {rotations} on the client")
         return k
@@ -241,7 +164,8 @@ class CKKSContext:
 
     def extended_residues(self, coeffs: torch.Tensor, level: int) -> torch.Tensor:
         """NTT-domain residues of int64 coefficients over the level's limbs and P, (..., L + K, N)."""
-        return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.level_idx(level)) + tuple(self.special_idx)))
+        return self.ring.from_integers(coeffs, self.ring.basis(tuple(self.params.limbs(level)) +
+                                                               tuple(self.params.special_limbs)))
 
     def _check_fits(self, coeffs: torch.Tensor, level: int, scale: float):
         top = float(coeffs.abs().max()) if coeffs.numel() else 0.0
@@ -263,39 +187,11 @@ class CKKSContext:
         return self.encrypt_plaintext(pt)
 
     def encrypt_plaintext(self, pt: Plaintext) -> Ciphertext:
-        idx = tuple(self.level_idx(pt.level))
-        b = self.ring.basis(idx)
-        lo, cnt = idx[0], len(idx)
-        if self.secret_key is not None:
-            a = self.sampler.uniform(b, 1, self.n)[0]
-            s = self.secret_key.s.narrow(0, lo, cnt)
-            e = small_poly(self.ring, self.sampler, idx)
-            c0 = _ops.add(_ops.sub(e, _ops.mul(a, s, b.mod), b.mod), pt.data, b.mod)
-            data = torch.stack([c0, a])
-        elif self.public_key is not None:
-            pk = self.public_key.data.narrow(1, lo, cnt).contiguous()
-            v = small_poly(self.ring, self.sampler, idx, kind="ternary")
-            e = torch.stack([small_poly(self.ring, self.sampler, idx), small_poly(self.ring, self.sampler, idx)])
-            data = _ops.add(_ops.mul(pk, v, b.mod), e, b.mod)
-            data[0] = _ops.add(data[0].contiguous(), pt.data, b.mod)
-        else:
-            raise MissingKeyError("encrypt: no public key; call ctx.keygen() first")
-        return Ciphertext(data, pt.level, pt.scale, pt.slots)
+        return Encryptor(self).encrypt(pt)
 
     def decrypt_vector(self, ct: Ciphertext) -> torch.Tensor:
-        """Complex128 (slots,) values of a ciphertext (needs the secret key)."""
-        if self.secret_key is None:
-            raise ContextError("decrypt: this context has no secret key (a public/server context); "
-                               "decrypt on the client")
-        check_ciphertext_scale(ct, "decrypt")
-        idx = tuple(self.level_idx(ct.level))
-        b = self.ring.basis(idx)
-        s = self.secret_key.s.narrow(0, idx[0], len(idx)).contiguous()
-        m = ct.data[ct.size - 1]
-        for i in range(ct.size - 2, -1, -1):  # Horner: c0 + s (c1 + s c2)
-            m = _ops.add(ct.data[i], _ops.mul(m, s, b.mod), b.mod)
-        coeffs = self.ring.to_float(m, b, ct.scale)
-        return self.encoder.unembed(coeffs, ct.slots)
+        """Complex128 (slots,) values of a ciphertext (needs the secret key: Decryptor)."""
+        return Decryptor(self).decrypt(ct)
 
     # --- constants ---------------------------------------------------------------------
     def monomial_i(self, level: int) -> torch.Tensor:
@@ -303,9 +199,35 @@ class CKKSContext:
         if self._monomial_i is None:
             c = torch.zeros(self.n, dtype=torch.int64)
             c[self.n // 2] = 1
-            self._monomial_i = self.ring.from_integers(c, self.ring.basis(tuple(range(self.q_count))))
-        r = self.level_idx(level)
+            self._monomial_i = self.ring.from_integers(c, self.ring.basis(range(len(self.params.primes))))
+        r = self.params.limbs(level)
         return self._monomial_i.narrow(0, r.start, len(r)).contiguous()
+
+    # --- memory ------------------------------------------------------------------------
+    def memory_report(self, circuits=()) -> MemoryReport:
+        """Device memory this context holds, by what holds it: the ring's tables, the tables of
+        limb subsets that are not views of them, the modulus plans of every level planned so
+        far, scalar constants, encoder tables, higher layers' per-context state (`circuits`:
+        (what, tensors) rows) and, separately, the keys. print() it for a table."""
+        r = MemoryReport(f"{self.params.name} on {self.device}")
+        r.add("ring tables (every limb)", self.ring.tables)
+        bases = self.ring.bases
+        r.add("limb-subset tables (bases)", [t for b in bases for t in b.tensors])
+        r.add("modulus plans (rescale, ModUp, ModDown)", self.modulus_plans.tensors)
+        r.add("scalar constants", [t for b in bases for t in b.scalars])
+        r.add("encoder tables", self.encoder.tensors)
+        r.add("constants (X^(N/2))", [] if self._monomial_i is None else [self._monomial_i])
+        for what, tensors in circuits:
+            r.add(what, tensors)
+        keys = [self.secret_key.s] if self.secret_key else []
+        keys += [self.public_key.data] if self.public_key else []
+        for k in list(self.galois_keys.values()) + ([self.relin_key] if self.relin_key else []):
+            keys += [k.key_q, k.key_p]
+        if self.encapsulation_keys:
+            e = self.encapsulation_keys
+            keys += [e.to_sparse.key_q, e.to_sparse.key_p, e.to_dense.key_q, e.to_dense.key_p]
+        r.add("keys", keys, keys=True)
+        return r
 
     # --- moving and sharing ----------------------------------------------------------
     def public(self) -> "CKKSContext":
@@ -335,13 +257,12 @@ class CKKSContext:
         c = self.__class__.__new__(self.__class__)
         c.__dict__.update(self.__dict__)
         c.device = device
-        c.ring = self.ring if self.ring.device == device else self.ring.to(device)
+        if device != self.device:
+            c._tables_on(device)
         c.sampler = self.sampler.to(device)
         c.secret_key = self.secret_key.to(device) if self.secret_key else None
         c.public_key = self.public_key.to(device) if self.public_key else None
         c.relin_key = self.relin_key.to(device) if self.relin_key else None
         c.galois_keys = {g: k.to(device) for g, k in self.galois_keys.items()}
         c.encapsulation_keys = self.encapsulation_keys.to(device) if self.encapsulation_keys else None
-        c._monomial_i = None
-        c.circuit_cache = {}
         return c

@@ -41,6 +41,11 @@ class Encoder:
             self._cache[device] = t
         return t
 
+    @property
+    def tensors(self) -> list:
+        """The encoder's tables, on every device used (for memory reports)."""
+        return [self._pos, self._neg, self._twist] + [t for ts in self._cache.values() for t in ts]
+
     def check_slots(self, slots: int):
         if slots < 1 or slots > self.n // 2 or slots & (slots - 1):
             raise SlotError(f"encode: slots must be a power of two in [1, {self.n // 2}], got {slots}")

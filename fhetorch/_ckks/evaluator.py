@@ -190,9 +190,9 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
         return a
     if ctx.relin_key is None:
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
-    r = ctx.level_idx(a.level)
+    r = ctx.params.limbs(a.level)
     # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
-    u = keyswitch(ctx.ring, a.component(2).contiguous(), ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+    u = keyswitch(ctx.modulus_plans, a.component(2).contiguous(), ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
                    addend=a.data.narrow(-3, 0, 2))
     return a.replace(data=u)
 
@@ -205,10 +205,10 @@ def rescale(ctx, a: Ciphertext) -> Ciphertext:
     rescale leaving less than half the next level's nominal scale bits is refused."""
     _need_level(a, "rescale")
     check_ciphertext_scale(a, "rescale")
-    src, dst = tuple(ctx.level_idx(a.level)), tuple(ctx.level_idx(a.level - 1))
+    src, dst = tuple(ctx.params.limbs(a.level)), tuple(ctx.params.limbs(a.level - 1))
     scale = a.scale * _ratio(ctx, src, dst)
     _check_rescaled(ctx, a, scale, "rescale")
-    data = switch_modulus(ctx.ring, a.data, src, dst)
+    data = switch_modulus(ctx.modulus_plans, a.data, src, dst)
     return a.replace(data=data, level=a.level - 1, scale=scale)
 
 
@@ -253,27 +253,22 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
     if ctx.relin_key is None:
         return rescale(ctx, relinearize(ctx, mul_raw(ctx, a, b)))
     a, b = _mul_operands(ctx, a, b)
-    r = ctx.level_idx(a.level)
-    ext = tuple(r) + tuple(ctx.special_idx)
+    r = ctx.params.limbs(a.level)
+    ext = tuple(r) + tuple(ctx.params.special_limbs)
     # The tensor product d, ModUp of d2, the inner product with the key and + P * (d0, d1) on
     # the level's limbs: one op.
-    u = mod_up_keyswitch_inner(ctx.ring, a.data, ctx.relin_key, r, ctx.special_idx, ctx.params.alpha,
+    u = mod_up_keyswitch_inner(ctx.modulus_plans, a.data, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
                                c_add=_special_product_consts(ctx, a.level), b=b.data)
-    dst = tuple(ctx.level_idx(a.level - 1))
+    dst = tuple(ctx.params.limbs(a.level - 1))
     scale = a.scale * b.scale * _ratio(ctx, tuple(r), dst)
     _check_rescaled(ctx, a, scale, "multiply")
-    data = switch_modulus(ctx.ring, u, ext, dst)
+    data = switch_modulus(ctx.modulus_plans, u, ext, dst)
     return a.replace(data=data, level=a.level - 1, scale=scale)
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:
-    """P mod q for the level's limbs, as Montgomery constants (cached)."""
-    key = ("P mod q", level)
-    c = ctx.ring.cache.get(key)
-    if c is None:
-        c = ctx.basis(level).scalar(ctx.ring.basis(tuple(ctx.special_idx)).product)
-        ctx.ring.cache[key] = c
-    return c
+    """P mod q for the level's limbs, as Montgomery constants (the level's cached scalar P)."""
+    return ctx.basis(level).scalar(ctx.special_basis.product)
 
 
 def square(ctx, a: Ciphertext) -> Ciphertext:
@@ -282,7 +277,7 @@ def square(ctx, a: Ciphertext) -> Ciphertext:
 
 def _target_scale_factor(ctx, a: Ciphertext) -> float:
     """Scale to encode a multiplicand at so that a * it, rescaled, is exactly nominal."""
-    src, dst = tuple(ctx.level_idx(a.level)), tuple(ctx.level_idx(a.level - 1))
+    src, dst = tuple(ctx.params.limbs(a.level)), tuple(ctx.params.limbs(a.level - 1))
     return ctx.nominal_scale(a.level - 1) / _ratio(ctx, src, dst) / a.scale
 
 
@@ -397,10 +392,10 @@ def rotation_plan(ctx, step: int, slots: int, level: int | None = None) -> list:
 def apply_galois(ctx, a: Ciphertext, g: int, what: str, step: int | None = None) -> Ciphertext:
     key = ctx.galois_key(g, what, a.level, step)
     a = relinearize(ctx, a)
-    r = ctx.level_idx(a.level)
+    r = ctx.params.limbs(a.level)
     c0 = _ops.automorphism(a.component(0).contiguous(), g)
     c1 = _ops.automorphism(a.component(1).contiguous(), g)
-    u = keyswitch(ctx.ring, c1, key, r, ctx.special_idx, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
+    u = keyswitch(ctx.modulus_plans, c1, key, r, ctx.params.special_limbs, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
     return a.replace(data=u)
 
 
@@ -415,9 +410,9 @@ def rotate(ctx, a: Ciphertext, step: int) -> Ciphertext:
 def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
     """{step: rotate(a, step)} sharing one ModUp of a's second component (keys needed for each step)."""
     a = relinearize(ctx, a)
-    r = ctx.level_idx(a.level)
-    d = mod_up(ctx.ring, a.component(1).contiguous(), r, ctx.special_idx, ctx.params.alpha)
-    ext = tuple(r) + tuple(ctx.special_idx)
+    r = ctx.params.limbs(a.level)
+    d = mod_up(ctx.modulus_plans, a.component(1).contiguous(), r, ctx.params.special_limbs, ctx.params.alpha)
+    ext = tuple(r) + tuple(ctx.params.special_limbs)
     out = {}
     for s in steps:
         if s % a.slots == 0:
@@ -425,8 +420,8 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
             continue
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
-        u = keyswitch_inner(ctx.ring, _ops.automorphism(d, g), key, r, ctx.special_idx, ctx.params.alpha)
-        u = switch_modulus(ctx.ring, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
+        u = keyswitch_inner(ctx.modulus_plans, _ops.automorphism(d, g), key, r, ctx.params.special_limbs, ctx.params.alpha)
+        u = switch_modulus(ctx.modulus_plans, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
         out[s] = a.replace(data=u)
     return out
 

@@ -33,19 +33,26 @@ def _ints(v: Sequence[int]) -> list[int]:
     return [int(x) for x in v]
 
 
+def _rows(v: Sequence[int] | None) -> list[int] | None:
+    """A table row map (None: limb l reads row l of an (L, N) table)."""
+    return None if v is None else _ints(v)
+
+
 def _same(x: Tensor, *args) -> Tensor:
     return torch.empty_like(x)
 
 
 # --- transforms ---------------------------------------------------------------------------
-def ntt(x: Tensor, mod: Tensor, psi: Tensor) -> Tensor:
+# Table row maps (psi_rows, psi_inv_drop_rows, psi_dst_rows; csrc/bind/schema.cpp): limb l
+# reads row rows[l] of any (R, N) table, so the ring's full tables serve every limb subset.
+def ntt(x: Tensor, mod: Tensor, psi: Tensor, psi_rows: Sequence[int] | None = None) -> Tensor:
     """Forward negacyclic NTT of every row of x (..., L, N): natural in, bit-reversed out."""
-    return _ops.ntt(x, mod, psi)
+    return _ops.ntt(x, mod, psi, _rows(psi_rows))
 
 
-def intt(x: Tensor, mod: Tensor, psi_inv: Tensor, post: Tensor) -> Tensor:
+def intt(x: Tensor, mod: Tensor, psi_inv: Tensor, post: Tensor, psi_rows: Sequence[int] | None = None) -> Tensor:
     """Inverse NTT of every row of x (..., L, N), times post[l] (Montgomery)."""
-    return _ops.intt(x, mod, psi_inv, post)
+    return _ops.intt(x, mod, psi_inv, post, _rows(psi_rows))
 
 
 _fake("fhetorch::ntt")(_same)
@@ -140,41 +147,43 @@ def _(d, c, keys_q, keys_p, galois, q_start, digit_start, c_p, pts, pt_baby, pt_
 
 
 def mod_up(a: Tensor, pre: Tensor, mod_ext: Tensor, psi_ext: Tensor, psi_inv_ext: Tensor, mats: Tensor,
-           bounds: Sequence[int]) -> Tensor:
+           bounds: Sequence[int], psi_rows: Sequence[int] | None = None) -> Tensor:
     """ModUp of a (..., L, N), one lift per digit: (..., beta, L+K, N)."""
-    return _ops.mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, _ints(bounds))
+    return _ops.mod_up(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, _ints(bounds), _rows(psi_rows))
 
 
 @_fake("fhetorch::mod_up")
-def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds):
+def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows=None):
     return a.new_empty((*a.shape[:-2], len(bounds) - 1, mod_ext.shape[0], a.shape[-1]))
 
 
 def mod_up_keyswitch_inner(a: Tensor, pre: Tensor, mod_ext: Tensor, psi_ext: Tensor, psi_inv_ext: Tensor,
                            mats: Tensor, bounds: Sequence[int], key_q: Tensor, key_p: Tensor, q_start: int,
                            digit_start: int, addend: Tensor | None = None, c_add: Tensor | None = None,
-                           b: Tensor | None = None) -> Tensor:
+                           b: Tensor | None = None, psi_rows: Sequence[int] | None = None) -> Tensor:
     """keyswitch_inner(mod_up(a)) (+ addend * c_add) in one op: (..., 2, L+K, N); with b, of a1 * b1."""
     return _ops.mod_up_keyswitch_inner(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, _ints(bounds), key_q, key_p,
-                                       int(q_start), int(digit_start), addend, c_add, b)
+                                       int(q_start), int(digit_start), addend, c_add, b, _rows(psi_rows))
 
 
 @_fake("fhetorch::mod_up_keyswitch_inner")
 def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend=None,
-      c_add=None, b=None):
+      c_add=None, b=None, psi_rows=None):
     return a.new_empty((*a.shape[:-3 if b is not None else -2], 2, mod_ext.shape[0], a.shape[-1]))
 
 
 def switch_modulus(x: Tensor, drop_rows: Sequence[int], keep_rows: Sequence[int], pre: Tensor, mod_drop: Tensor,
                    psi_inv_drop: Tensor, mod_dst: Tensor, psi_dst: Tensor, mat: Tensor, c_keep: Tensor,
-                   c_sub: Tensor, addend: Tensor | None = None) -> Tensor:
+                   c_sub: Tensor, addend: Tensor | None = None, psi_inv_drop_rows: Sequence[int] | None = None,
+                   psi_dst_rows: Sequence[int] | None = None) -> Tensor:
     """Rescale / ModDown of x (..., Ls, N) to (..., len(keep_rows), N), plus an addend."""
     return _ops.switch_modulus(x, _ints(drop_rows), _ints(keep_rows), pre, mod_drop, psi_inv_drop, mod_dst, psi_dst,
-                               mat, c_keep, c_sub, addend)
+                               mat, c_keep, c_sub, addend, _rows(psi_inv_drop_rows), _rows(psi_dst_rows))
 
 
 @_fake("fhetorch::switch_modulus")
-def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend=None):
+def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend=None,
+      psi_inv_drop_rows=None, psi_dst_rows=None):
     return x.new_empty((*x.shape[:-2], len(keep_rows), x.shape[-1]))
 
 

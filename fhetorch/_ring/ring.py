@@ -2,12 +2,14 @@
 
 A `Ring` owns the tables of an ordered list of primes (the storage order of every
 polynomial); operations that touch a subset of limbs (a level, a key-switching digit, the
-special primes) ask for `ring.basis(idx)`, a cached `Basis` of tensors for those limbs.
+special primes) ask for `ring.basis(limbs)`, the `Basis` of those limbs. A basis of a
+contiguous limb range is a view: its tables are `narrow`s of the ring's, sharing their
+storage. A basis of other limbs gathers only its per-limb constants (a few words a limb);
+its NTTs read the ring's full tables through the row of each limb (the ops' psi_rows).
 Residues are kept in Montgomery form x * 2^32 mod q (csrc/arith.h).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -50,19 +52,62 @@ def bit_reverse_indices(log_n: int) -> np.ndarray:
     return rev
 
 
-@dataclass(frozen=True)
-class Basis:
-    """Tables for one ordered subset of the ring's primes (all tensors on the ring's device)."""
+def runs(limbs) -> list:
+    """Split limb indices into (start, length) runs of consecutive values, in order."""
+    out = []
+    for i in limbs:
+        if out and out[-1][0] + out[-1][1] == i:
+            out[-1][1] += 1
+        else:
+            out.append([i, 1])
+    return [tuple(r) for r in out]
 
-    idx: tuple
-    primes: tuple
-    mod: torch.Tensor  # (L, 2): q, q^-1 mod 2^32
-    psi: torch.Tensor  # (L, N)
-    psi_inv: torch.Tensor  # (L, N)
-    n_inv_mont: torch.Tensor  # (L,) N^-1 * 2^32: INTT to Montgomery form
-    n_inv: torch.Tensor  # (L,) N^-1: INTT to standard form
-    r2: torch.Tensor  # (L,) 2^64 mod q: to_rns
-    _scalars: dict = field(default_factory=dict, compare=False, repr=False)
+
+class Basis:
+    """Tables of one ordered subset of the ring's limbs (tensors on the ring's device).
+
+    mod (L, 2): q, q^-1 mod 2^32; n_inv_mont (L,): N^-1 * 2^32 (INTT to Montgomery form);
+    n_inv (L,): N^-1 (INTT to standard form); r2 (L,): 2^64 mod q (to_rns); psi, psi_inv
+    (L, N): the NTT tables. Contiguous limbs: views of the ring's tables; other limbs: the
+    transforms read the ring's tables by row, and psi / psi_inv, only for ops that take
+    dense tables (kernel tests), are gathered on first use.
+
+    Scalar constants (`scalar`) are cached for the life of the basis and never evicted: a
+    captured CUDA graph holds pointers to the tensors it was captured with.
+    """
+
+    def __init__(self, ring: "Ring", limbs: tuple):
+        self.limbs = limbs
+        self.primes = tuple(ring.primes[i] for i in limbs)
+        self.runs = runs(limbs)
+        self._ring = ring
+        self._scalars: dict[int, torch.Tensor] = {}
+        self.mod, self.n_inv_mont, self.n_inv, self.r2 = (self._select(t) for t in
+                                                          (ring.mod, ring.n_inv_mont, ring.n_inv, ring.r2))
+
+    @property
+    def contiguous(self) -> bool:
+        return len(self.runs) <= 1
+
+    def _select(self, table: torch.Tensor) -> torch.Tensor:
+        if self.contiguous:
+            start = self.runs[0][0] if self.runs else 0
+            return table.narrow(0, start, len(self.limbs))
+        return table.index_select(0, torch.tensor(self.limbs, dtype=torch.long, device=table.device))
+
+    @cached_property
+    def psi(self) -> torch.Tensor:
+        return self._select(self._ring.psi)
+
+    @cached_property
+    def psi_inv(self) -> torch.Tensor:
+        return self._select(self._ring.psi_inv)
+
+    @property
+    def tensors(self) -> list:
+        """Every table this basis holds, views included (for memory reports)."""
+        built = [self.__dict__[k] for k in ("psi", "psi_inv", "one", "garner") if k in self.__dict__]
+        return [self.mod, self.n_inv_mont, self.n_inv, self.r2] + built
 
     def __len__(self):
         return len(self.primes)
@@ -89,15 +134,19 @@ class Basis:
     def scalar(self, c: int) -> torch.Tensor:
         """The integer c (any size, any sign) as per-limb Montgomery constants.
 
-        Cached per basis: circuits reuse their constants, and a cached tensor needs no
-        host-to-device copy (so the call can run inside CUDA graph capture)."""
+        Cached for the life of this basis (never evicted): circuits reuse their constants, a
+        cached tensor needs no host-to-device copy (so the call can run inside CUDA graph
+        capture), and a captured graph keeps reading the tensors it was captured with."""
         c = int(c)
         t = self._scalars.get(c)
         if t is None:
-            if len(self._scalars) >= 4096:
-                self._scalars.clear()
             t = self._scalars[c] = self.const([c % q for q in self.primes])
         return t
+
+    @property
+    def scalars(self) -> list:
+        """The cached scalar constants (for memory reports)."""
+        return list(self._scalars.values())
 
     @cached_property
     def garner(self) -> torch.Tensor:
@@ -121,8 +170,32 @@ class Basis:
         return out
 
 
+def bconv_matrix(src: Basis, dst: Basis) -> torch.Tensor:
+    """(len(dst), len(src)) centred Montgomery constants (Q/q_j) * 2^64 mod p_i: fast base
+    conversion from src to dst (Q = src.product)."""
+    Q = src.product
+    rows = []
+    for p in dst.primes:
+        row = []
+        for q in src.primes:
+            v = (Q // q) * R * R % p
+            row.append(v - p if v > p // 2 else v)
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.int32, device=src.mod.device)
+
+
+def bconv_pre(src: Basis, factor: int = 1) -> torch.Tensor:
+    """INTT post-constants giving standard-form [x * factor * (Q/q_j)^-1]_{q_j}: BConv's input."""
+    Q, n = src.product, src._ring.n
+    vals = [pow(n, -1, q) * factor * pow(Q // q, -1, q) % q for q in src.primes]
+    return torch.tensor(vals, dtype=torch.int32, device=src.mod.device)
+
+
 class Ring:
-    """Tables of the NTT over Z_q[X]/(X^N + 1) for every prime of an ordered list."""
+    """Tables of the NTT over Z_q[X]/(X^N + 1) for every prime of an ordered list.
+
+    Full tables (one row per prime): mod (R, 2), psi and psi_inv (R, N), n_inv_mont, n_inv,
+    r2 (R,). Bases of limb subsets are built once per subset and kept (`basis`)."""
 
     def __init__(self, log_n: int, primes, device="cpu"):
         self.log_n = int(log_n)
@@ -133,9 +206,8 @@ class Ring:
             if not (q < 2**31 and q % (2 * self.n) == 1):
                 raise ParameterError(f"Ring: {q} is not an NTT-friendly prime below 2^31 for N = {self.n} "
                                      "(q = 1 mod 2N); pick primes with ntt_primes()")
-        self._full = self._build_tables()
-        self._bases: dict = {}
-        self.cache: dict = {}  # plans of higher layers (index tensors, constants), per device
+        self.mod, self.psi, self.psi_inv, self.n_inv_mont, self.n_inv, self.r2 = self._build_tables()
+        self._bases: dict[tuple, Basis] = {}
 
     def _build_tables(self):
         n, rev = self.n, bit_reverse_indices(self.log_n)
@@ -146,74 +218,53 @@ class Ring:
             psi_t.append((_powers(psi, q, n)[rev] * rq % np.uint64(q)).astype(np.int64))
             psi_inv_t.append((_powers(pow(psi, -1, q), q, n)[rev] * rq % np.uint64(q)).astype(np.int64))
             mod.append((q, signed32(pow(q, -1, R))))
-        as32 = lambda a: torch.tensor(np.asarray(a, dtype=np.int64).astype(np.int32), device=self.device)
-        return {
-            "mod": as32(mod),
-            "psi": as32(np.stack(psi_t)),
-            "psi_inv": as32(np.stack(psi_inv_t)),
-            "n_inv_mont": as32([mont(pow(n, -1, q), q) for q in self.primes]),
-            "n_inv": as32([pow(n, -1, q) for q in self.primes]),
-            "r2": as32([R * R % q for q in self.primes]),
-        }
+        as32 = lambda a: torch.tensor(np.asarray(a, dtype=np.int64).astype(np.int32), device=self.device)  # noqa: E731
+        return (as32(mod), as32(np.stack(psi_t)), as32(np.stack(psi_inv_t)),
+                as32([mont(pow(n, -1, q), q) for q in self.primes]), as32([pow(n, -1, q) for q in self.primes]),
+                as32([R * R % q for q in self.primes]))
 
-    def basis(self, idx=None) -> Basis:
-        """The tables of limbs `idx` (indices into self.primes; None: all of them)."""
-        idx = tuple(range(len(self.primes))) if idx is None else tuple(int(i) for i in idx)
-        b = self._bases.get(idx)
+    @property
+    def tables(self) -> list:
+        """The full tables (their storage is what every contiguous basis views)."""
+        return [self.mod, self.psi, self.psi_inv, self.n_inv_mont, self.n_inv, self.r2]
+
+    def basis(self, limbs=None) -> Basis:
+        """The tables of `limbs` (indices into self.primes, in order; None: all of them)."""
+        limbs = tuple(range(len(self.primes))) if limbs is None else tuple(int(i) for i in limbs)
+        b = self._bases.get(limbs)
         if b is None:
-            sel = torch.tensor(idx, dtype=torch.long, device=self.device)
-            t = {k: v.index_select(0, sel).contiguous() for k, v in self._full.items()}
-            b = Basis(idx=idx, primes=tuple(self.primes[i] for i in idx), **t)
-            self._bases[idx] = b
+            b = self._bases[limbs] = Basis(self, limbs)
         return b
+
+    @property
+    def bases(self) -> list:
+        """The bases built so far (for memory reports)."""
+        return list(self._bases.values())
 
     def to(self, device) -> "Ring":
         return Ring(self.log_n, self.primes, device)
 
     # --- transforms on a basis ------------------------------------------------------
     def ntt(self, x: torch.Tensor, basis: Basis) -> torch.Tensor:
-        return _ops.ntt(x, basis.mod, basis.psi)
+        if basis.contiguous:
+            return _ops.ntt(x, basis.mod, basis.psi)
+        return _ops.ntt(x, basis.mod, self.psi, basis.limbs)
 
     def intt(self, x: torch.Tensor, basis: Basis, post: torch.Tensor | None = None) -> torch.Tensor:
         """Inverse NTT; output in Montgomery form unless `post` (per-limb) says otherwise."""
-        return _ops.intt(x, basis.mod, basis.psi_inv, basis.n_inv_mont if post is None else post)
+        post = basis.n_inv_mont if post is None else post
+        if basis.contiguous:
+            return _ops.intt(x, basis.mod, basis.psi_inv, post)
+        return _ops.intt(x, basis.mod, self.psi_inv, post, basis.limbs)
 
     def from_integers(self, coeffs: torch.Tensor, basis: Basis) -> torch.Tensor:
         """Signed int64 coefficients (..., N) -> NTT-domain residues (..., L, N)."""
         return self.ntt(_ops.to_rns(coeffs.to(self.device, torch.int64).contiguous(), basis.mod, basis.r2), basis)
 
-    def bconv_matrix(self, src: Basis, dst: Basis) -> torch.Tensor:
-        """(len(dst), len(src)) centred Montgomery constants (Q/q_j) * 2^64 mod p_i."""
-        key = ("bconv", src.idx, dst.idx)
-        m = self._bases.get(key)
-        if m is None:
-            Q = src.product
-            rows = []
-            for p in dst.primes:
-                row = []
-                for q in src.primes:
-                    v = (Q // q) * R * R % p
-                    row.append(v - p if v > p // 2 else v)
-                rows.append(row)
-            m = torch.tensor(rows, dtype=torch.int32, device=self.device)
-            self._bases[key] = m
-        return m
-
-    def bconv_pre(self, src: Basis, factor: int = 1) -> torch.Tensor:
-        """INTT post-constants giving standard-form [x * factor * (Q/q_j)^-1]_{q_j}: BConv's input."""
-        key = ("bconv_pre", src.idx, factor)
-        c = self._bases.get(key)
-        if c is None:
-            Q = src.product
-            vals = [pow(self.n, -1, q) * factor * pow(Q // q, -1, q) % q for q in src.primes]
-            c = torch.tensor(vals, dtype=torch.int32, device=self.device)
-            self._bases[key] = c
-        return c
-
     def bconv(self, x_ntt: torch.Tensor, src: Basis, dst: Basis, factor: int = 1) -> torch.Tensor:
         """NTT-domain x over `src` -> coefficient-domain (Montgomery) [x*factor]_src + u*Q_src over `dst`."""
-        t = self.intt(x_ntt, src, post=self.bconv_pre(src, factor))
-        return _ops.bconv(t, src.mod, dst.mod, self.bconv_matrix(src, dst))
+        t = self.intt(x_ntt, src, post=bconv_pre(src, factor))
+        return _ops.bconv(t, src.mod, dst.mod, bconv_matrix(src, dst))
 
     def to_integers(self, x_ntt: torch.Tensor, basis: Basis) -> list:
         """Exact centred integer coefficients (Python ints), for tests and small N."""

@@ -160,6 +160,13 @@ class LinearTransform:
         return enc + sum(c.numel() * c.element_size() for c in self._coeffs.values())
 
     @property
+    def tensors(self) -> list:
+        """Every tensor this transform keeps: its diagonals, their encodings and coefficients."""
+        return ([d for items in self._by_giant.values() for _, d in items]
+                + [pt for enc in self._encoded.values() for items in enc.values() for _, pt in items]
+                + list(self._coeffs.values()))
+
+    @property
     def nonzero_diagonals(self) -> int:
         return sum(len(v) for v in self._by_giant.values())
 
@@ -190,7 +197,7 @@ class LinearTransform:
                     self._coeffs[ckey] = coeffs
             pts = ctx.extended_residues(coeffs, level)
             if not extended:
-                pts = pts[:, : len(ctx.level_idx(level))].contiguous()
+                pts = pts[:, : len(ctx.params.limbs(level))].contiguous()
             for (g, b, _), pt in zip(todo, pts):
                 cache.setdefault(g, []).append((b, pt))
         return {g: cache[g] for g in giants}
@@ -281,14 +288,14 @@ class LinearTransform:
 
     def _fused(self, ct):
         ctx = self.ctx
-        ring, special, alpha = ctx.ring, ctx.special_idx, ctx.params.alpha
+        plans, special, alpha = ctx.modulus_plans, ctx.params.special_limbs, ctx.params.alpha
         s = self._scale_factor(ct.level, ct.scale)
-        r = ctx.level_idx(ct.level)
+        r = ctx.params.limbs(ct.level)
         ext = tuple(r) + tuple(special)
-        ext_mod = ring.basis(ext).mod
+        ext_mod = ctx.ring.basis(ext).mod
         c = ct.data.contiguous()
         c_p = ev._special_product_consts(ctx, ct.level)
-        d = mod_up(ring, c[1], r, special, alpha)
+        d = mod_up(plans, c.select(-3, 1), r, special, alpha)
         giants = sorted(self._by_giant)
         total = None
         for lo in range(0, len(giants), MAC_GIANTS):
@@ -300,18 +307,18 @@ class LinearTransform:
                 part = self._mac(ct, d, c, c_p, r, enc, chunk, babies[blo : blo + MAC_BABIES], ext_mod)
                 accs = part if accs is None else _ops.add(accs, part, ext_mod)
             for gi, g in enumerate(chunk):
-                term = accs[gi]
+                term = accs.select(-4, gi).contiguous()
                 if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
-                    y = switch_modulus(ring, term, ext, tuple(r))
+                    y = switch_modulus(plans, term, ext, tuple(r))
                     gel = self._direct(g, ct.level)
                     addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
-                    y1 = addend[1].clone()
-                    addend[1].zero_()
-                    term = mod_up_keyswitch_inner(ring, y1, ctx.galois_keys[gel], r, special, alpha,
+                    y1 = addend.select(-3, 1).clone()
+                    addend.select(-3, 1).zero_()
+                    term = mod_up_keyswitch_inner(plans, y1, ctx.galois_keys[gel], r, special, alpha,
                                                    addend=addend, c_add=c_p)
                 total = term if total is None else _ops.add(total, term, ext_mod)
-        dst = tuple(ctx.level_idx(ct.level - 1))
-        data = switch_modulus(ring, total.contiguous(), ext, dst)
+        dst = tuple(ctx.params.limbs(ct.level - 1))
+        data = switch_modulus(plans, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))
 
     def _mac(self, ct, d, c, c_p, r, enc, chunk, babies, ext_mod):

@@ -28,8 +28,8 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from .._ckks.params import preset as _preset
 from ..circuits.bootstrap import rotation_levels
+from ..circuits.presets import bootstrap_config, preset as _preset
 from .._rlwe import switching_key_bytes
 from ..tensor import Context
 from ..tensor.functions import chebyshev, relu as composite_relu
@@ -171,7 +171,7 @@ class CompiledModel:
 
             sparse = 2 * prog.slots <= p.n // 2
             both = dict(rots)
-            for r, lvl in rotation_levels(p, prog.slots).items():  # a shared step keeps the higher level
+            for r, lvl in rotation_levels(p, bootstrap_config(p.name), prog.slots).items():  # a shared step keeps the higher level
                 both[r] = max(both.get(r, 0), lvl)
             bts_bytes = sum(key(lvl) for lvl in both.values()) - rot_bytes + key(p.max_level)  # + encapsulation
             rows.append(f"bootstrapping: {self.plan.bootstraps} of {prog.slots} slots "
@@ -183,6 +183,8 @@ class CompiledModel:
                     f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")
         if self.ctx is not None and self.ctx.secret_key is not None:
             rows.append(f"keys generated: {self.ctx.key_bytes() / 2**30:.2f} GiB")
+        if self.ctx is not None:
+            rows.append(str(self.ctx.memory_report()))
         return "\n".join(rows)
 
     def program(self):

@@ -26,7 +26,6 @@ import time
 import torch
 from tqdm import tqdm
 
-from ..circuits import bootstrap as _bts
 from ..circuits.linear import LinearTransform, rotation_steps
 from ..circuits.polynomial import evaluate
 from .._ckks import evaluator as ev
@@ -189,7 +188,7 @@ class Program:
 
     def _forward(self, ctx, ct, progress: bool, timing: bool):
         """run() on a ciphertext: the output ciphertext."""
-        bt = _bts.bootstrapper(ctx) if self.cm.plan.bootstraps else None
+        bt = ctx.bootstrapper if self.cm.plan.bootstraps else None
         vals = {self.cm.layers[0].name: ct}
         self.bootstraps = 0
         self.times = {"linear": 0.0, "relu": 0.0, "add": 0.0, "bootstrap": 0.0}

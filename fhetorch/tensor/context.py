@@ -9,9 +9,11 @@ import torch
 
 from .._ckks.arguments import as_level, check_dense
 from .._ckks.context import CKKSContext, normalize_device
-from .._ckks.params import Params, preset as _preset
+from .._ckks.params import Params
 from ..circuits import bootstrap as _bts
-from ..errors import ContextError, EncodingError, LayoutError
+from ..circuits.bootstrap_config import BOOTSTRAP_PRESETS, BootstrapConfig
+from ..circuits.presets import preset as _preset
+from ..errors import ContextError, EncodingError, LayoutError, ParameterError
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
 
@@ -46,16 +48,45 @@ class Context(CKKSContext):
         ctx.decrypt(ex * ex + 1.0)   # float64 tensor of shape (1000,)
 
     A context holding the secret key is the client's; `ctx.public()` is what a server gets.
+    A bootstrappable preset (or `bootstrap=`, a BootstrapConfig for parameters made by
+    fhetorch.circuits.bootstrap_config.bootstrap_params) gives `ctx.bootstrap_config` and
+    `ctx.bootstrapper`.
 
     Raises ParameterError for an unknown preset (SecurityError for insecure custom parameters).
     """
 
     def __init__(self, preset: str | Params = "toy-n12", device="cpu", *, params: Params | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, bootstrap: BootstrapConfig | None = None):
         p = params if params is not None else (preset if isinstance(preset, Params) else _preset(preset))
         super().__init__(p, device, seed=seed)
+        if bootstrap is None and p.name in BOOTSTRAP_PRESETS and p.level_bits is not None:
+            bootstrap = BOOTSTRAP_PRESETS[p.name][1]
+        if bootstrap is not None:
+            bootstrap.check(p)
+        self.bootstrap_config = bootstrap
+        self._bootstrapper = None
         self.key_id = None  # set when keys are generated; shared by public() and to() copies
         self._copies = {self.device: self}
+
+    @property
+    def bootstrapper(self) -> _bts.Bootstrapper:
+        """This context's Bootstrapper (its DFTs' encoded diagonals live as long as the context).
+        Raises ParameterError for parameters that are not bootstrappable."""
+        if self._bootstrapper is None:
+            self._bootstrapper = _bts.Bootstrapper(self, self._required_bootstrap_config())
+        return self._bootstrapper
+
+    def _required_bootstrap_config(self) -> BootstrapConfig:
+        if self.bootstrap_config is None:
+            raise ParameterError(f"bootstrap: parameters {self.params.name!r} are not bootstrappable; use a preset "
+                                 "made for it (n16-bts40, n16-bts35, or toy-n13-bts for tests)")
+        return self.bootstrap_config
+
+    def memory_report(self):
+        """Device memory of this context's tables, plans, constants, bootstrapping state and
+        keys (print() it for a table): CKKSContext.memory_report plus bootstrapping's DFTs."""
+        circuits = [("bootstrapping (DFT diagonals)", self._bootstrapper.tensors)] if self._bootstrapper else []
+        return super().memory_report(circuits)
 
     @property
     def key_id(self) -> str | None:
@@ -86,13 +117,12 @@ class Context(CKKSContext):
         """
         first = self.secret_key is None
         if bootstrap:
-
-            cfg = _bts.config(self)
+            cfg = self._required_bootstrap_config()
             slots = [self.slots] if bootstrap_slots is None else [int(s) for s in bootstrap_slots]
             for n in slots:
                 self.encoder.check_slots(n)
             top, low = set(rotations), dict(kw.pop("low_level_rotations", None) or {})
-            for step, lvl in _bts.key_levels(self.params, slots).items():
+            for step, lvl in _bts.key_levels(self.params, cfg, slots).items():
                 if lvl >= self.max_level:
                     top.add(step)
                 else:
@@ -181,6 +211,7 @@ class Context(CKKSContext):
 
     def _copy(self, device) -> "Context":
         c = super()._copy(device)
+        c._bootstrapper = None  # a copy's bootstrapping reads the copy's keys and device
         _register(c)
         return c
 

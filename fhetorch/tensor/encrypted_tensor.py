@@ -337,21 +337,21 @@ class EncryptedTensor:
     def bootstrap(self) -> "EncryptedTensor":
         """A new EncryptedTensor with the same values and levels refreshed (a bootstrappable
         preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py.
-        Several real ciphertexts travel in pairs, as a + i b: one bootstrapping per pair.
+        Several real ciphertexts travel in pairs, as a + i b, all pairs in one batched
+        bootstrapping.
 
         Raises ParameterError for a preset that is not bootstrappable, MissingKeyError without
         the bootstrapping keys (ctx.keygen(bootstrap=True))."""
-        if not self.multi:
-            return self._like(_bootstrap.bootstrap(self.ctx, self.ciphertext))
-        cts = self.ciphertexts
-        out = []
-        for j in range(0, len(cts), 2):
-            pair = cts[j : j + 2]
-            if len(pair) == 2 and not self._complex:
-                out += list(_bootstrap.bootstrap_pair(self.ctx, *pair))
-            else:
-                out += [_bootstrap.bootstrap(self.ctx, ct) for ct in pair]
-        return self._like(out)
+        ct = self.ciphertext
+        if not self.multi or self._complex:
+            return self._like(_bootstrap.bootstrap(self.ctx, ct))
+        # real values: the first half of the batch travels with the second as a + i b, one
+        # batched bootstrapping for all pairs; with an odd count the middle ciphertext goes in
+        # both halves (one pair more, every result at the same scale)
+        k, half = self.count, (self.count + 1) // 2
+        ra, rb = _bootstrap.bootstrap_pair(self.ctx, ct.replace(data=ct.data[:half]),
+                                           ct.replace(data=ct.data[k - half :]))
+        return self._like(ra.replace(data=torch.cat([ra.data[: k - half], rb.data])))
 
     def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
         """(self, other) refreshed by one bootstrapping of self + i other (both real-valued).

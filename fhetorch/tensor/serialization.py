@@ -26,15 +26,16 @@ import warnings
 import torch
 
 from .._ckks.ciphertext import Ciphertext
-from .._ckks.context import EncapsulationKeys
-from .._ckks.params import Params, make_params
+from .._ckks.keygen import EncapsulationKeys
+from .._ckks.params import Params, ParamsLiteral, make_params
+from ..circuits.bootstrap_config import BootstrapConfig
 from ..errors import FHEError, InsecureParametersWarning, SerializationError
 from .._rlwe import PublicKey, SecretKey, SwitchingKey
 from .context import Context, find_context
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
 
-MAGIC, VERSION = "fhetorch", 1
+MAGIC, VERSION = "fhetorch", 2  # 2: parameters describe level_bits; contexts their bootstrapping configuration
 
 
 def _digest(meta: dict, tensors: dict) -> str:
@@ -96,6 +97,7 @@ def _encode_context(ctx, secret_key):
             raise SerializationError("save: secret_key=True but this context has no secret key")
         t["secret_key"] = ctx.secret_key.s
     meta = {"kind": "context", "params": ctx.params.describe(), "key_id": ctx.key_id,
+            "bootstrap": None if ctx.bootstrap_config is None else ctx.bootstrap_config.describe(),
             "galois": sorted(ctx.galois_keys), "secret_key": bool(secret_key),
             "encapsulation": None if enc is None else {"weight": enc.weight,
                                                        "special": [enc.special.start, enc.special.stop]}}
@@ -233,10 +235,10 @@ def _primes(ctx, idx) -> list:
 def _params(d: dict) -> Params:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
-        bts = d.get("bootstrap")
-        p = make_params(d["log_n"], chain=d["chain"], levels=None if bts else len(d["level_limbs"]) - 1,
-                        dnum=d["dnum"], hamming_weight=d["hamming_weight"], name=d["name"], allow_insecure=True,
-                        bootstrap=bts)
+        bits = d.get("level_bits")
+        p = make_params(ParamsLiteral(d["log_n"], chain=d["chain"], levels=len(d["level_limbs"]) - 1, dnum=d["dnum"],
+                                      hamming_weight=d["hamming_weight"], level_bits=bits, name=d["name"]),
+                        allow_insecure=True)
     if p.describe() != {**d}:
         raise SerializationError("load: parameters in the file do not match what this fhetorch builds for them")
     if p.security_bits == 0:
@@ -268,7 +270,7 @@ def _ciphertext(meta, data, ctx) -> Ciphertext:
     level = _int(meta["level"], "level", 0, ctx.max_level)
     if data.dim() != 3 or data.shape[0] not in (2, 3):
         raise SerializationError(f"load: ciphertext data of shape {tuple(data.shape)}")
-    idx = ctx.level_idx(level)
+    idx = ctx.params.limbs(level)
     _check_shape(data, (data.shape[0], len(idx), ctx.n), "ciphertext")
     _check_residues(data, _primes(ctx, idx), "ciphertext")
     scale = meta["scale"]
@@ -341,19 +343,21 @@ def _decode_layout(d, inner: bool = False):
 
 # --- keys ----------------------------------------------------------------------------------
 def _public_key(t, ctx) -> torch.Tensor:
-    _check_shape(t, (2, ctx.q_count, ctx.n), "public key")
-    _check_residues(t, _primes(ctx, range(ctx.q_count)), "public key")
+    q_count = len(ctx.params.primes)
+    _check_shape(t, (2, q_count, ctx.n), "public key")
+    _check_residues(t, _primes(ctx, range(q_count)), "public key")
     return t
 
 
 def _switching(q, p, ctx, kind) -> SwitchingKey:
     # rotation keys made for bootstrapping's low levels hold only Q limbs [0, q_stop)
-    q_stop = q.shape[2] if q.dim() == 4 and 0 < q.shape[2] <= ctx.q_count else ctx.q_count
+    q_count = len(ctx.params.primes)
+    q_stop = q.shape[2] if q.dim() == 4 and 0 < q.shape[2] <= q_count else q_count
     dnum = -(-q_stop // ctx.params.alpha)
     _check_shape(q, (dnum, 2, q_stop, ctx.n), kind)
     _check_shape(p, (dnum, 2, len(ctx.params.special_primes), ctx.n), kind)
     _check_residues(q, _primes(ctx, range(q_stop)), kind)
-    _check_residues(p, _primes(ctx, ctx.special_idx), kind)
+    _check_residues(p, _primes(ctx, ctx.params.special_limbs), kind)
     return SwitchingKey(q.to(ctx.device).contiguous(), p.to(ctx.device).contiguous())
 
 
@@ -366,9 +370,14 @@ def _galois(g, n: int) -> int:
 
 def _load_context(meta, tensors, device) -> Context:
     params = _params(meta["params"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ctx = Context(params=params, device=device)
+    bootstrap = meta.get("bootstrap")
+    try:
+        bootstrap = None if bootstrap is None else BootstrapConfig(**bootstrap)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ctx = Context(params=params, device=device, bootstrap=bootstrap)
+    except (TypeError, FHEError) as e:
+        raise SerializationError(f"load: malformed bootstrapping configuration {meta.get('bootstrap')!r}") from e
     if meta["key_id"] is not None and not isinstance(meta["key_id"], str):
         raise SerializationError(f"load: key id {meta['key_id']!r} is not a string")
     ctx.key_id = meta["key_id"]
@@ -388,7 +397,7 @@ def _load_context(meta, tensors, device) -> Context:
         ctx.encapsulation_keys = _encapsulation(enc, tensors, ctx)
     if _bool(meta["secret_key"], "secret_key"):
         s = tensors["secret_key"]
-        _check_shape(s, (ctx.q_count + len(params.special_primes), ctx.n), "secret key")
+        _check_shape(s, (len(params.primes) + len(params.special_primes), ctx.n), "secret key")
         _check_residues(s, ctx.ring.primes, "secret key")
         ctx.secret_key = SecretKey(s.to(device))
     return ctx
@@ -396,11 +405,12 @@ def _load_context(meta, tensors, device) -> Context:
 
 def _encapsulation(enc, tensors, ctx) -> EncapsulationKeys:
     start, stop = enc["special"]
-    _int(start, "encapsulation special primes' start", ctx.q_count, ctx.q_count)
-    _int(stop, "encapsulation special primes' end", start + 1, ctx.special_idx.stop)
+    special = ctx.params.special_limbs
+    _int(start, "encapsulation special primes' start", special.start, special.start)
+    _int(stop, "encapsulation special primes' end", start + 1, special.stop)
     weight = _int(enc["weight"], "encapsulation weight", 1, ctx.n)
     special = range(start, stop)
-    lvl0 = ctx.level_idx(0)
+    lvl0 = ctx.params.limbs(0)
     q, p = tensors["enc.sparse.q"], tensors["enc.sparse.p"]
     _check_shape(q, (1, 2, lvl0.stop, ctx.n), "encapsulation key")
     _check_shape(p, (1, 2, len(special), ctx.n), "encapsulation key")

@@ -142,7 +142,7 @@ def test_context_encode_level_and_scale(ctx_n12, device):
     pt = ctx_n12.encode(v, level=3)
     assert pt.level == 3 and pt.slots == 16
     assert pt.scale == ctx_n12.nominal_scale(3)
-    assert tuple(pt.data.shape) == (len(ctx_n12.level_idx(3)), ctx_n12.n)
+    assert tuple(pt.data.shape) == (len(ctx_n12.params.limbs(3)), ctx_n12.n)
     assert pt.data.dtype == torch.int32 and pt.data.device == device
 
 

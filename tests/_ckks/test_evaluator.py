@@ -104,7 +104,7 @@ def test_mul_raw_relinearize_rescale(sctx, assert_close):
     s = ev.rescale(sctx, r)
     assert s.size == 2 and s.level == cx.level - 1
     assert _nominal(sctx, s), "a product of nominal-scale operands rescales onto the nominal scale"
-    assert tuple(s.data.shape) == (2, len(sctx.level_idx(s.level)), sctx.n)
+    assert tuple(s.data.shape) == (2, len(sctx.params.limbs(s.level)), sctx.n)
     assert_close(_dec(sctx, s), x * y, b, "rescale")
 
 
@@ -171,7 +171,7 @@ def test_rescale(sctx, level, assert_close):
     t = ev.relinearize(sctx, ev.mul_raw(sctx, cx, cy))
     r = ev.rescale(sctx, t)
     assert r.level == t.level - 1
-    src, dst = set(sctx.level_idx(t.level)), set(sctx.level_idx(r.level))
+    src, dst = set(sctx.params.limbs(t.level)), set(sctx.params.limbs(r.level))
     ratio = math.prod(sctx.ring.primes[i] for i in dst - src) / math.prod(sctx.ring.primes[i] for i in src - dst)
     assert r.scale == pytest.approx(t.scale * ratio, rel=1e-12)
     assert_close(_dec(sctx, r), x * y, _bound(sctx, "mul"), f"rescale from level {t.level}")
@@ -183,7 +183,7 @@ def test_drop_level(sctx, levels, assert_close):
     levels = cx.level if levels == "all" else levels
     r = ev.drop_level(sctx, cx, levels)
     assert r.level == cx.level - levels and _nominal(sctx, r)
-    assert tuple(r.data.shape) == (2, len(sctx.level_idx(r.level)), sctx.n)
+    assert tuple(r.data.shape) == (2, len(sctx.params.limbs(r.level)), sctx.n)
     assert_close(_dec(sctx, r), x, _bound(sctx, "mul"), f"drop_level {levels}")
 
 

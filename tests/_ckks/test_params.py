@@ -1,11 +1,17 @@
-"""Parameters and presets: security bounds, prime chains, rational rescaling, warnings."""
+"""Parameters and presets: literal -> validated, security bounds, prime chains, rational
+rescaling, warnings, bootstrappable chains."""
+import dataclasses
 import math
+import re
 import warnings
 
 import pytest
+import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import HE_STANDARD_128, PresetInfo, make_params
+from fhetorch._ckks.presets import PRESETS
+from fhetorch.circuits.bootstrap_config import BOOTSTRAP_PRESETS
+from fhetorch.ckks import HE_STANDARD_128, ParamsLiteral, PresetInfo, make_params
 
 TOY = ["toy-n10", "toy-n12", "toy-n13"]
 SECURE = ["n16-rr40", "n16-rr35", "n16-dr56"]
@@ -19,26 +25,9 @@ def _params(name):
 
 
 def _is_prime(n: int) -> bool:
-    """Deterministic Miller-Rabin for n < 3.4e14 (bases 2, 3, 5, 7, 11, 13, 17)."""
-    if n < 2:
-        return False
-    for p in (2, 3, 5, 7, 11, 13, 17):
-        if n % p == 0:
-            return n == p
-    d, r = n - 1, 0
-    while d % 2 == 0:
-        d, r = d // 2, r + 1
-    for a in (2, 3, 5, 7, 11, 13, 17):
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(r - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
+    """Trial division (n < 2^31), independent of fhetorch's Miller-Rabin."""
+    odd = torch.arange(3, max(3, math.isqrt(n) + 1), 2, dtype=torch.int64)
+    return n == 2 or (n > 2 and n % 2 == 1 and bool((n % odd != 0).all()))
 
 
 def test_he_standard_table():
@@ -205,3 +194,72 @@ def test_rational_rescaling_adds_primes(name):
     # with ~25/30-bit primes, a 35/40-bit scale is only reachable rationally
     assert p.scale_bits in (35, 40)
     assert max(math.log2(q) for q in p.primes) < 31
+
+
+# --- literal -> validated -------------------------------------------------------------------
+def test_literal_docstring_lists_every_field_and_default():
+    doc = ParamsLiteral.__doc__
+    for f in dataclasses.fields(ParamsLiteral):
+        assert re.search(rf"^\s*{f.name}\s", doc, re.M), f"ParamsLiteral's docstring does not describe {f.name}"
+        if f.default is not dataclasses.MISSING:
+            shown = f'"{f.default}"' if isinstance(f.default, str) else repr(f.default)
+            assert f"{shown} (default)" in doc, f"ParamsLiteral's docstring does not give {f.name}'s default {shown}"
+
+
+def test_make_params_from_a_literal_or_its_fields():
+    lit = ParamsLiteral(12, chain="rr35", levels=5, dnum=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        p = make_params(lit, allow_insecure=True)
+        assert p == make_params(12, chain="rr35", levels=5, dnum=2, allow_insecure=True)
+        assert make_params(lit, levels=4, allow_insecure=True).max_level == 4  # fields replace the literal's
+    assert lit.levels == 5, "validation does not change the literal"
+    assert p.max_level == 5 and p.dnum == 2 and p.chain == "rr35" and p.level_bits is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.dnum = 3
+
+
+@pytest.mark.parametrize("name", ALL + ["toy-n13-bts", "n16-bts40", "n16-bts35"])
+def test_params_rebuild_from_their_literal(name):
+    p = _params(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        again = make_params(p.literal(), allow_insecure=name.startswith("toy-"))
+    assert again == p and again.describe() == p.describe()
+
+
+def test_presets_are_literals():
+    assert PRESETS and all(isinstance(lit, ParamsLiteral) and lit.name == n for n, lit in PRESETS.items())
+    for name, (lit, cfg) in BOOTSTRAP_PRESETS.items():
+        assert isinstance(lit, ParamsLiteral) and isinstance(cfg, fhe.ckks.BootstrapConfig) and lit.name == name
+    assert set(fhe.ckks.presets()) == set(PRESETS) | set(BOOTSTRAP_PRESETS)
+
+
+def test_per_level_scales():
+    bits = (40, 40, 40, 50, 55, 55, 45)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        p = make_params(13, level_bits=bits, dnum=3, allow_insecure=True)
+    assert p.max_level == len(bits) - 1 and p.level_bits == bits
+    for lvl, b in enumerate(bits):
+        assert abs(math.log2(p.level_scales[lvl]) - b) < 0.2, (lvl, math.log2(p.level_scales[lvl]))
+    with pytest.raises(fhe.ParameterError, match="level_bits"):
+        make_params(13, level_bits=bits, levels=3, allow_insecure=True)
+
+
+def test_bootstrapping_configuration_lives_in_circuits():
+    """Params carry each level's scale, not bootstrapping; a configuration checks its chain."""
+    p = _params("toy-n13-bts")
+    assert not hasattr(p, "bootstrap") and "bootstrap" not in p.describe()
+    cfg = fhe.ckks.bootstrap_config("toy-n13-bts")
+    assert p.level_bits == tuple(cfg.level_bits(p.scale_bits)) and p.max_level == cfg.top
+    assert fhe.ckks.bootstrap_config("toy-n12") is None
+    other = dataclasses.replace(cfg, stc_levels=cfg.stc_levels + 1)
+    with pytest.raises(fhe.ParameterError, match="levels"):
+        other.check(p)
+    with pytest.raises(fhe.ParameterError, match="levels"):
+        fhe.ckks.Context(params=p, bootstrap=other)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        made = fhe.ckks.bootstrap_params(BOOTSTRAP_PRESETS["toy-n13-bts"][0], cfg, allow_insecure=True)
+    assert made == p

@@ -18,7 +18,8 @@ import torch
 
 from fhetorch import _ops
 from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
-from fhetorch._rlwe import digits, mod_up, switch_modulus
+from fhetorch._ring.ring import bconv_matrix
+from fhetorch._rlwe import ModulusPlans, digits, mod_up, switch_modulus
 from .inputs import SWITCH_CASES
 from .reference import R, mod_table
 
@@ -96,9 +97,8 @@ def test_bconv_kernel_lazy_accumulation(La):
         "random": np.array([[random.randint(-(p - 1) // 2, (p - 1) // 2) for _ in src] for p in dst], dtype=object),
         "max+": np.array([[(p - 1) // 2] * La for p in dst], dtype=object),
         "max-": np.array([[-(p - 1) // 2] * La for p in dst], dtype=object),
-        "ring": Ring(log_n, src + dst).bconv_matrix(
-            Ring(log_n, src + dst).basis(range(La)), Ring(log_n, src + dst).basis(range(La, La + Lb))
-        ).numpy().astype(np.int64).astype(object),
+        "ring": bconv_matrix(Ring(log_n, src + dst).basis(range(La)), Ring(log_n, src + dst).basis(range(La, La + Lb))
+                             ).numpy().astype(np.int64).astype(object),
     }
     for name, mat in mats.items():
         xs = x.copy()
@@ -200,7 +200,7 @@ def test_switch_modulus(name, src, dst):
         if kmax:
             k = random.randint(-kmax, kmax)
             flat[random.randrange(flat.size)] = k * D + D // 2 + random.randint(-2, 2)
-    y = switch_modulus(ring, to_ntt(ring, x, src), src, dst)
+    y = switch_modulus(ModulusPlans(ring), to_ntt(ring, x, src), src, dst)
     assert y.shape == (2, len(dst), N)
     got = ring.to_integers(y, ring.basis(dst))
     for r in range(2):
@@ -225,7 +225,7 @@ def test_mod_up(L, alpha, level):
     ext = tuple(level_idx) + tuple(special_idx)
     a = rand_centred(ring.basis(tuple(level_idx)).product, (N,))
     a_ntt = to_ntt(ring, a, tuple(level_idx))
-    d = mod_up(ring, a_ntt, level_idx, special_idx, alpha)
+    d = mod_up(ModulusPlans(ring), a_ntt, level_idx, special_idx, alpha)
     parts = digits(level_idx, alpha)
     assert d.shape == (len(parts), level + K, N)
     for j, (_, rng) in enumerate(parts):

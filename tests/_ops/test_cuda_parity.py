@@ -392,7 +392,7 @@ dev = sys.argv[1]
 T = RingTables(10, ntt_primes(10, 30, 2), dev)
 x = torch.zeros(2, 1024, dtype=torch.int32, device=dev)
 for args, want in [((x[:, :-1].contiguous(), T.mod, T.psi), "power of two"),
-                   ((x, T.mod, T.psi[:, :512].contiguous()), "twiddle table must be")]:
+                   ((x, T.mod, T.psi[:, :512].contiguous()), "psi must be (2, N)")]:
     try:
         torch.ops.fhetorch.ntt(*args)
     except RuntimeError as e:

@@ -3,7 +3,8 @@ against the CPU ops, bit for bit, on fresh random inputs: the NTT's two phases (
 2^10 .. 2^17, forward and inverse, unaligned rows), the base conversion of the bconv op
 (register and memory paths, odd N), and the fused key-switching pipelines (mod_up,
 mod_up_keyswitch_inner with addends and the tensor-product mode, switch_modulus with its
-addend forms), single and batched; the samplers' thread bodies (one ChaCha20 block per
+addend forms), single and batched, on dense tables and on the ring's full tables read through
+table row maps (csrc/table_rows.h); the samplers' thread bodies (one ChaCha20 block per
 thread for several elements) against the CPU's one block per element. Needs nvcc (no GPU); marked slow. The element-wise CUDA
 kernels share their arithmetic with the CPU (csrc/elementwise.h) and are not emulated.
 """
@@ -44,6 +45,11 @@ def emu():
     return lib
 
 
+def _rows(v):
+    """A table row map for emu.cu (None: row l)."""
+    return None if v is None else _ints(v)
+
+
 def _p(t):
     return None if t is None else ctypes.c_void_p(t.data_ptr())
 
@@ -56,9 +62,13 @@ def _ll(v):
     return ctypes.c_longlong(int(v))
 
 
-def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None):
-    """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host."""
+def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False):
+    """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host; with
+    full_tables, on the ring's tables through the row of each ext limb (what fhetorch._rlwe passes)."""
     pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
+    rows = None
+    if full_tables:
+        psi, psi_inv, rows = plan.ring.psi, plan.ring.psi_inv, plan.psi_rows
     L, n = a.shape[-2], a.shape[-1]
     tensor = b is not None
     B = int(np.prod(a.shape[:-3 if tensor else -2]))
@@ -69,7 +79,8 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
     launches = emu.emu_mod_up(_p(a), _p(b), _ll(b_stride), _p(out), _ll(B), L, K, n.bit_length() - 1, _p(pre),
                               _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
                               _p(key.key_q) if key else None, _p(key.key_p) if key else None,
-                              key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La)
+                              key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La,
+                              _rows(rows))
     assert launches > 0
     return out
 
@@ -87,22 +98,25 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
     plan = ks.mod_up_plan(ring, lvl, sp, alpha)
     args = mod_up_args(plan)
     a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
-    expect_equal(emulate_mod_up(emu, a, plan, K), _ops.mod_up(a, *args), "emulated mod_up", seed)
+    want = _ops.mod_up(a, *args)
+    expect_equal(emulate_mod_up(emu, a, plan, K), want, "emulated mod_up", seed)
+    expect_equal(emulate_mod_up(emu, a, plan, K, full_tables=True), want, "emulated mod_up, table rows", seed)
     key = rand_key(ring, n_q, K, -(-n_q // alpha))
     e = plan.ext
-    for La in (0, L + K, random.randint(1, L + K)):
+    # the modes alternate between dense tables and the ring's through the row map
+    for k, La in enumerate((0, L + K, random.randint(1, L + K))):
         addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
-        c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
         want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add)
-        got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add)
-        expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}", seed)
+        got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, full_tables=k % 2 == 1)
+        expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}, table rows: {k % 2 == 1}", seed)
     bl = ring.basis(tuple(lvl))
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
-    for y in (rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)):
+    for k, y in enumerate((rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes))):
         want = _ops.mod_up_keyswitch_inner(x, *args, key.key_q, key.key_p, start, plan.digit_start, None, c_add, y)
-        got = emulate_mod_up(emu, x, plan, K, key, start, None, c_add, y)
-        expect_equal(got, want, f"emulated tensor-product mode, b={tuple(y.shape)}", seed)
+        got = emulate_mod_up(emu, x, plan, K, key, start, None, c_add, y, full_tables=k == 0)
+        expect_equal(got, want, f"emulated tensor-product mode, b={tuple(y.shape)}, table rows: {k == 0}", seed)
 
 
 @pytest.mark.parametrize("log_n,src,dst,batch,Ka", [
@@ -123,17 +137,23 @@ def test_emulated_switch_modulus(emu, seed, log_n, src, dst, batch, Ka):
     K = batch[-1] if batch else 1
     addend = rand_res((*batch[:-1], Ka, len(dst), ring.n), p.b_dst.primes) if Ka else None
     want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
-    got = torch.empty_like(want)
-    assert emu.emu_switch_modulus(_p(x), _p(got), _ll(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
-                                  _ints(p.keep_rows), len(dst), *[_p(t) for t in switch_args(p)], _p(addend), K,
-                                  Ka) > 0
-    expect_equal(got, want, "emulated switch_modulus", seed)
+    pre, mod_drop, _, mod_dst, _, mat, c_keep, c_sub = switch_args(p)
+    # dense tables, then the ring's through the rows of the dropped and destination limbs
+    for tables, rows in [(switch_args(p), (None, None)),
+                         ((pre, mod_drop, ring.psi_inv, mod_dst, ring.psi, mat, c_keep, c_sub),
+                          (p.psi_inv_drop_rows, p.psi_dst_rows))]:
+        got = torch.empty_like(want)
+        assert emu.emu_switch_modulus(_p(x), _p(got), _ll(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
+                                      _ints(p.keep_rows), len(dst), *[_p(t) for t in tables], _p(addend), K, Ka,
+                                      *[_rows(r) for r in rows]) > 0
+        expect_equal(got, want, f"emulated switch_modulus, table rows: {rows[0] is not None}", seed)
 
 
 @pytest.mark.parametrize("log_n,L,batch", [(10, 3, (2,)), (11, 2, ()), (12, 5, (2, 2)), (13, 2, ()), (14, 1, ()),
                                            (15, 1, ()), (16, 2, ()), (17, 1, ())])
 def test_emulated_ntt(emu, seed, log_n, L, batch):
-    ring = make_ring(log_n, L, 0)
+    ring = make_ring(log_n, L + 2, 0)
+    limbs = random.sample(range(L + 2), L)  # through the row map: L of the ring's limbs, in no order
     b = ring.basis(tuple(range(L)))
     x = rand_res((*batch, L, ring.n), b.primes)
     rows = x.numel() // ring.n
@@ -141,11 +161,20 @@ def test_emulated_ntt(emu, seed, log_n, L, batch):
         want = _ops.intt(x, b.mod, tw, post) if inverse else _ops.ntt(x, b.mod, tw)
         for src in (x, unaligned(x)):
             got = torch.empty_like(x)
-            assert emu.emu_ntt(_p(src), _p(got), _ll(rows), L, log_n, _p(b.mod), _p(tw), _p(post), inverse) > 0
+            assert emu.emu_ntt(_p(src), _p(got), _ll(rows), L, log_n, _p(b.mod), _p(tw), _p(post), inverse, None) > 0
             expect_equal(got, want, f"emulated {'intt' if inverse else 'ntt'} (offset {src.storage_offset()})", seed)
         y = x.clone()  # in place
-        assert emu.emu_ntt(_p(y), _p(y), _ll(rows), L, log_n, _p(b.mod), _p(tw), _p(post), inverse) > 0
+        assert emu.emu_ntt(_p(y), _p(y), _ll(rows), L, log_n, _p(b.mod), _p(tw), _p(post), inverse, None) > 0
         expect_equal(y, want, "emulated, in place", seed)
+    bm = ring.basis(limbs)
+    xm = rand_res((*batch, L, ring.n), bm.primes)
+    for inverse, tw in [(0, ring.psi), (1, ring.psi_inv)]:
+        post = bm.n_inv_mont if inverse else None
+        want = _ops.intt(xm, bm.mod, tw, post, limbs) if inverse else _ops.ntt(xm, bm.mod, tw, limbs)
+        got = torch.empty_like(xm)
+        assert emu.emu_ntt(_p(xm), _p(got), _ll(rows), L, log_n, _p(bm.mod), _p(tw), _p(post), inverse,
+                           _rows(limbs)) > 0
+        expect_equal(got, want, f"emulated {'intt' if inverse else 'ntt'}, table rows {limbs}", seed)
 
 
 def unaligned(x: torch.Tensor) -> torch.Tensor:

@@ -1,15 +1,17 @@
 """Fused key-switching ops (mod_up, mod_up_keyswitch_inner, switch_modulus), exact against the
 compositions of unfused ops they replace (tests/_rlwe/reference.py), on random inputs.
 
-* CPU: the ops (and fhetorch._rlwe's functions on them) against the compositions, bit for
-  bit, for rescaling, ModDown, both at once, rational rescaling (added primes, src and dst
-  sharing no prime), permuted destinations, levels whose digits are cut by the level's
-  start, one digit, one-limb digits, digits of more than 16 limbs, addends, the
-  tensor-product mode (b of the batch's shape or one ciphertext for all); with leading batch
-  dimensions (), (3,), (2, 2): a batched call equals the stacked per-item calls.
+* CPU: the ops (and fhetorch._rlwe's functions on them, which read the ring's full NTT
+  tables through table row maps) against the compositions, bit for bit, for rescaling,
+  ModDown, both at once, rational rescaling (added primes, src and dst sharing no prime),
+  permuted destinations, levels whose digits are cut by the level's start, one digit,
+  one-limb digits, digits of more than 16 limbs, addends, the tensor-product mode (b of the
+  batch's shape or one ciphertext for all); with leading batch dimensions (), (3,), (2, 2):
+  a batched call equals the stacked per-item calls.
 * Sizes: N outside [2^10, 2^17] refused with the same message on every device; argument
   errors; a non-power-of-two N raising RuntimeError in-process.
-* Host emulation of the CUDA programs: tests/_ops/test_emulated.py.
+* Host emulation of the CUDA programs: tests/_ops/test_emulated.py; the row maps op by op:
+  tests/_ops/test_table_rows.py.
 * CUDA (marked cuda): GPU against CPU, bit for bit, up to the 48 x 12 benchmark shape,
   batched, and under CUDA graph capture.
 Every test draws fresh random inputs (no fixed seed; failures print the seed).
@@ -23,7 +25,7 @@ import torch
 
 from fhetorch import _ops
 from fhetorch._ring import Ring
-from fhetorch._rlwe import keyswitch as ks
+from fhetorch._rlwe import ModulusPlans, keyswitch as ks
 from _rlwe.reference import mod_up_keyswitch_inner_reference, mod_up_reference, switch_modulus_reference
 
 from .inputs import SWITCH_CASES, expect_equal, make_ring, mod_up_args, rand_key, rand_res, stacked, switch_args
@@ -51,6 +53,7 @@ MOD_UP_CASES = [
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
 def test_mod_up_matches_composition(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
+    plans = ModulusPlans(ring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     a = rand_res((*batch, stop - start, ring.n), ring.basis(tuple(lvl)).primes)
     want = mod_up_reference(ring, a, lvl, sp, alpha)
@@ -58,13 +61,14 @@ def test_mod_up_matches_composition(seed, log_n, n_q, K, alpha, start, stop, bat
     got = _ops.mod_up(a, *args)
     expect_equal(got, want, "mod_up", seed)
     expect_equal(got, stacked(lambda x: _ops.mod_up(x, *args), batch, a), "mod_up batched vs stacked", seed)
-    expect_equal(ks.mod_up(ring, a, lvl, sp, alpha), want, "rlwe.mod_up", seed)
+    expect_equal(ks.mod_up(plans, a, lvl, sp, alpha), want, "rlwe.mod_up", seed)
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=BATCH_IDS)
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
 def test_mod_up_keyswitch_inner_matches_composition(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
+    plans = ModulusPlans(ring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
     plan = ks.mod_up_plan(ring, lvl, sp, alpha)
@@ -78,13 +82,13 @@ def test_mod_up_keyswitch_inner_matches_composition(seed, log_n, n_q, K, alpha, 
 
     for La in sorted({0, L, L + K, random.randint(1, L + K)}):
         addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
-        c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
         want = mod_up_keyswitch_inner_reference(ring, a, key, lvl, sp, alpha, addend, c_add)
         got = op(a, addend, c_add)
         expect_equal(got, want, f"mod_up_keyswitch_inner La={La}", seed)
         expect_equal(got, stacked(lambda x, y: op(x, y, c_add), batch, a, addend), f"batched vs stacked La={La}",
                      seed)
-        got = ks.mod_up_keyswitch_inner(ring, a, key, lvl, sp, alpha, addend, c_add)
+        got = ks.mod_up_keyswitch_inner(plans, a, key, lvl, sp, alpha, addend, c_add)
         expect_equal(got, want, f"rlwe.mod_up_keyswitch_inner La={La}", seed)
 
 
@@ -94,6 +98,7 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
     """b=...: tensor_product, then ModUp of d2 + inner product + d[:2] * c_add; b of a's shape
     or one ciphertext for the whole batch."""
     ring = make_ring(log_n, n_q, K)
+    plans = ModulusPlans(ring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
     plan = ks.mod_up_plan(ring, lvl, sp, alpha)
@@ -112,7 +117,7 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
         expect_equal(got, want, f"b={tuple(y.shape)}", seed)
         yb = y if y.shape == x.shape else y.expand(x.shape)
         expect_equal(got, stacked(op, batch, x, yb), f"b={tuple(y.shape)} batched vs stacked", seed)
-        expect_equal(ks.mod_up_keyswitch_inner(ring, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
+        expect_equal(ks.mod_up_keyswitch_inner(plans, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
 
 
 def addends(batch, Ld, ring, primes):
@@ -128,6 +133,7 @@ def addends(batch, Ld, ring, primes):
 @pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_switch_modulus_matches_composition(seed, name, src, dst, batch):
     ring = make_ring(random.choice([10, 11]), 8, 2)
+    plans = ModulusPlans(ring)
     p = ks.switch_plan(ring, src, dst)
     x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
     want = switch_modulus_reference(ring, x, src, dst)
@@ -135,22 +141,23 @@ def test_switch_modulus_matches_composition(seed, name, src, dst, batch):
     expect_equal(got, want, name, seed)
     per_item = stacked(lambda y: _ops.switch_modulus(y, p.drop_rows, p.keep_rows, *switch_args(p)), batch, x)
     expect_equal(got, per_item, f"{name}: batched vs stacked", seed)
-    expect_equal(ks.switch_modulus(ring, x, src, dst), want, "rlwe." + name, seed)
+    expect_equal(ks.switch_modulus(plans, x, src, dst), want, "rlwe." + name, seed)
     for addend in addends(batch, len(dst), ring, p.b_dst.primes):
         want_add = switch_modulus_reference(ring, x, src, dst, addend)
         got = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
         expect_equal(got, want_add, f"{name} + addend {tuple(addend.shape)}", seed)
-        expect_equal(ks.switch_modulus(ring, x, src, dst, addend=addend), want_add, f"rlwe.{name} + addend", seed)
+        expect_equal(ks.switch_modulus(plans, x, src, dst, addend=addend), want_add, f"rlwe.{name} + addend", seed)
 
 
 def test_switch_modulus_unaligned_and_strided_inputs(seed):
     ring = make_ring(10, 8, 2)
+    plans = ModulusPlans(ring)
     src, dst = tuple(range(8)), (0, 1, 2, 3, 4, 9)
     p = ks.switch_plan(ring, src, dst)
     x3 = rand_res((3, 8, ring.n), ring.basis(src).primes)
     want = switch_modulus_reference(ring, x3[:2], src, dst)
     expect_equal(_ops.switch_modulus(x3[:2], p.drop_rows, p.keep_rows, *switch_args(p)), want, "slice", seed)
-    expect_equal(ks.switch_modulus(ring, x3[1:], src, dst), switch_modulus_reference(ring, x3[1:], src, dst),
+    expect_equal(ks.switch_modulus(plans, x3[1:], src, dst), switch_modulus_reference(ring, x3[1:], src, dst),
                  "offset view", seed)
 
 
@@ -258,6 +265,7 @@ def _gpu_key(key):
 ])
 def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring, gring = rings(log_n, n_q, K)
+    plans, gplans = ModulusPlans(ring), ModulusPlans(gring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
     plan, gplan = ks.mod_up_plan(ring, lvl, sp, alpha), ks.mod_up_plan(gring, lvl, sp, alpha)
@@ -269,9 +277,9 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
     e = plan.ext
     for La in (0, L, L + K):
         addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
-        c_add = ring.basis(e.idx[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
-        want = ks.mod_up_keyswitch_inner(ring, a, key, lvl, sp, alpha, addend, c_add)
-        got = ks.mod_up_keyswitch_inner(gring, a.to(GPU), gkey, lvl, sp, alpha,
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        want = ks.mod_up_keyswitch_inner(plans, a, key, lvl, sp, alpha, addend, c_add)
+        got = ks.mod_up_keyswitch_inner(gplans, a.to(GPU), gkey, lvl, sp, alpha,
                                         None if addend is None else addend.to(GPU),
                                         None if c_add is None else c_add.to(GPU))
         expect_equal(got, want, f"cuda mod_up_keyswitch_inner La={La}", seed)
@@ -279,8 +287,8 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
     for y in (rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)):
-        want = ks.mod_up_keyswitch_inner(ring, x, key, lvl, sp, alpha, c_add=c_add, b=y)
-        got = ks.mod_up_keyswitch_inner(gring, x.to(GPU), gkey, lvl, sp, alpha, c_add=c_add.to(GPU), b=y.to(GPU))
+        want = ks.mod_up_keyswitch_inner(plans, x, key, lvl, sp, alpha, c_add=c_add, b=y)
+        got = ks.mod_up_keyswitch_inner(gplans, x.to(GPU), gkey, lvl, sp, alpha, c_add=c_add.to(GPU), b=y.to(GPU))
         expect_equal(got, want, f"cuda tensor-product mode, b={tuple(y.shape)}", seed)
 
 
@@ -289,11 +297,12 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
 @pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_cuda_switch_modulus(seed, log_n, name, src, dst):
     ring, gring = rings(log_n, 8, 2)
+    plans, gplans = ModulusPlans(ring), ModulusPlans(gring)
     for batch in [(2,), (3,), (2, 3)]:
         x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
         for addend in [None] + addends(batch, len(dst), ring, ring.basis(dst).primes):
-            want = ks.switch_modulus(ring, x, src, dst, addend=addend)
-            got = ks.switch_modulus(gring, x.to(GPU), src, dst, addend=None if addend is None else addend.to(GPU))
+            want = ks.switch_modulus(plans, x, src, dst, addend=addend)
+            got = ks.switch_modulus(gplans, x.to(GPU), src, dst, addend=None if addend is None else addend.to(GPU))
             expect_equal(got, want, f"cuda {name} batch={batch}", seed)
 
 
@@ -301,12 +310,13 @@ def test_cuda_switch_modulus(seed, log_n, name, src, dst):
 def test_cuda_benchmark_shape_switch(seed):
     """HMult's switch at 48 x 12: (2, 60, N) from Q_48 P to Q_46, and 8 ciphertexts at once."""
     ring, gring = rings(16, 48, 12)
+    plans, gplans = ModulusPlans(ring), ModulusPlans(gring)
     src, dst = tuple(range(60)), tuple(range(46))
     for batch in [(), (8,)]:
         x = rand_res((*batch, 2, 60, ring.n), ring.primes)
         addend = rand_res((*batch, 2, 46, ring.n), ring.basis(dst).primes)
-        want = ks.switch_modulus(ring, x, src, dst, addend=addend)
-        expect_equal(ks.switch_modulus(gring, x.to(GPU), src, dst, addend=addend.to(GPU)), want, f"48x12 {batch}",
+        want = ks.switch_modulus(plans, x, src, dst, addend=addend)
+        expect_equal(ks.switch_modulus(gplans, x.to(GPU), src, dst, addend=addend.to(GPU)), want, f"48x12 {batch}",
                      seed)
 
 
@@ -335,14 +345,15 @@ def test_cuda_refuses_what_the_cpu_refuses(seed, log_n):
 def test_cuda_graph_capture(seed):
     """The fused ops are capturable: a replayed graph gives the eager result."""
     ring, gring = rings(12, 9, 3)
+    gplans = ModulusPlans(gring)  # built once: the captured graph holds its tensors
     lvl, sp = range(0, 9), range(9, 12)
     gkey = _gpu_key(rand_key(ring, 9, 3, 3))
     a = rand_res((4, 9, ring.n), ring.basis(tuple(lvl)).primes).to(GPU)
     ext = tuple(lvl) + tuple(sp)
 
     def f():
-        u = ks.mod_up_keyswitch_inner(gring, a, gkey, lvl, sp, 3)
-        return ks.switch_modulus(gring, u, ext, tuple(range(8)))
+        u = ks.mod_up_keyswitch_inner(gplans, a, gkey, lvl, sp, 3)
+        return ks.switch_modulus(gplans, u, ext, tuple(range(8)))
 
     want = f()
     s = torch.cuda.Stream()

@@ -1,7 +1,8 @@
 """The custom-op contract: every op of csrc/bind/schema.cpp passes torch.library.opcheck
 (schema, fake kernel against the real one, autograd registration, AOT dispatch with dynamic
-shapes) on the CPU, single and batched, and (marked cuda) on the GPU. A new op without a case
-here fails test_every_op_has_a_case."""
+shapes) on the CPU, single and batched, and (marked cuda) on the GPU; the ops that take table
+row maps (csrc/table_rows.h) once more with the ring's full tables read through them. A new op
+without a case here fails test_every_op_has_a_case."""
 import random
 
 import pytest
@@ -22,6 +23,7 @@ def cases(batch: tuple) -> list:
     bl = ring.basis(tuple(lvl))
     plan = ks.mod_up_plan(ring, lvl, sp, 2)
     ext = plan.ext
+    full = (plan.pre, ext.mod, ring.psi, ring.psi_inv, plan.mats, plan.bounds)  # mod_up's, the ring's tables
     key = rand_key(ring, 6, 2, 3)
     n = ring.n
     x = rand_res((*batch, 6, n), bl.primes)
@@ -34,7 +36,9 @@ def cases(batch: tuple) -> list:
     key_words = torch.randint(-(2**31), 2**31 - 1, (8,), dtype=torch.int32)
     return [
         ("ntt", (x, bl.mod, bl.psi)),
+        ("ntt", (x, bl.mod, ring.psi, list(lvl))),
         ("intt", (x, bl.mod, bl.psi_inv, bl.n_inv_mont)),
+        ("intt", (x, bl.mod, ring.psi_inv, bl.n_inv_mont, list(lvl))),
         ("bconv", (x, bl.mod, ext.mod, torch.zeros(8, 6, dtype=torch.int32))),
         ("add", (x, x[tuple(0 for _ in batch)].contiguous(), bl.mod)),
         ("sub", (x, x, bl.mod)),
@@ -48,10 +52,14 @@ def cases(batch: tuple) -> list:
         ("hoisted_mac", (d, ct, [key.key_q, key.key_q], [key.key_p, key.key_p], [1, 5], 0, 0, c_add,
                          [rand_res((8, n), ext.primes)] * 2, [0, 1], [0, 1], 2, ext.mod)),
         ("mod_up", (x, *mod_up_args(plan))),
+        ("mod_up", (x, *full, plan.psi_rows)),
         ("mod_up_keyswitch_inner", (x, *mod_up_args(plan), key.key_q, key.key_p, 0, 0,
                                     rand_res((*batch, 2, 6, n), bl.primes), c_add)),
         ("mod_up_keyswitch_inner", (ct, *mod_up_args(plan), key.key_q, key.key_p, 0, 0, None, c_add, ct)),
+        ("mod_up_keyswitch_inner", (ct, *full, key.key_q, key.key_p, 0, 0, None, c_add, ct, plan.psi_rows)),
         ("switch_modulus", (u, sw.drop_rows, sw.keep_rows, *switch_args(sw), rand_res((*batch, 5, n), sw.b_dst.primes))),
+        ("switch_modulus", (u, sw.drop_rows, sw.keep_rows, sw.pre, sw.b_drop.mod, ring.psi_inv, sw.b_dst.mod, ring.psi,
+                            sw.matrix, sw.c_keep, sw.c_sub, None, sw.psi_inv_drop_rows, sw.psi_dst_rows)),
         ("to_rns", (torch.randint(-(2**40), 2**40, (*batch, n)), bl.mod, bl.r2)),
         ("crt_digits", (x, bl.mod, garner)),
         ("sample_uniform", (key_words, 7, bl.mod, 2, n)),

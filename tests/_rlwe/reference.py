@@ -6,6 +6,7 @@ Each takes any number of leading batch dimensions, as the fused ops do.
 import torch
 
 from fhetorch import _ops
+from fhetorch._ring.ring import bconv_matrix, bconv_pre
 from fhetorch._rlwe import digits
 
 
@@ -17,8 +18,8 @@ def mod_up_reference(ring, a, level_idx: range, special_idx: range, alpha: int) 
         bd, bo = ring.basis(tuple(d)), ring.basis(tuple(i for i in ext if i not in d))
         lo = d.start - level_idx.start
         part = a.narrow(-2, lo, len(d)).contiguous()
-        t = ring.intt(part, bd, post=ring.bconv_pre(bd))
-        y = ring.ntt(_ops.bconv(t, bd.mod, bo.mod, ring.bconv_matrix(bd, bo)), bo)
+        t = ring.intt(part, bd, post=bconv_pre(bd))
+        y = ring.ntt(_ops.bconv(t, bd.mod, bo.mod, bconv_matrix(bd, bo)), bo)
         out.append(torch.cat([y.narrow(-2, 0, lo), part, y.narrow(-2, lo, y.shape[-2] - lo)], dim=-2))
     return torch.stack(out, dim=-3)
 
@@ -43,8 +44,8 @@ def switch_modulus_reference(ring, x, src: tuple, dst: tuple, addend=None) -> to
     prod_a = ring.basis(added).product if added else 1
     pos = {i: k for k, i in enumerate(src)}
     rows = torch.tensor([pos[i] for i in drop], device=x.device)
-    t = ring.intt(x.index_select(-2, rows).contiguous(), b_drop, post=ring.bconv_pre(b_drop, prod_a))
-    y = ring.ntt(_ops.bconv(t, b_drop.mod, b_dst.mod, ring.bconv_matrix(b_drop, b_dst)), b_dst)
+    t = ring.intt(x.index_select(-2, rows).contiguous(), b_drop, post=bconv_pre(b_drop, prod_a))
+    y = ring.ntt(_ops.bconv(t, b_drop.mod, b_dst.mod, bconv_matrix(b_drop, b_dst)), b_dst)
     # x * A is 0 modulo the added primes: their kept row is a zero row
     padded = torch.cat([x, torch.zeros_like(x.narrow(-2, 0, 1))], dim=-2)
     keep = padded.index_select(-2, torch.tensor([pos.get(i, len(src)) for i in dst], device=x.device)).contiguous()

@@ -3,7 +3,7 @@
 // keyswitch_inner_core.cuh, switch_modulus_core.cuh): the same programs and pipelines, run by
 // program.cuh's HostExec (block by block and, within a block, step by step with every thread
 // of a step before the next: the __syncthreads() semantics). Built as a shared library with
-// nvcc (host code only, no GPU needed) and driven from tests/_ops/test_fused.py through
+// nvcc (host code only, no GPU needed) and driven from tests/_ops/test_emulated.py through
 // ctypes against the CPU ops. Scratch starts poisoned, so a read of a word no program wrote
 // shows up in the results.
 #include <cstring>
@@ -44,21 +44,37 @@ ModUpArgs mod_up_args(const int32_t* a, const int32_t* b, long long b_stride, lo
   return g;
 }
 
+// A table row map of `count` limbs from a host array (null: no map), as the binding's
+// check_table_rows fills it; false if it cannot hold them.
+bool table_rows(const int* rows, int count, TableRows& out) {
+  out = TableRows{};
+  if (!rows) return true;
+  if (count > kMaxTableRows) return false;
+  out.count = count;
+  for (int l = 0; l < count; ++l) {
+    if (rows[l] < 0 || rows[l] > kMaxTableRow) return false;
+    out.row[l] = static_cast<int16_t>(rows[l]);
+  }
+  return true;
+}
+
 long long result(cudaError_t err, const HostExec& ex) { return err == cudaSuccess ? ex.launches : -1; }
 
 }  // namespace
 
 extern "C" {
 
-// Each returns the number of kernel launches emulated, or -1 if the pipeline refused.
+// Each returns the number of kernel launches emulated, or -1 if the pipeline refused. Every
+// table row map (psi_rows, ...) is a host array of one entry per limb, or null (row l).
 // mod_up with key_q null; else mod_up_keyswitch_inner (b non-null: tensor-product mode).
 long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int32_t* out, long long B, int L, int K,
                      int log_n, const int32_t* pre, const int32_t* mod_ext, const int32_t* psi_ext,
                      const int32_t* psi_inv_ext, const int32_t* mats, int alpha_max, const int* bounds, int beta,
                      const int32_t* key_q, const int32_t* key_p, int Lq_key, int q_start, int digit_start,
-                     const int32_t* addend, const int32_t* c_add, int La) {
-  const ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
-                                  bounds, beta);
+                     const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows) {
+  ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
+                            bounds, beta);
+  if (!table_rows(psi_rows, L + K, g.psi_rows)) return -1;
   const KeyArgs key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, b ? L : La};
   std::vector<int32_t> t = poisoned(mod_up_scratch_t(g)), d = poisoned(mod_up_scratch_d(g));
   const int64_t out_words = B * (key_q ? 2 : beta) * (L + K) << log_n;
@@ -69,10 +85,12 @@ long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int
 
 // ntt / intt of `rows` rows (ntt_core.cuh's two phases; 2^10 <= N <= 2^17).
 long long emu_ntt(const int32_t* x, int32_t* y, long long rows, int L, int log_n, const int32_t* mod, const int32_t* tw,
-                  const int32_t* post, int inverse) {
+                  const int32_t* post, int inverse, const int* psi_rows) {
+  TableRows tr;
+  if (!table_rows(psi_rows, L, tr)) return -1;
   HostExec ex;
-  return result(inverse ? ntt_detail::two_phase<true>(ex, log_n, x, y, rows, L, mod, tw, post)
-                        : ntt_detail::two_phase<false>(ex, log_n, x, y, rows, L, mod, tw, nullptr),
+  return result(inverse ? ntt_detail::two_phase<true>(ex, log_n, x, y, rows, L, mod, tw, post, tr)
+                        : ntt_detail::two_phase<false>(ex, log_n, x, y, rows, L, mod, tw, nullptr, tr),
                 ex);
 }
 
@@ -103,9 +121,10 @@ long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls
                              const int* keep, int Ld, const int32_t* pre, const int32_t* mod_drop,
                              const int32_t* psi_inv_drop, const int32_t* mod_dst, const int32_t* psi_dst,
                              const int32_t* mat, const int32_t* c_keep, const int32_t* c_sub, const int32_t* addend,
-                             int K, int Ka) {
+                             int K, int Ka, const int* psi_inv_drop_rows, const int* psi_dst_rows) {
   SwitchArgs g{x, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend, B, Ls, D, Ld, log_n, K, Ka,
-               {}, {}};
+               {}, {}, {}, {}};
+  if (!table_rows(psi_inv_drop_rows, D, g.psi_inv_drop_rows) || !table_rows(psi_dst_rows, Ld, g.psi_dst_rows)) return -1;
   for (int k = 0; k < D; ++k) g.drop[k] = static_cast<int16_t>(drop[k]);
   for (int i = 0; i < Ld; ++i) g.keep[i] = static_cast<int16_t>(keep[i]);
   std::vector<int32_t> t = poisoned(switch_scratch_t(g)), y = poisoned(switch_scratch_y(g));

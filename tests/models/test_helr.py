@@ -83,7 +83,7 @@ def test_training_bootstraps_come_from_the_planner():
         params = fhe.ckks.preset("toy-n13-bts")
     for iterations in (1, 3, 7, 12):
         plan = plan_iterations(params, iterations)
-        top, after = params.max_level, params.info().levels_after_bootstrap
+        top, after = params.max_level, fhe.ckks.presets()["toy-n13-bts"].levels_after_bootstrap
         level, want = top, 0
         for _ in range(iterations):
             if level < LEVELS_PER_ITERATION:

@@ -44,8 +44,8 @@ def test_bootstrap_chunks(gen, assert_close):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         ctx = fhe.Context("toy-n13-bts", "cpu").keygen(bootstrap=True)
-    x = _rand(gen, 3 * ctx.slots)  # three chunks: a pair shares one bootstrapping, the third its own
+    x = _rand(gen, 5 * ctx.slots)  # five ciphertexts: two pairs in one batched bootstrapping, the fifth its own
     ex = ctx.encrypt(x, level=0)
     out = ex.bootstrap()
-    assert out.multi and out.level == ctx.params.bootstrap.user_levels
+    assert out.multi and out.level == ctx.bootstrap_config.user_levels
     assert_close(ctx.decrypt(out), x, 2**-15, "bootstrapped chunks")

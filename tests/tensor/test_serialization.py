@@ -1,4 +1,5 @@
 """fhetorch.save / fhetorch.load: round trips (path and file object) and validation errors."""
+import dataclasses
 import io
 import warnings
 
@@ -53,7 +54,7 @@ WHERE = ["path", "fileobj"]
 
 # --- round trips ------------------------------------------------------------------------------
 @pytest.mark.parametrize("where", WHERE)
-@pytest.mark.parametrize("name", ["toy-n10", "toy-n12", "n16-rr40"])
+@pytest.mark.parametrize("name", ["toy-n10", "toy-n12", "n16-rr40", "toy-n13-bts"])
 def test_params_roundtrip(name, where, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
@@ -68,6 +69,17 @@ def test_params_roundtrip(name, where, tmp_path):
     assert isinstance(q, fhe.ckks.Params)
     assert q == p and q.describe() == p.describe()
     assert q.level_scales == p.level_scales and q.security_bits == p.security_bits
+
+
+def test_context_keeps_its_bootstrapping_configuration(device, tmp_path):
+    """A context's BootstrapConfig travels with it, also one no preset names."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        p = fhe.ckks.preset("toy-n13-bts")
+        cfg = dataclasses.replace(fhe.ckks.bootstrap_config("toy-n13-bts"), cos_degree=59, k_range=12)
+        ctx = fhe.ckks.Context(params=p, device=device, bootstrap=cfg).keygen(power_of_two_rotations=False)
+        server = _roundtrip(ctx.public(), "path", tmp_path, device=device)
+    assert server.bootstrap_config == cfg != fhe.ckks.bootstrap_config("toy-n13-bts")
 
 
 @pytest.mark.parametrize("where", WHERE)
@@ -311,7 +323,7 @@ def _tampered(data: bytes, edit, ctx=None) -> bytes:
 
 
 def _limb_prime(ctx, level, limb):
-    return ctx.ring.primes[ctx.level_idx(level)[limb]]
+    return ctx.ring.primes[ctx.params.limbs(level)[limb]]
 
 
 def _set(tensors, key, where, value):

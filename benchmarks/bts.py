@@ -42,20 +42,22 @@ def _err(got, want) -> dict:
 
 
 def _params(spec: str):
-    """A preset name, or 'preset:key=value,...' overriding its chain (dnum, user_levels, ... any
-    BootstrapConfig field): variants for tuning, e.g. n16-bts40:user_levels=12,evalmod_bits=65."""
-    from fhetorch.ckks import params as P
+    """(Params, BootstrapConfig) of a preset name, or of 'preset:key=value,...' overriding its
+    chain (dnum, user_levels, ... any BootstrapConfig field): variants for tuning, e.g.
+    n16-bts40:user_levels=12,evalmod_bits=65."""
+    import dataclasses
+    from fhetorch.circuits.bootstrap_config import BOOTSTRAP_PRESETS, bootstrap_params
 
     name, _, over = spec.partition(":")
-    if not over:
-        return P.preset(name)
-    kw = {k: v for k, v in P._PRESETS[name].items()}
-    bts = dict(kw.pop("bootstrap"))
-    for item in over.split(";") if ";" in over else over.split("+"):
+    literal, cfg = BOOTSTRAP_PRESETS[name]
+    lit, bts = {}, {}
+    for item in (over.split(";") if ";" in over else over.split("+")) if over else []:
         k, v = item.split("=")
         v = int(v) if v.lstrip("-").isdigit() else v
-        (kw if k in ("dnum", "chain") else bts)[k] = v
-    return P.make_params(name=spec, allow_insecure=True, bootstrap=bts, **kw)
+        (lit if k in ("dnum", "chain") else bts)[k] = v
+    literal = dataclasses.replace(literal, name=spec, **lit)
+    cfg = dataclasses.replace(cfg, **bts)
+    return bootstrap_params(literal, cfg, allow_insecure=True), cfg
 
 
 def _encrypt(ctx, v, slots):
@@ -67,14 +69,15 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
     from fhetorch.circuits.polynomial import evaluate
-    from fhetorch.ckks import evaluator as ev
-    from fhetorch.ckks.context import galois_element
+    from fhetorch._ckks import evaluator as ev
+    from fhetorch._ckks.context import galois_element
 
     cuda = device.type == "cuda"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ctx = fhe.ckks.Context(params=_params(name), device=device)
-    cfg = ctx.params.bootstrap
+        params, cfg = _params(name)
+        ctx = fhe.ckks.Context(params=params, device=device, bootstrap=cfg)
+    cfg = ctx.bootstrap_config
     full = ctx.slots
     sparse = min(full, 2**13) if ctx.n >= 2**16 else full // 8
     t0 = time.perf_counter()
@@ -83,7 +86,7 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     info = {"preset": name, "N": ctx.n, "levels": ctx.max_level, "levels_left": cfg.user_levels,
             "log_pq": round(ctx.params.log_pq, 1), "dnum": ctx.params.dnum, "config": cfg.describe(),
             "keygen_s": time.perf_counter() - t0, "key_bytes": ctx.key_bytes(), "rotation_keys": len(ctx.galois_keys)}
-    bt = B.bootstrapper(ctx)
+    bt = ctx.bootstrapper
     gen = torch.Generator().manual_seed(1)
 
     def record(case, **kw):

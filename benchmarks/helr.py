@@ -53,7 +53,7 @@ def run(args, device: torch.device) -> dict:
     doc["key_bytes"] = ctx.key_bytes()
     cfg = HELRConfig(iterations=iters)
     enc, plain = EncryptedHELR(ctx, z, cfg), PlainHELR(z, cfg, ctx.slots)
-    doc["ciphertexts"] = len(enc.z.ciphertexts)
+    doc["ciphertexts"] = enc.z.count
     rows = []
     for t in range(iters):
         b0 = enc.bootstraps
@@ -86,6 +86,6 @@ def run(args, device: torch.device) -> dict:
     doc["graphs"] = bool(enc.graphs.enabled)
     print(f"\nper iteration (iterations {iters // 2}..{iters - 1}, steady state): median {doc['median_ms']:.1f} ms, "
           f"mean {doc['mean_ms']:.1f} ms (bootstraps amortised; {enc.bootstraps} in {iters} iterations; gradient "
-          f"{'graph-replayed' if enc.graphs.enabled else 'eager'}); {len(enc.z.ciphertexts)} ciphertexts; keys "
+          f"{'graph-replayed' if enc.graphs.enabled else 'eager'}); {enc.z.count} ciphertexts; keys "
           f"{doc['key_bytes'] / 2**30:.2f} GiB; anchors: Cheddar 40.7 ms/it (H100 PCIe), Theodosian 26.5, target 40")
     return doc

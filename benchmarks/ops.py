@@ -14,11 +14,11 @@ import warnings
 
 import torch
 
-from fhetorch.ckks import evaluator as ev
-from fhetorch.ckks.context import CKKSContext
-from fhetorch.ckks.params import make_params, preset
+from fhetorch._ckks import evaluator as ev
+from fhetorch._ckks.context import CKKSContext
+from fhetorch._ckks.params import make_params, preset
 from fhetorch.errors import InsecureParametersWarning
-from fhetorch.rlwe.keyswitch import digits
+from fhetorch._rlwe.keyswitch import digits
 
 from . import common
 
@@ -112,7 +112,7 @@ def make_op(ctx, op: str, a, b):
     top = ctx.max_level
     basis = ctx.basis(top)
     if op == "ntt_limb":
-        b1 = ring.basis((ctx.level_idx(top).start,))
+        b1 = ring.basis((ctx.params.limbs(top).start,))
         x1 = a.data[0, :1].contiguous()
         return lambda: ring.ntt(x1, b1)
     if op == "ntt_ct":

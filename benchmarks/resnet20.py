@@ -118,7 +118,7 @@ def _encoding_time(cm, device) -> float:
         if lt is None:
             continue
         level = plan[first].level_in
-        giants = sorted(lt._plan)
+        giants = sorted(lt._by_giant)
         common.sync(device)
         t = time.perf_counter()
         for lo in range(0, len(giants), MAC_GIANTS):

@@ -1,6 +1,6 @@
 // Hoisted baby-step rotations times plaintext diagonals, accumulated over P*Q (the fused
 // linear transform of Cheddar Par.5; double hoisting of Bossuat et al. 2021). One element
-// function shared by the CPU loop (csrc/bind/cpu.cpp) and the CUDA kernel
+// function shared by the CPU loop (csrc/cpu/elementwise.cpp) and the CUDA kernel
 // (csrc/cuda/elementwise.cu); semantics in csrc/bind/schema.cpp ("hoisted_mac").
 #pragma once
 #include <cstdint>
@@ -15,12 +15,12 @@ constexpr int kMacGiants = 8;   // outputs (giant steps) per call
 // Everything one call needs; passed by value to the kernel (__grid_constant__), so the
 // pointer tables need no device copy and the launch can be graph-captured.
 struct MacArgs {
-  const int32_t* d;    // (beta, Lext, n): ModUp of c[1]
-  const int32_t* c;    // (2, L, n)
+  const int32_t* d;    // (B, beta, Lext, n): ModUp of c[b][1]
+  const int32_t* c;    // (B, 2, L, n)
   const int32_t* c_p;  // (L,): P mod q_i, Montgomery form
   const int32_t* mod;  // (Lext, 2)
-  int32_t* out;        // (giants, 2, Lext, n)
-  int64_t n;
+  int32_t* out;        // (B, giants, 2, Lext, n)
+  int64_t B, n;
   int log_n, beta, L, Lext, q_start, digit_start, babies, giants;
   uint32_t galois[kMacBabies];  // 1: no rotation (u = P * c)
   const int32_t* key_q[kMacBabies];  // (digits, 2, lq_key, n)
@@ -29,10 +29,10 @@ struct MacArgs {
   const int32_t* pt[kMacBabies][kMacGiants];  // (Lext, n) diagonal of (baby, giant), or null
 };
 
-// All outputs at ext limb i, coefficient x (item = i * n + x). Every product is reduced at
-// once (mont_mul, add_mod): lazy 64-bit sums of centred products with one reduction per sum
-// measured 35% slower on the H100 (883 against 656 us per top-level CoeffToSlot call).
-FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
+// All outputs of ciphertext bb at ext limb i, coefficient x (item = i * n + x). Every
+// product is reduced at once (mont_mul, add_mod): lazy 64-bit sums of centred products with
+// one reduction per sum measured slower on the H100 (docs/benchmarks.md).
+FT_HD void hoisted_mac_one(const MacArgs& g, int64_t bb, int64_t item) {
   // Offsets inside one tensor fit 32 bits (the binding checks the sizes), so the index
   // arithmetic of the loops stays 32-bit; pointers advance by whole strides.
   const uint32_t n = static_cast<uint32_t>(g.n);
@@ -43,8 +43,9 @@ FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
   const int K = g.Lext - g.L;
   const int32_t cp = in_q ? g.c_p[i] : 0;
   const uint32_t d_stride = static_cast<uint32_t>(g.Lext) * n;  // digit to digit in d
-  const int32_t* d_row = g.d + static_cast<int64_t>(i) * n;
-  const int32_t* c0_row = g.c + static_cast<int64_t>(in_q ? i : 0) * n;
+  const int64_t plane = static_cast<int64_t>(g.Lext) * n;
+  const int32_t* d_row = g.d + bb * g.beta * plane + static_cast<int64_t>(i) * n;
+  const int32_t* c0_row = g.c + (2 * bb * g.L + (in_q ? i : 0)) * static_cast<int64_t>(n);
   int32_t acc[kMacGiants][2];
 #pragma unroll
   for (int k = 0; k < kMacGiants; ++k) acc[k][0] = acc[k][1] = 0;
@@ -80,14 +81,20 @@ FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
       }
     }
   }
-  const int64_t plane = static_cast<int64_t>(g.Lext) * n;
+  int32_t* out = g.out + 2 * bb * g.giants * plane + item;
 #pragma unroll
   for (int k = 0; k < kMacGiants; ++k) {
     if (k < g.giants) {
-      g.out[(2 * k) * plane + item] = acc[k][0];
-      g.out[(2 * k + 1) * plane + item] = acc[k][1];
+      out[(2 * k) * plane] = acc[k][0];
+      out[(2 * k + 1) * plane] = acc[k][1];
     }
   }
+}
+
+// Every ciphertext of the batch at one item: the keys and diagonals they share are re-read
+// by the same thread, from cache.
+FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
+  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_one(g, bb, item);
 }
 
 }  // namespace fhetorch

@@ -1,23 +1,40 @@
 """fhetorch: fully homomorphic encryption (CKKS) for PyTorch, on NVIDIA GPUs and CPUs.
 
     import torch, fhetorch as fhe
-    ctx = fhe.ckks.Context(preset="toy-n12", device="cpu")
+    ctx = fhe.Context("toy-n12", "cpu")
     ctx.keygen()
     ex = ctx.encrypt(torch.rand(1000, dtype=torch.float64))
     print(ctx.decrypt(ex * ex + 0.5 * ex - 1.0))
+
+The public surface is this facade: `Context`, `EncryptedTensor`, `save`, `load`, the errors,
+`fhetorch.ckks` (presets, parameters, bootstrapping, polynomials) and `fhetorch.nn` (the
+model compiler, loaded on first use). Everything else (`_ops`, `_ring`, `_rlwe`, `_ckks`,
+`circuits`, `tensor`) is implementation (docs/architecture.md).
 """
+import importlib
+
 import torch  # noqa: F401  (fhetorch._C links against torch)
 
-from . import _ops, ckks, ring, rlwe
-from .errors import (ContextError, EncodingError, EncryptedValueError, FHEError, InsecureParametersWarning, IntegerArgumentError,
-                     LayoutError, LevelError, MissingKeyError, ParameterError, ScaleError, SerializationError, ShapeError)
-from .serialization import load, save
+from . import ckks
+from .errors import (ApproximationError, ContextError, EncodingError, EncryptedValueError, FHEError,
+                     InsecureParametersWarning, IntegerArgumentError, InternalError, LayoutError, LevelError,
+                     MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
+                     SlotError, UnsupportedLayerError, UnsupportedOperationError)
 from .tensor import Context, EncryptedTensor
-from . import nn  # noqa: E402  (above tensor and circuits)
+from .tensor.serialization import load, save
 
 __version__ = "0.1.0"
 
-__all__ = ["Context", "ContextError", "EncodingError", "EncryptedTensor", "EncryptedValueError", "FHEError",
-           "InsecureParametersWarning", "IntegerArgumentError", "LayoutError", "LevelError",
-           "MissingKeyError", "ParameterError", "ScaleError", "SerializationError", "ShapeError", "ckks",
-           "load", "nn", "ring", "rlwe", "save"]
+__all__ = ["ApproximationError", "Context", "ContextError", "EncodingError", "EncryptedTensor",
+           "EncryptedValueError", "FHEError", "InsecureParametersWarning", "IntegerArgumentError", "InternalError",
+           "LayoutError", "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError",
+           "SerializationError", "ShapeError", "SlotError", "UnsupportedLayerError", "UnsupportedOperationError",
+           "ckks", "load", "nn", "save"]
+
+
+def __getattr__(name):
+    # fhetorch.nn (the compiler: torch.fx tracing, planning) loads when first used, so
+    # `import fhetorch` stays light for code that only computes on tensors.
+    if name == "nn":
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module 'fhetorch' has no attribute {name!r}")

@@ -1,7 +1,33 @@
-"""Errors and warnings of fhetorch. Every message starts with the operation and says what to change."""
+"""Errors and warnings of fhetorch: one class per condition, all deriving from FHEError.
+
+Every message starts with the operation and says what to change. Where a builtin exception
+is the natural Python reading of a condition, the class derives from it too (ShapeError is a
+ValueError, UnsupportedOperationError a NotImplementedError), so generic handlers keep working.
+
+    FHEError
+    +-- ParameterError (ValueError)      invalid encryption parameters, unknown preset
+    |   +-- SecurityError                parameters below 128-bit security without allow_insecure
+    +-- LevelError                       not enough levels left
+    +-- ScaleError                       scales that do not match or make no sense
+    +-- EncodingError (ValueError)       values that cannot be encoded: NaN/inf, too large, complex
+    |   +-- SlotError                    slot counts: too many values, packings that differ
+    +-- MissingKeyError                  a key that was not generated
+    +-- ContextError                     another context's operands, no secret key, no context
+    +-- LayoutError (ValueError)         operands packed in different layouts
+    +-- ShapeError (ValueError)          shapes and sizes that do not fit
+    +-- ApproximationError (ValueError)  polynomial approximations that cannot be built
+    +-- UnsupportedOperationError (NotImplementedError)   no encrypted form
+    |   +-- UnsupportedLayerError        a model layer nn.compile cannot run encrypted
+    +-- SerializationError               data that cannot be loaded
+    +-- IntegerArgumentError (TypeError) a level, count or step that is not an int
+    +-- EncryptedValueError (TypeError)  Python asked for the plain value of an encrypted tensor
+    +-- InternalError (RuntimeError)     an internal invariant failed: a bug, please report it
+    InsecureParametersWarning (UserWarning)
+"""
 import os
 import sys
 import warnings
+
 
 
 class FHEError(Exception):
@@ -9,34 +35,42 @@ class FHEError(Exception):
 
 
 class ParameterError(FHEError, ValueError):
-    """Invalid or insecure encryption parameters."""
+    """Invalid encryption parameters: an unknown preset or chain, a ring size, dnum or level count
+    out of range, primes that do not exist, parameters that are not bootstrappable."""
+
+
+class SecurityError(ParameterError):
+    """Parameters below 128-bit security (the HE-standard bound on log2 PQ, sparse secrets) asked
+    for without allow_insecure=True. A ParameterError: they are invalid unless asked for."""
 
 
 class LevelError(FHEError):
-    """Not enough levels (rescales) left for an operation."""
+    """Not enough levels (rescales) left for an operation, or a level out of range."""
 
 
 class ScaleError(FHEError):
-    """Operands' scales do not match and cannot be matched automatically."""
-
-
-class KeyError_(FHEError, KeyError):
-    """A key needed by an operation was not generated (e.g. a rotation key)."""
-
-    def __str__(self):  # KeyError quotes its message; keep it readable
-        return str(self.args[0]) if self.args else ""
-
-
-class ContextError(FHEError):
-    """Operands from different contexts, or a secret key where there is none."""
+    """Operands' scales that do not match and cannot be matched, or a scale that makes no sense."""
 
 
 class EncodingError(FHEError, ValueError):
-    """Values that cannot be encoded: too many, NaN/inf, or too large for the scale."""
+    """Values that cannot be encoded: NaN/inf, too large for the scale, complex where the
+    operation packs real values, meta or sparse tensors."""
 
 
-class SerializationError(FHEError):
-    """Data that cannot be loaded: wrong parameters, truncated or corrupted."""
+class SlotError(EncodingError):
+    """A slot count that does not fit: more values than a ciphertext's slots, a slot count not a
+    power of two, operands or a transform packed for different slot counts."""
+
+
+class MissingKeyError(FHEError):
+    """A key needed by an operation was not generated (a rotation, relinearisation or
+    bootstrapping key, or a compiled model before cm.keygen()). Not a builtin KeyError: nothing
+    was looked up by the caller."""
+
+
+class ContextError(FHEError):
+    """Operands from different contexts or devices, a secret key where there is none, or a
+    ciphertext given without its context."""
 
 
 class LayoutError(FHEError, ValueError):
@@ -48,6 +82,25 @@ class ShapeError(FHEError, ValueError):
     a plaintext that does not broadcast)."""
 
 
+class ApproximationError(FHEError, ValueError):
+    """A polynomial approximation that cannot be built or does not apply: an empty interval, a
+    degree that is not available, a function not finite on the interval, a series evaluated on
+    another interval's power basis, a value bound below the calibrated values."""
+
+
+class UnsupportedOperationError(FHEError, NotImplementedError):
+    """An operation that has no encrypted form (yet): torch functions, indexing, options."""
+
+
+class UnsupportedLayerError(UnsupportedOperationError):
+    """A model layer that fhetorch.nn.compile cannot run encrypted (the message names the layer
+    and what to use instead)."""
+
+
+class SerializationError(FHEError):
+    """Data that cannot be loaded: wrong parameters, truncated or corrupted."""
+
+
 class IntegerArgumentError(FHEError, TypeError):
     """A level, a number of levels or a rotation step given as a bool, a float or another non-integer."""
 
@@ -56,11 +109,19 @@ class EncryptedValueError(FHEError, TypeError):
     """Python asked for the plain value of an encrypted tensor (bool(ex), if ex:, float(ex)): decrypt it first."""
 
 
+class InternalError(FHEError, RuntimeError):
+    """An internal invariant failed (the level plan and the execution disagree, a sampler out of
+    words): a bug in fhetorch, please report it with the message."""
+
+
 class InsecureParametersWarning(UserWarning):
     """Parameters below 128-bit security (toy presets, allow_insecure=True)."""
 
 
-MissingKeyError = KeyError_
+__all__ = ["ApproximationError", "ContextError", "EncodingError", "EncryptedValueError", "FHEError",
+           "InsecureParametersWarning", "IntegerArgumentError", "InternalError", "LayoutError", "LevelError",
+           "MissingKeyError", "ParameterError", "ScaleError", "SecurityError", "SerializationError", "ShapeError",
+           "SlotError", "UnsupportedLayerError", "UnsupportedOperationError"]
 
 
 def warn(message: str, category=None) -> None:

@@ -40,12 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fhetorch.circuits import approximations
 from fhetorch.circuits import bootstrap as _bts
 from fhetorch.circuits.polynomial import evaluate
-from fhetorch.ckks import evaluator as ev
-from fhetorch.ckks.graphs import Graphs
-from fhetorch.ckks.polynomial import chebyshev
+from fhetorch._ckks import evaluator as ev
+from fhetorch._ckks.graphs import Graphs
+from fhetorch.ckks.polynomial import chebyshev, sigmoid
 from fhetorch.nn.graph import Layer
 from fhetorch.nn.plan import make_plan
 
@@ -128,9 +127,16 @@ class _Layout:
         return steps
 
 
+def _broadcast(v, z):
+    """One ciphertext v repeated over z's batch (a multiplicand of every data ciphertext)."""
+    if not z.batch_shape:
+        return v
+    return v.replace(data=v.data.expand(z.batch_shape + v.data.shape).contiguous())
+
+
 def _gradient_poly(cfg: HELRConfig, n: int):
     """q(y) = sigma(-B y) / (n S) on [-1, 1], as a Chebyshev series (exact: a cubic)."""
-    sig = approximations.sigmoid(3)
+    sig = sigmoid(3)
     k = 1.0 / n / cfg.weight_bound
     return chebyshev(lambda y: k * sig.plain(-cfg.sigmoid_bound * torch.as_tensor(y, dtype=torch.float64)),
                      (-1.0, 1.0), 3)
@@ -218,46 +224,45 @@ class EncryptedHELR:
         if not self.plan.steps[self.t + 1].bootstraps:
             return
         f, full = self.layout.f, self.ctx.slots
-        w, v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(w, v, self.ctx),
+        w, v = self.graphs("bootstrap", lambda w, v: _bts.bootstrap_pair(self.ctx, w, v),
                            self.w.replace(slots=f), self.v.replace(slots=f))
         self.w, self.v = w.replace(slots=full), v.replace(slots=full)
         self.bootstraps += 1
 
     def _gradient(self, v):
-        """G = sum_i sigma(-z_i . v) z_i / (n S), replicated in every row (fixed constants)."""
+        """G = sum_i sigma(-z_i . v) z_i / (n S), replicated in every row (fixed constants).
+
+        The data ciphertexts are one batch: every multiplication, rotation and polynomial
+        step below acts on all of them in one kernel launch per step."""
         ctx, L = self.ctx, self.layout
-        q = self._q
-        total = None
-        for j in range(len(self.z.ciphertexts)):
-            a = ev.multiply(ctx, self._z_at(j, v.level), v)
-            k = 1
-            while k < L.f:  # row sums at each row's first slot
-                a = ev.add(ctx, a, ev.rotate(ctx, a, k))
-                k *= 2
-            key = (a.level, a.scale)
-            if key not in self._mask_pt:  # encoded outside any graph capture (the warm-up)
-                self._mask_pt[key] = ev.encode_multiplicand(ctx, a, self.mask)
-            a = ev.mul_plaintext(ctx, a, self._mask_pt[key])  # keep the sums, times S / B
-            k = 1
-            while k < L.f:  # back along the row
-                a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
-                k *= 2
-            g = evaluate(ctx, a, q.series)
-            b = ev.multiply(ctx, g, self._z_at(j, g.level))
-            total = b if total is None else ev.add(ctx, total, b)
+        z = self._z_at(v.level)
+        a = ev.multiply(ctx, z, _broadcast(v, z))
+        k = 1
+        while k < L.f:  # row sums at each row's first slot
+            a = ev.add(ctx, a, ev.rotate(ctx, a, k))
+            k *= 2
+        key = (a.level, a.scale)
+        if key not in self._mask_pt:  # encoded outside any graph capture (the warm-up)
+            self._mask_pt[key] = ev.encode_multiplicand(ctx, a, self.mask)
+        a = ev.mul_plaintext(ctx, a, self._mask_pt[key])  # keep the sums, times S / B
+        k = 1
+        while k < L.f:  # back along the row
+            a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
+            k *= 2
+        g = evaluate(ctx, a, self._q.series)
+        total = ev.sum_batch(ctx, ev.multiply(ctx, g, self._z_at(g.level)))
         k = L.f
         while k < ctx.slots:  # column sums over the rows, once for all ciphertexts
             total = ev.add(ctx, total, ev.rotate(ctx, total, k))
             k *= 2
         return total
 
-    def _z_at(self, j: int, level: int):
-        """Data ciphertext j at `level`, dropped once and kept (the data never changes)."""
-        key = (j, level)
-        z = self._z_levels.get(key)
+    def _z_at(self, level: int):
+        """The data ciphertexts at `level`, dropped once and kept (the data never changes)."""
+        z = self._z_levels.get(level)
         if z is None:
-            z = self.z.ciphertexts[j]
-            z = self._z_levels[key] = ev.drop_level(self.ctx, z, z.level - level) if z.level > level else z
+            z = self.z.ciphertext
+            z = self._z_levels[level] = ev.drop_level(self.ctx, z, z.level - level) if z.level > level else z
         return z
 
     def step(self):

@@ -55,7 +55,7 @@ def main():
     args = ap.parse_args()
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
-    from fhetorch.ckks import evaluator as ev
+    from fhetorch._ckks import evaluator as ev
 
     device = torch.device("cuda")
     with warnings.catch_warnings():
@@ -66,7 +66,7 @@ def main():
            "commit": common.git_commit(), "device": common.device_name(device)}
     print(f"keys of full-slot bootstrapping: {out['key_bytes_full_slot_bts'] / 2**30:.2f} GiB "
           f"({out['rotation_keys']} rotation keys incl. conjugation)", flush=True)
-    bt = B.bootstrapper(ctx)
+    bt = ctx.bootstrapper
     v = torch.randn(ctx.slots, dtype=torch.complex128, generator=torch.Generator().manual_seed(1)) * 0.5
     ct = ctx.encrypt_vector(v.to(device), level=0, slots=ctx.slots)
     bt.bootstrap(ct)

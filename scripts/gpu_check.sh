@@ -18,7 +18,7 @@ python3 -c "import fhetorch; assert fhetorch._ops.has_cuda(), 'CUDA kernels miss
 STAGE="${1:-all}"
 if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
   timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUT/cuda_tests.log" | tail -25
-  FHETORCH_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/ckks tests/tensor 2>&1 \
+  FHETORCH_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/_ckks tests/tensor 2>&1 \
     | tee "$OUT/scheme_cuda.log" | tail -15
 fi
 if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then

@@ -23,6 +23,6 @@ fi
 if [ "$STAGE" != bench ]; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m cuda tests --ignore=tests/_ops/test_fused.py 2>&1 \
     | tee "$OUT/cuda_tests.log" | tail -4
-  FHETORCH_TEST_DEVICE=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/ckks tests/tensor \
+  FHETORCH_TEST_DEVICE=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/_ckks tests/tensor \
     2>&1 | tee "$OUT/scheme_cuda.log" | tail -4
 fi

@@ -27,7 +27,7 @@ def main():
     EncryptedHELR.keygen(ctx, *z.shape)
     h = EncryptedHELR(ctx, z, HELRConfig(iterations=4))
     v = h.v
-    from fhetorch.ckks import evaluator as ev
+    from fhetorch._ckks import evaluator as ev
     v = ev.drop_level(ctx, v, v.level - 12)  # an iteration right after a bootstrap
     h._gradient(v)
     table, total = kernels(lambda: h._gradient(v), dev)

@@ -1,10 +1,6 @@
-"""Key-switching benchmark: HMult / HRot / Rescale at N = 2^16, fused ops against the unfused
-compositions (fhetorch.rlwe.keyswitch.fused_ok patched to False), in one process; the fused
-inner product in both CUDA variants (FHETORCH_KS_KERNEL=tiles / split).
-
-For each shape: CUDA-graph replay medians of benchmarks/ops.py's ops, a bit-for-bit check
-that fused and unfused results agree, and a per-kernel breakdown of HMult+rescale and HRot
-(torch.profiler, eager calls, device time per call). Prints a table; --json writes it all.
+"""Key-switching benchmark: HMult / HRot / Rescale at N = 2^16 on the fused ops, CUDA-graph
+replay medians of benchmarks/ops.py's ops and a per-kernel breakdown of HMult+rescale and
+HRot (torch.profiler, eager calls, device time per call). Prints a table; --json writes it all.
 
     python scripts/ks_bench.py --shapes 48x12 24x12 preset --json out/ks_bench.json
 """
@@ -24,31 +20,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 from benchmarks import ops as bops  # noqa: E402
-from fhetorch.ckks.context import CKKSContext  # noqa: E402
-from fhetorch.rlwe import keyswitch as ks  # noqa: E402
+from fhetorch._ckks.context import CKKSContext  # noqa: E402
 
 OPS = ["hmult", "hmult_rescale", "hrot", "rescale"]
-_FUSED_OK = ks.fused_ok
-
-
-MODES = ["unfused", "fused", "fused_split"]
-
-
-def set_fused(on: bool, variant: str | None = None):
-    """on: the fused ops; variant: FHETORCH_KS_KERNEL (tiles / split), None for the default."""
-    ks.fused_ok = _FUSED_OK if on else (lambda ring: False)
-    if variant is None:
-        os.environ.pop("FHETORCH_KS_KERNEL", None)
-    else:
-        os.environ["FHETORCH_KS_KERNEL"] = variant
-
-
-def set_mode(mode: str):
-    set_fused(mode != "unfused", {"fused": "tiles", "fused_split": "split"}.get(mode))
 
 
 def kernel_label(name: str) -> str:
-    name = re.sub(r"fhetorch::cuda::(ks_detail::|ntt_detail::|\(anonymous namespace\)::)?", "", name)
+    name = re.sub(r"fhetorch::cuda::(ntt_detail::|\(anonymous namespace\)::)?", "", name)
     m = re.search(r"program_kernel<(\w+)<([^>]*)", name)
     if m:
         return f"{m.group(1)}<{m.group(2).split(',')[0] if m.group(1) != 'Bconv' else m.group(2)}>"[:60]
@@ -95,37 +73,23 @@ def bench_shape(shape: str, device, repeat: int, warmup: int, do_profile: bool) 
     a, b = ctx.encrypt_vector(va), ctx.encrypt_vector(vb)
     torch.cuda.synchronize()
     res["setup_s"] = round(time.perf_counter() - t0, 2)
-    # bit-for-bit agreement of the two paths
-    same = {}
+    res.update(bops._check(ctx, a, b, va, vb))
     for op in OPS:
         fn = bops.make_op(ctx, op, a, b)
-        outs = []
-        for mode in MODES:
-            set_mode(mode)
-            outs.append(fn().data)
-        set_fused(True)
-        same[op] = all(bool(torch.equal(outs[0], o)) for o in outs[1:])
-    res["fused_equals_unfused"] = same
-    res.update(bops._check(ctx, a, b, va, vb))
-    for mode in MODES:
-        set_mode(mode)
-        for op in OPS:
-            fn = bops.make_op(ctx, op, a, b)
-            common.release(device)
+        common.release(device)
+        try:
+            r = common.time_graph(fn, device, repeat, warmup)
+            res[op] = r["median_us"]
+            res[f"{op}/p10_p90"] = (r.get("p10_us"), r.get("p90_us"))
+        except Exception as e:  # noqa: BLE001
+            res[op] = None
+            res[f"{op}/error"] = common.error_text(e, 400)
+    if do_profile:
+        for op in ("hmult_rescale", "hrot"):
             try:
-                r = common.time_graph(fn, device, repeat, warmup)
-                res[f"{op}/{mode}"] = r["median_us"]
-                res[f"{op}/{mode}/p10_p90"] = (r.get("p10_us"), r.get("p90_us"))
+                res[f"profile/{op}"] = profile(bops.make_op(ctx, op, a, b))
             except Exception as e:  # noqa: BLE001
-                res[f"{op}/{mode}"] = None
-                res[f"{op}/{mode}/error"] = common.error_text(e, 400)
-        if do_profile:
-            for op in ("hmult_rescale", "hrot"):
-                try:
-                    res[f"profile/{op}/{mode}"] = profile(bops.make_op(ctx, op, a, b))
-                except Exception as e:  # noqa: BLE001
-                    res[f"profile/{op}/{mode}"] = {"error": common.error_text(e, 400)}
-    set_fused(True)
+                res[f"profile/{op}"] = {"error": common.error_text(e, 400)}
     del ctx, a, b
     common.release(device)
     return res
@@ -147,12 +111,11 @@ def main():
         r = bench_shape(shape, device, args.repeat, args.warmup, not args.no_profile)
         results.append(r)
         print(f"\n== {shape} (L={r['L']}, K={r['K']}, dnum={r['dnum']}) setup {r['setup_s']} s; "
-              f"fused == unfused: {r['fused_equals_unfused']}; precision: "
+              f"precision: "
               f"{ {k: v for k, v in r.items() if 'precision' in k or 'check_error' in k} }", flush=True)
         for op in OPS:
-            fmt = lambda v: f"{v:9.1f}" if v is not None else "     n/a "
-            err = " ".join(r.get(f"{op}/{m}/error", "") for m in MODES).strip()
-            print(f"   {op:<14} " + "  ".join(f"{m} {fmt(r.get(f'{op}/{m}'))} us" for m in MODES) + f"  {err[:120]}",
+            v = r.get(op)
+            print(f"   {op:<14} " + (f"{v:9.1f} us" if v is not None else "      n/a") + f"  {r.get(f'{op}/error', '')[:120]}",
                   flush=True)
         for key in [k for k in r if k.startswith("profile/")]:
             prof = r[key]
@@ -168,15 +131,6 @@ def main():
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1, default=str)
-    print("\nsummary (graph medians, us; fused = MuKsAll inner product, fused_split = NTT + KsStream, the default):")
-    print(f"{'shape':<8} {'op':<14} " + " ".join(f"{m:>11}" for m in MODES) + f" {'best x':>7}")
-    for r in results:
-        for op in OPS:
-            vals = [r.get(f"{op}/{m}") for m in MODES]
-            best = min((v for v in vals[1:] if v), default=None)
-            sp = f"{vals[0] / best:6.2f}x" if vals[0] and best else "    n/a"
-            print(f"{r['shape']:<8} {op:<14} " + " ".join(f"{'n/a' if v is None else round(v, 1)!s:>11}" for v in vals)
-                  + f" {sp:>7}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
   key generation runs once per (preset, device); `make_context` builds (and caches) others.
   Tests must not add keys to the shared contexts: they make their own with `make_context`.
 - torch's threads are capped at the CPUs the process may use (models/cpus.py).
+- `seed`: a fresh seed for `random` and torch per test, for failure messages to print.
 - `assert_close`: compares a decrypted result with the plaintext computation, asserting the
   max-abs-error bound the test states and printing the precision reached (`pytest -s`).
 """
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import warnings
 
 import pytest
 import torch
 
-from fhetorch.ckks.context import normalize_device
+from fhetorch._ckks.context import normalize_device
 
 import fhetorch as fhe
 from models.cpus import limit_threads
@@ -33,6 +35,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def seed() -> int:
+    s = int.from_bytes(os.urandom(4), "little")
+    random.seed(s)
+    torch.manual_seed(s)
+    return s
 
 
 @pytest.fixture(scope="session")

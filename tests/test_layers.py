@@ -1,53 +1,88 @@
-"""The layering contract of docs/architecture.md: each implementation module imports only
-lower layers (the facade modules re-export and are exempt)."""
+"""The layering contract of docs/architecture.md, with no exemptions.
+
+Each module imports only modules of its own layer or of lower layers; the facades
+(fhetorch/__init__.py, fhetorch/ckks/) are the top layer and only re-export. No fhetorch
+module imports inside a function (a lazy import hides a layering cycle). `import fhetorch`
+leaves the compiler (fhetorch.nn, torch.fx's optimisation passes) unloaded until first use.
+"""
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "fhetorch"
-RANK = {"errors": 0, "_ops": 0, "ring": 1, "rlwe": 2, "ckks": 3, "tfhe": 3, "circuits": 4, "tensor": 5, "nn": 6,
-        "compiler": 6}
-FACADES = {"__init__.py", "serialization.py", "demo.py", "ckks/__init__.py", "ckks/polynomial.py"}
+RANK = {"errors": 0, "_C": 0, "_ops": 1, "_ring": 2, "_rlwe": 3, "_ckks": 4, "_tfhe": 4, "circuits": 5, "tensor": 6, "nn": 7,
+        "ckks": 8, "__init__": 9}
 
 
-def _layer(parts):
-    return parts[0] if parts else None
+def _layer_of(path: pathlib.Path) -> str:
+    parts = path.relative_to(PKG).parts
+    return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
 
 
 def _imports(path: pathlib.Path):
+    """(line, target parts under fhetorch, inside a function?) of every fhetorch import."""
     tree = ast.parse(path.read_text())
     rel = path.relative_to(PKG).parts[:-1]
+    nested = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for n in ast.walk(f) if n is not f}
     for node in ast.walk(tree):
+        targets = []
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against the module's package
                 base = list(rel[: len(rel) - node.level + 1])
                 mod = base + (node.module.split(".") if node.module else [])
-                names = [mod + [a.name] for a in node.names] if not node.module else [mod]
-                yield from names
-            elif node.module and node.module.startswith("fhetorch."):
-                yield node.module.split(".")[1:]
+                targets = [mod + [a.name] for a in node.names] if not node.module else [mod]
+            elif node.module and (node.module == "fhetorch" or node.module.startswith("fhetorch.")):
+                targets = [node.module.split(".")[1:]]
         elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("fhetorch."):
-                    yield a.name.split(".")[1:]
+            targets = [a.name.split(".")[1:] for a in node.names if a.name.startswith("fhetorch")]
+        for t in targets:
+            yield node.lineno, t, id(node) in nested
 
 
-MODULES = sorted(p for p in PKG.rglob("*.py") if str(p.relative_to(PKG)) not in FACADES)
+MODULES = sorted(PKG.rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_only_lower_layers(path):
-    own = path.relative_to(PKG).parts
-    own_layer = own[0] if len(own) > 1 else own[0].removesuffix(".py")
-    for target in _imports(path):
-        layer = _layer(target)
-        if layer in (None, own_layer) or layer not in RANK:
+    own = _layer_of(path)
+    assert own in RANK, f"{path.relative_to(PKG)}: layer {own!r} is not in the layering table (tests/test_layers.py)"
+    for line, target, _ in _imports(path):
+        layer = target[0] if target else "__init__"
+        if layer == own:
             continue
-        assert RANK[layer] <= RANK.get(own_layer, 99) and not (RANK[layer] == RANK.get(own_layer) and layer != own_layer), \
-            f"{'/'.join(own)} imports fhetorch.{'.'.join(target)}: layer {layer} is not below {own_layer}"
+        assert layer in RANK, f"{path.relative_to(PKG)}:{line} imports fhetorch.{'.'.join(target)}: unknown layer"
+        assert RANK[layer] < RANK[own], \
+            f"{path.relative_to(PKG)}:{line} imports fhetorch.{'.'.join(target)}: layer {layer} is not below {own}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_imports_inside_functions(path):
+    for line, target, nested in _imports(path):
+        assert not nested, f"{path.relative_to(PKG)}:{line} imports fhetorch.{'.'.join(target)} inside a function"
 
 
 def test_ckks_and_tfhe_never_import_each_other():
-    for path in (PKG / "ckks").rglob("*.py"):
-        assert all(_layer(t) != "tfhe" for t in _imports(path)), path
+    for a, b in (("_ckks", "_tfhe"), ("_tfhe", "_ckks")):
+        for path in (PKG / a).rglob("*.py"):
+            assert all(t[:1] != [b] for _, t, _ in _imports(path)), path
+
+
+def test_import_leaves_the_compiler_unloaded():
+    code = ("import sys, torch; before = set(sys.modules); import fhetorch; "
+            "new = [m for m in sys.modules if m not in before]; "
+            "assert not [m for m in new if m.startswith(('fhetorch.nn', 'torch.fx'))], new; "
+            "import fhetorch as fhe; fhe.nn.compile; assert 'fhetorch.nn' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
+
+
+def test_public_surface():
+    import fhetorch as fhe
+
+    assert {"Context", "EncryptedTensor", "save", "load", "ckks", "nn", "FHEError"} <= set(fhe.__all__)
+    assert not {"ring", "rlwe", "_ops", "_ring", "_rlwe"} & set(fhe.__all__)
+    assert fhe.ckks.Context is fhe.Context
+    assert callable(fhe.ckks.polynomial.chebyshev) and callable(fhe.ckks.bootstrap)

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
+from fhetorch._ring import Sampler
 
 B10_ADD = 1e-7  # toy-n10 fresh (measured ~1e-8)
 B10_PK = 5e-6  # toy-n10 public-key encryption, then a multiplication (measured ~5e-7)
@@ -157,7 +158,7 @@ def test_unpickled_tensor_is_validated(ctx_n10):
     ex = ctx_n10.encrypt(_rand(10))
     fn, (meta, tensors) = copyreg.dispatch_table[fhe.EncryptedTensor](ex)  # what pickle stores
     bad = tensors["data"].clone()
-    bad[0, 0, 0] = ctx_n10.ring.primes[ctx_n10.level_idx(ex.level)[0]]
+    bad[0, 0, 0] = ctx_n10.ring.primes[ctx_n10.params.limbs(ex.level)[0]]
     with pytest.raises(fhe.SerializationError, match="residues"):
         fn(meta, {**tensors, "data": bad})
 
@@ -295,7 +296,7 @@ def test_two_encryptions_in_one_process_differ(ctx_n10):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_forked_sampler_gets_a_new_key():
     """Also a seeded (reproducible, test-only) sampler and its device copies."""
-    s = fhe.ring.Sampler(seed=int.from_bytes(os.urandom(4), "little"))
+    s = Sampler(seed=int.from_bytes(os.urandom(4), "little"))
     copy_ = s.to("cpu")
     before = s.key.numpy().tobytes()
     r, w = os.pipe()

@@ -28,7 +28,7 @@ def n16(request):
 
 
 def _logq(ctx, level):
-    return sum(math.log2(ctx.params.primes[i]) for i in ctx.level_idx(level))
+    return sum(math.log2(ctx.params.primes[i]) for i in ctx.params.limbs(level))
 
 
 def test_secure_preset_smoke(n16, assert_close):

@@ -37,7 +37,7 @@ CASES = {
     "fhe.Context": lambda: fhe.Context("toy-n10", "cpu"),
     "fhe.ckks.Context": lambda: fhe.ckks.Context(preset="toy-n10", device="cpu"),
     "fhe.ckks.preset": lambda: fhe.ckks.preset("toy-n12"),
-    "make_params": lambda: fhe.ckks.params.make_params(10, levels=4, allow_insecure=True),
+    "make_params": lambda: fhe.ckks.make_params(10, levels=4, allow_insecure=True),
     "nn.compile": lambda: fhe.nn.compile(torch.nn.Sequential(torch.nn.Linear(4, 3)), torch.randn(8, 4),
                                          preset="toy-n10"),
 }

@@ -21,4 +21,14 @@ int log2_exact(int64_t n, const char* op) {
   return k;
 }
 
+int fused_log2(int64_t n, const char* op) {
+  const int k = log2_exact(n, op);
+  if (k < kFusedMinLogN || k > kFusedMaxLogN) {
+    fail(std::string("fhetorch.") + op + ": N must be in [2^" + std::to_string(kFusedMinLogN) + ", 2^" +
+         std::to_string(kFusedMaxLogN) + "] (the fused key-switching kernels' range, on every device), got N = 2^" +
+         std::to_string(k));
+  }
+  return k;
+}
+
 }  // namespace fhetorch::bind

@@ -1,11 +1,14 @@
 // Argument checks shared by the CPU and CUDA bindings: each check_<op> validates the
-// arguments of one op exactly as schema.cpp specifies and returns its geometry, so both
-// bindings accept and reject the same inputs.
+// arguments of one op exactly as schema.cpp specifies and returns its geometry (or the
+// kernel's argument struct), so both devices accept and refuse the same inputs with the
+// same messages.
 #pragma once
 #include <torch/library.h>
 #include <ATen/ATen.h>
 
+#include "../elementwise.h"
 #include "../hoisted_mac.h"
+#include "../keyswitch.h"
 
 #include <algorithm>
 #include <optional>
@@ -15,92 +18,136 @@
 
 namespace fhetorch::bind {
 
-inline void check_residues(const at::Tensor& x, const char* op, const char* name) {
+using at::Tensor;
+
+inline const int32_t* ptr(const Tensor& t) { return t.data_ptr<int32_t>(); }
+
+inline void check_residues(const Tensor& x, const char* op, const char* name) {
   TORCH_CHECK(x.scalar_type() == at::kInt, "fhetorch.", op, ": ", name, " must be int32, got ", x.scalar_type());
   TORCH_CHECK(x.is_contiguous(), "fhetorch.", op, ": ", name, " must be contiguous");
 }
 
-inline void check_mod(const at::Tensor& mod, int64_t L, const char* op) {
+inline void check_mod(const Tensor& mod, int64_t L, const char* op) {
   check_residues(mod, op, "mod");
   TORCH_CHECK(mod.dim() == 2 && mod.size(0) == L && mod.size(1) == 2, "fhetorch.", op,
               ": mod must be (L, 2) with L = ", L, ", got ", mod.sizes());
 }
 
-inline void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
-  TORCH_CHECK(a.device() == b.device(), "fhetorch.", op, ": tensors on ", a.device(), " and ", b.device());
-}
-
 // Every tensor argument of an op must live on the device of its first one. (On CPU this
 // always holds: a CUDA tensor among the arguments dispatches to the CUDA kernel.)
-inline void check_devices(const char* op, std::initializer_list<const at::Tensor*> ts) {
-  const at::Tensor* first = nullptr;
-  for (const at::Tensor* t : ts) {
+inline void check_devices(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
     if (!t) continue;
     if (!first) first = t;
-    else check_same_device(*first, *t, op);
+    else TORCH_CHECK(first->device() == t->device(), "fhetorch.", op, ": tensors on ", first->device(), " and ",
+                     t->device());
   }
 }
 
 // Error paths are out of line (csrc/bind/common.cpp, one definition for both bindings)
-// and build their message as one std::string: on the H100 test machine (torch 2.11) the
-// former inline TORCH_CHECK here, with mixed const char* / int64 message arguments, killed
-// the interpreter with SIGSEGV instead of raising, on the CPU path as well.
+// and build their message as one std::string: on the H100 test machine (torch 2.11) an
+// inline TORCH_CHECK here, with mixed const char* / int64 message arguments, once killed the
+// interpreter with SIGSEGV instead of raising, on the CPU path as well.
 [[noreturn]] void fail(const std::string& message);
 
 // log2(n) for a power of two n >= 2; raises RuntimeError "fhetorch.<op>: N must be a power
 // of two, got <n>" otherwise.
 int log2_exact(int64_t n, const char* op);
 
+// log2(n) for the fused key-switching ops: n a power of two in [2^kFusedMinLogN, 2^kFusedMaxLogN].
+int fused_log2(int64_t n, const char* op);
+
+// v as an int, refused if outside [0, 2^31).
+inline int as_int(int64_t v, const char* op, const char* what) {
+  TORCH_CHECK(v >= 0 && v <= INT32_MAX, "fhetorch.", op, ": ", what, " out of range: ", v);
+  return static_cast<int>(v);
+}
+
 // b is broadcast over the leading dimensions of a.
-inline void check_broadcast(const at::Tensor& a, const at::Tensor& b, const char* op) {
+inline void check_broadcast(const Tensor& a, const Tensor& b, const char* op) {
   check_residues(b, op, "b");
-  check_same_device(a, b, op);
   TORCH_CHECK(b.dim() <= a.dim() && b.numel() > 0 && a.numel() % b.numel() == 0 &&
                   a.sizes().slice(a.dim() - b.dim()) == b.sizes(),
               "fhetorch.", op, ": b of shape ", b.sizes(), " does not broadcast to ", a.sizes());
 }
 
-inline int64_t limbs_of(const at::Tensor& x) { return x.dim() >= 2 ? x.size(-2) : 1; }
+inline int64_t limbs_of(const Tensor& x) { return x.dim() >= 2 ? x.size(-2) : 1; }
+
+// x's shape with its trailing `drop` dimensions replaced by `tail`.
+inline std::vector<int64_t> shape_with(const Tensor& x, int64_t drop, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> s(x.sizes().begin(), x.sizes().end() - drop);
+  s.insert(s.end(), tail);
+  return s;
+}
+
+// Product of x's dimensions before its last `trailing` ones (the batch of an op).
+inline int64_t batch_of(const Tensor& x, int64_t trailing) {
+  int64_t b = 1;
+  for (int64_t i = 0; i + trailing < x.dim(); ++i) b *= x.size(i);
+  return b;
+}
+
+// An NTT table and its optional row map (csrc/table_rows.h): without `rows`, `table` must be
+// (count, N) and limb l reads row l; with `rows` (one entry per limb, count <= kMaxTableRows),
+// any (R, N) table with R <= kMaxTableRow + 1, limb l reading row rows[l] (so the ring's full
+// tables serve every limb subset without copies). Returns the map (count 0 without one).
+inline TableRows check_table_rows(const char* op, const char* name, const Tensor& table, at::OptionalIntArrayRef rows,
+                                  int64_t count, int64_t n) {
+  TableRows out{};
+  if (!rows.has_value()) {
+    TORCH_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
+                ", N), got ", table.sizes());
+    return out;
+  }
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxTableRow + 1,
+              "fhetorch.", op, ": ", name, " must be (R, N) with R <= ", kMaxTableRow + 1, ", got ", table.sizes());
+  TORCH_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxTableRows, "fhetorch.", op, ": ", name,
+              "'s rows must list one table row per limb (", count, "), at most ", kMaxTableRows, "; got ",
+              rows->size());
+  out.count = static_cast<int>(count);
+  for (int64_t l = 0; l < count; ++l) {
+    const int64_t v = (*rows)[l];
+    TORCH_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ", table.size(0),
+                ")");
+    out.row[l] = static_cast<int16_t>(v);
+  }
+  return out;
+}
 
 // ---- per-op checks --------------------------------------------------------------------
 
 struct NttGeom {
-  int64_t L, n, rows;
-  int log_n;
+  int64_t rows;
+  int L, log_n;
+  TableRows psi_rows;
 };
 
-inline NttGeom check_ntt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi) {
-  check_residues(x, "ntt", "x");
+// ntt (post null, table "psi") and intt (table "psi_inv").
+inline NttGeom check_ntt(const char* op, const Tensor& x, const Tensor& mod, const Tensor& psi, const Tensor* post,
+                         at::OptionalIntArrayRef psi_rows) {
+  const char* table = post ? "psi_inv" : "psi";
+  check_residues(x, op, "x");
   const int64_t L = limbs_of(x), n = x.size(-1);
-  const int log_n = log2_exact(n, "ntt");
-  check_mod(mod, L, "ntt");
-  check_residues(psi, "ntt", "psi");
-  TORCH_CHECK(psi.sizes() == at::IntArrayRef({L, n}), "fhetorch.ntt: psi must be (L, N)");
-  check_devices("ntt", {&x, &mod, &psi});
-  return {L, n, x.numel() / n, log_n};
-}
-
-inline NttGeom check_intt(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& psi_inv,
-                          const at::Tensor& post) {
-  check_residues(x, "intt", "x");
-  const int64_t L = limbs_of(x), n = x.size(-1);
-  const int log_n = log2_exact(n, "intt");
-  check_mod(mod, L, "intt");
-  check_residues(psi_inv, "intt", "psi_inv");
-  check_residues(post, "intt", "post");
-  TORCH_CHECK(psi_inv.sizes() == at::IntArrayRef({L, n}), "fhetorch.intt: psi_inv must be (L, N)");
-  TORCH_CHECK(post.numel() == L, "fhetorch.intt: post must have L entries");
-  check_devices("intt", {&x, &mod, &psi_inv, &post});
-  return {L, n, x.numel() / n, log_n};
+  const int log_n = log2_exact(n, op);
+  check_mod(mod, L, op);
+  check_residues(psi, op, table);
+  NttGeom g{x.numel() / n, as_int(L, op, "L"), log_n, check_table_rows(op, table, psi, psi_rows, L, n)};
+  if (post) {
+    check_residues(*post, op, "post");
+    TORCH_CHECK(post->numel() == L, "fhetorch.", op, ": post must have L entries");
+  }
+  check_devices(op, {&x, &mod, &psi, post});
+  return g;
 }
 
 struct BconvGeom {
-  int64_t La, Lb, n, batch;
+  int64_t batch, n;
+  int La, Lb;
   std::vector<int64_t> out_shape;
 };
 
-inline BconvGeom check_bconv(const at::Tensor& x, const at::Tensor& mod_in, const at::Tensor& mod_out,
-                             const at::Tensor& mat) {
+inline BconvGeom check_bconv(const Tensor& x, const Tensor& mod_in, const Tensor& mod_out, const Tensor& mat) {
   check_residues(x, "bconv", "x");
   const int64_t La = limbs_of(x), n = x.size(-1), Lb = mod_out.size(0);
   TORCH_CHECK(La <= 256, "fhetorch.bconv: at most 256 input limbs");
@@ -109,72 +156,53 @@ inline BconvGeom check_bconv(const at::Tensor& x, const at::Tensor& mod_in, cons
   check_residues(mat, "bconv", "mat");
   TORCH_CHECK(mat.sizes() == at::IntArrayRef({Lb, La}), "fhetorch.bconv: mat must be (Lb, La)");
   check_devices("bconv", {&x, &mod_in, &mod_out, &mat});
-  auto shape = x.sizes().vec();
-  shape[shape.size() - 2] = Lb;
-  return {La, Lb, n, La * n > 0 ? x.numel() / (La * n) : 0, std::move(shape)};
+  return {La * n > 0 ? x.numel() / (La * n) : 0, n, static_cast<int>(La), as_int(Lb, "bconv", "Lb"),
+          shape_with(x, x.dim() >= 2 ? 2 : 1, {Lb, n})};
 }
 
 struct EwGeom {
-  int64_t L, n;
+  int64_t n, nb;
+  int L;
 };
 
-// add / sub / mul: a (..., L, N), b broadcast over a's leading dimensions.
-inline EwGeom check_binary(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& mod) {
-  check_residues(a, name, "a");
-  check_broadcast(a, b, name);
+// The element-wise ops: a (..., L, N); b (add, sub, mul, axpby) broadcast over a's leading
+// dimensions; ca, cb (axpby, mul_const) L constants.
+inline EwGeom check_elementwise(const char* op, const Tensor& a, const Tensor* b, const Tensor* ca, const Tensor* cb,
+                                const Tensor& mod) {
+  check_residues(a, op, "a");
   const int64_t L = limbs_of(a), n = a.size(-1);
-  check_mod(mod, L, name);
-  check_devices(name, {&a, &b, &mod});
-  return {L, n};
-}
-
-inline EwGeom check_neg(const at::Tensor& a, const at::Tensor& mod) {
-  check_residues(a, "neg", "a");
-  const int64_t L = limbs_of(a), n = a.size(-1);
-  check_mod(mod, L, "neg");
-  check_devices("neg", {&a, &mod});
-  return {L, n};
-}
-
-// axpby (b, cb given) and mul_const (b = cb = nullptr).
-inline EwGeom check_axpby(const char* name, const at::Tensor& a, const at::Tensor& ca, const at::Tensor* b,
-                          const at::Tensor* cb, const at::Tensor& mod) {
-  check_residues(a, name, "a");
-  const int64_t L = limbs_of(a), n = a.size(-1);
-  check_mod(mod, L, name);
-  check_residues(ca, name, "ca");
-  TORCH_CHECK(ca.numel() == L, "fhetorch.", name, ": constants must have L entries");
-  if (b) {
-    check_broadcast(a, *b, name);
-    check_residues(*cb, name, "cb");
-    TORCH_CHECK(cb->numel() == L, "fhetorch.", name, ": constants must have L entries");
+  check_mod(mod, L, op);
+  if (b) check_broadcast(a, *b, op);
+  for (const Tensor* c : {ca, cb}) {
+    if (!c) continue;
+    check_residues(*c, op, "constants");
+    TORCH_CHECK(c->numel() == L, "fhetorch.", op, ": constants must have L entries");
   }
-  check_devices(name, {&a, &ca, b, cb, &mod});
-  return {L, n};
+  check_devices(op, {&a, b, ca, cb, &mod});
+  return {n, b ? b->numel() : 1, as_int(L, op, "L")};
 }
 
 struct TensorProductGeom {
-  int64_t L, n, plane, batch;
+  int64_t n, batch;
+  int L;
   bool b_broadcast;
   std::vector<int64_t> out_shape;
 };
 
-inline TensorProductGeom check_tensor_product(const at::Tensor& a, const at::Tensor& b, const at::Tensor& mod) {
+inline TensorProductGeom check_tensor_product(const Tensor& a, const Tensor& b, const Tensor& mod) {
   check_residues(a, "tensor_product", "a");
   check_broadcast(a, b, "tensor_product");
   TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
-  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n, batch = plane > 0 ? a.numel() / (2 * plane) : 0;
+  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n;
   const bool bb = b.numel() != a.numel();
   TORCH_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
   check_mod(mod, L, "tensor_product");
   check_devices("tensor_product", {&a, &b, &mod});
-  auto shape = a.sizes().vec();
-  shape[shape.size() - 3] = 3;
-  return {L, n, plane, batch, bb, std::move(shape)};
+  return {n, batch_of(a, 3), as_int(L, "tensor_product", "L"), bb, shape_with(a, 3, {3, L, n})};
 }
 
 // Returns log2(N).
-inline int check_automorphism(const at::Tensor& x, int64_t galois) {
+inline int check_automorphism(const Tensor& x, int64_t galois) {
   check_residues(x, "automorphism", "x");
   const int64_t n = x.size(-1);
   const int log_n = log2_exact(n, "automorphism");
@@ -182,42 +210,42 @@ inline int check_automorphism(const at::Tensor& x, int64_t galois) {
   return log_n;
 }
 
-struct KeySwitchGeom {
-  int64_t beta, L, n, K, Lq, Lq_key;
-};
-
-inline KeySwitchGeom check_keyswitch_inner(const at::Tensor& d, const at::Tensor& key_q, const at::Tensor& key_p,
-                                           int64_t q_start, int64_t digit_start, const at::Tensor& mod) {
-  check_residues(d, "keyswitch_inner", "d");
-  check_residues(key_q, "keyswitch_inner", "key_q");
-  check_residues(key_p, "keyswitch_inner", "key_p");
-  TORCH_CHECK(d.dim() == 3 && key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2,
-              "fhetorch.keyswitch_inner: d must be (beta, L, N) and keys (digits, 2, limbs, N)");
-  const int64_t beta = d.size(0), L = d.size(1), n = d.size(2), K = key_p.size(2), Lq = L - K, Lq_key = key_q.size(2);
+// keyswitch_inner: d (..., beta, Lext, N) -> out (..., 2, Lext, N); the caller sets out.
+inline InnerArgs check_keyswitch_inner(const Tensor& d, const Tensor& key_q, const Tensor& key_p, int64_t q_start,
+                                       int64_t digit_start, const Tensor& mod) {
+  const char* op = "keyswitch_inner";
+  check_residues(d, op, "d");
+  check_residues(key_q, op, "key_q");
+  check_residues(key_p, op, "key_p");
+  TORCH_CHECK(d.dim() >= 3 && key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2,
+              "fhetorch.keyswitch_inner: d must be (..., beta, L + K, N) and keys (digits, 2, limbs, N)");
+  const int64_t beta = d.size(-3), Lext = d.size(-2), n = d.size(-1), K = key_p.size(2), Lq = Lext - K;
+  const int64_t Lq_key = key_q.size(2);
   TORCH_CHECK(Lq >= 0 && q_start >= 0 && q_start + Lq <= Lq_key && digit_start >= 0 &&
                   digit_start + beta <= key_q.size(0) && key_p.size(0) == key_q.size(0) && key_q.size(3) == n &&
                   key_p.size(3) == n,
               "fhetorch.keyswitch_inner: key and digit shapes do not match");
-  check_mod(mod, L, "keyswitch_inner");
-  check_devices("keyswitch_inner", {&d, &key_q, &key_p, &mod});
-  return {beta, L, n, K, Lq, Lq_key};
+  check_mod(mod, Lext, op);
+  check_devices(op, {&d, &key_q, &key_p, &mod});
+  return InnerArgs{ptr(d), ptr(key_q), ptr(key_p), nullptr, ptr(mod), batch_of(d, 3), n, as_int(beta, op, "beta"),
+                   as_int(Lext, op, "L + K"), static_cast<int>(Lq), as_int(K, op, "K"), as_int(Lq_key, op, "Lq_key"),
+                   as_int(q_start, op, "q_start"), as_int(digit_start, op, "digit_start")};
 }
 
-// ---- hoisted_mac -----------------------------------------------------------------------
-
 // Checks hoisted_mac's arguments and fills the kernel's tables (csrc/hoisted_mac.h); the
-// caller sets args.out.
-inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::TensorList keys_q,
-                                 at::TensorList keys_p, at::IntArrayRef galois, int64_t q_start, int64_t digit_start,
-                                 const at::Tensor& c_p, at::TensorList pts, at::IntArrayRef pt_baby,
-                                 at::IntArrayRef pt_giant, int64_t giants, const at::Tensor& mod) {
+// caller sets args.out, (..., giants, 2, L + K, N).
+inline MacArgs check_hoisted_mac(const Tensor& d, const Tensor& c, at::TensorList keys_q, at::TensorList keys_p,
+                                 at::IntArrayRef galois, int64_t q_start, int64_t digit_start, const Tensor& c_p,
+                                 at::TensorList pts, at::IntArrayRef pt_baby, at::IntArrayRef pt_giant,
+                                 int64_t giants, const Tensor& mod) {
   const char* op = "hoisted_mac";
   check_residues(d, op, "d");
   check_residues(c, op, "c");
   check_residues(c_p, op, "c_p");
-  TORCH_CHECK(d.dim() == 3 && c.dim() == 3 && c.size(0) == 2 && c.size(2) == d.size(2),
-              "fhetorch.hoisted_mac: d must be (beta, L + K, N) and c (2, L, N)");
-  const int64_t beta = d.size(0), Lext = d.size(1), n = d.size(2), L = c.size(1), K = Lext - L;
+  TORCH_CHECK(d.dim() >= 3 && c.dim() == d.dim() && c.size(-3) == 2 && c.size(-1) == d.size(-1) &&
+                  d.sizes().slice(0, d.dim() - 3) == c.sizes().slice(0, c.dim() - 3),
+              "fhetorch.hoisted_mac: d must be (..., beta, L + K, N) and c (..., 2, L, N), with the same batch");
+  const int64_t beta = d.size(-3), Lext = d.size(-2), n = d.size(-1), L = c.size(-2), K = Lext - L;
   const int log_n = log2_exact(n, op);
   TORCH_CHECK(K >= 0 && beta >= 1 && c_p.numel() == L, "fhetorch.hoisted_mac: c_p must hold L values and d at least c's limbs");
   check_mod(mod, Lext, op);
@@ -229,20 +257,21 @@ inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::T
   TORCH_CHECK(pts.size() == pt_baby.size() && pts.size() == pt_giant.size(),
               "fhetorch.hoisted_mac: pts, pt_baby and pt_giant must have one entry per diagonal");
   check_devices(op, {&d, &c, &c_p, &mod});
-  TORCH_CHECK(d.numel() < (int64_t(1) << 31) && giants * 2 * Lext * n < (int64_t(1) << 31),
-              "fhetorch.hoisted_mac: d and the output must hold fewer than 2^31 values");
+  TORCH_CHECK(beta * Lext * n < (int64_t(1) << 31) && giants * 2 * Lext * n < (int64_t(1) << 31),
+              "fhetorch.hoisted_mac: a ciphertext's d and output must hold fewer than 2^31 values");
   MacArgs a{};
-  a.d = d.data_ptr<int32_t>();
-  a.c = c.data_ptr<int32_t>();
-  a.c_p = c_p.data_ptr<int32_t>();
-  a.mod = mod.data_ptr<int32_t>();
+  a.d = ptr(d);
+  a.c = ptr(c);
+  a.c_p = ptr(c_p);
+  a.mod = ptr(mod);
+  a.B = batch_of(d, 3);
   a.n = n;
   a.log_n = log_n;
   a.beta = static_cast<int>(beta);
   a.L = static_cast<int>(L);
   a.Lext = static_cast<int>(Lext);
-  a.q_start = static_cast<int>(q_start);
-  a.digit_start = static_cast<int>(digit_start);
+  a.q_start = as_int(q_start, op, "q_start");
+  a.digit_start = as_int(digit_start, op, "digit_start");
   a.babies = static_cast<int>(babies);
   a.giants = static_cast<int>(giants);
   for (int64_t b = 0; b < babies; ++b) {
@@ -250,18 +279,17 @@ inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::T
     TORCH_CHECK(gal > 0 && gal < 2 * n && gal % 2 == 1, "fhetorch.hoisted_mac: galois elements must be odd, in (0, 2N)");
     a.galois[b] = static_cast<uint32_t>(gal);
     if (gal == 1) continue;
-    const at::Tensor &kq = keys_q[b], &kp = keys_p[b];
+    const Tensor &kq = keys_q[b], &kp = keys_p[b];
     check_residues(kq, op, "keys_q");
     check_residues(kp, op, "keys_p");
     check_devices(op, {&d, &kq, &kp});
     TORCH_CHECK(kq.dim() == 4 && kp.dim() == 4 && kq.size(1) == 2 && kp.size(1) == 2 && kp.size(2) == K &&
                     kq.size(3) == n && kp.size(3) == n && kp.size(0) == kq.size(0) &&
-                    digit_start >= 0 && digit_start + beta <= kq.size(0) && q_start >= 0 &&
-                    q_start + L <= kq.size(2),
+                    digit_start + beta <= kq.size(0) && q_start + L <= kq.size(2),
                 "fhetorch.hoisted_mac: key ", b, " does not cover the digits and limbs of d");
     TORCH_CHECK(kq.numel() < (int64_t(1) << 31), "fhetorch.hoisted_mac: keys must hold fewer than 2^31 values");
-    a.key_q[b] = kq.data_ptr<int32_t>();
-    a.key_p[b] = kp.data_ptr<int32_t>();
+    a.key_q[b] = ptr(kq);
+    a.key_p[b] = ptr(kp);
     a.lq_key[b] = static_cast<int>(kq.size(2));
   }
   for (size_t k = 0; k < pts.size(); ++k) {
@@ -273,214 +301,223 @@ inline MacArgs check_hoisted_mac(const at::Tensor& d, const at::Tensor& c, at::T
     check_devices(op, {&d, &pts[k]});
     TORCH_CHECK(pts[k].dim() == 2 && pts[k].size(0) == Lext && pts[k].size(1) == n,
                 "fhetorch.hoisted_mac: each diagonal must be (L + K, N)");
-    a.pt[b][g] = pts[k].data_ptr<int32_t>();
+    a.pt[b][g] = ptr(pts[k]);
   }
   return a;
 }
 
 // ---- fused key switching ---------------------------------------------------------------
 
-constexpr int64_t kMaxDigits = 64;       // mod_up: beta <= 64
-constexpr int64_t kMaxSwitchRows = 256;  // switch_modulus: D, Ld <= 256
-constexpr int64_t kMaxSwitchSrc = 32767; // switch_modulus: Ls (row indices fit int16)
-
-struct ModUpGeom {
-  int64_t L, Lext, K, n, beta, alpha_max;
-  int log_n;
-  std::vector<int> lo;  // beta + 1 digit bounds
-};
-
-inline ModUpGeom check_mod_up(const char* op, const at::Tensor& a, const at::Tensor& pre, const at::Tensor& mod_ext,
-                              const at::Tensor& psi_ext, const at::Tensor& psi_inv_ext, const at::Tensor& mats,
-                              at::IntArrayRef bounds) {
-  for (auto [t, name] : {std::pair<const at::Tensor*, const char*>{&a, "a"}, {&pre, "pre"}, {&mod_ext, "mod_ext"},
+// mod_up's arguments (and those mod_up_keyswitch_inner shares): a (..., L, N), or with b
+// (tensor-product mode) a (..., 2, L, N) and b of a's shape or (2, L, N). Output shape:
+// mod_up (..., beta, L + K, N).
+inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, const Tensor& pre,
+                              const Tensor& mod_ext, const Tensor& psi_ext, const Tensor& psi_inv_ext,
+                              const Tensor& mats, at::IntArrayRef bounds, at::OptionalIntArrayRef psi_rows) {
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&a, "a"}, {&pre, "pre"}, {&mod_ext, "mod_ext"},
                          {&psi_ext, "psi_ext"}, {&psi_inv_ext, "psi_inv_ext"}, {&mats, "mats"}})
     check_residues(*t, op, name);
-  TORCH_CHECK(a.dim() == 2, "fhetorch.", op, ": a must be (L, N)");
-  ModUpGeom g;
-  g.L = a.size(0);
-  g.n = a.size(1);
-  g.log_n = log2_exact(g.n, op);
-  TORCH_CHECK(mod_ext.dim() == 2 && mod_ext.size(1) == 2 && mod_ext.size(0) >= g.L && g.L >= 1,
+  ModUpArgs g{};
+  if (b) {
+    check_residues(*b, op, "b");
+    TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2 && (b->sizes() == a.sizes() || b->sizes() == a.sizes().slice(a.dim() - 3)),
+                "fhetorch.", op, ": with b, a must be ciphertexts (..., 2, L, N) and b of a's shape or (2, L, N)");
+    check_devices(op, {&a, b});
+    g.b = ptr(*b);
+    g.b_stride = b->numel() == a.numel() ? 2 * a.size(-2) * a.size(-1) : 0;
+  }
+  TORCH_CHECK(a.dim() >= 2, "fhetorch.", op, ": a must be (..., L, N)");
+  const int64_t L = a.size(-2), n = a.size(-1);
+  g.a = ptr(a);
+  g.B = batch_of(a, b ? 3 : 2);
+  g.log_n = fused_log2(n, op);
+  TORCH_CHECK(mod_ext.dim() == 2 && mod_ext.size(1) == 2 && mod_ext.size(0) >= L && L >= 1,
               "fhetorch.", op, ": mod_ext must be (L + K, 2) with L >= 1");
-  g.Lext = mod_ext.size(0);
-  g.K = g.Lext - g.L;
-  TORCH_CHECK(psi_ext.sizes() == at::IntArrayRef({g.Lext, g.n}) && psi_inv_ext.sizes() == psi_ext.sizes(),
-              "fhetorch.", op, ": psi_ext and psi_inv_ext must be (L + K, N)");
-  TORCH_CHECK(pre.numel() == g.L, "fhetorch.", op, ": pre must have L entries");
+  const int64_t Lext = mod_ext.size(0);
+  g.L = as_int(L, op, "L");
+  g.K = as_int(Lext - L, op, "K");
+  g.psi_rows = check_table_rows(op, "psi_ext", psi_ext, psi_rows, Lext, n);
+  TORCH_CHECK(psi_inv_ext.sizes() == psi_ext.sizes(), "fhetorch.", op, ": psi_inv_ext must have psi_ext's shape ",
+              psi_ext.sizes(), ", got ", psi_inv_ext.sizes());
+  TORCH_CHECK(pre.numel() == L, "fhetorch.", op, ": pre must have L entries");
   const int64_t nb = static_cast<int64_t>(bounds.size());
   TORCH_CHECK(nb >= 2 && nb - 1 <= kMaxDigits, "fhetorch.", op, ": bounds must list 2 to ", kMaxDigits + 1, " values");
-  g.beta = nb - 1;
-  TORCH_CHECK(bounds[0] == 0 && bounds[nb - 1] == g.L, "fhetorch.", op, ": bounds must run from 0 to L");
+  g.beta = static_cast<int>(nb - 1);
+  TORCH_CHECK(bounds[0] == 0 && bounds[nb - 1] == L, "fhetorch.", op, ": bounds must run from 0 to L");
   int64_t widest = 0;
-  for (int64_t j = 0; j < g.beta; ++j) {
+  for (int j = 0; j < g.beta; ++j) {
     TORCH_CHECK(bounds[j] < bounds[j + 1], "fhetorch.", op, ": bounds must increase strictly");
     widest = std::max<int64_t>(widest, bounds[j + 1] - bounds[j]);
   }
-  for (int64_t v : bounds) g.lo.push_back(static_cast<int>(v));
-  TORCH_CHECK(mats.dim() == 3 && mats.size(0) == g.beta && mats.size(1) == g.Lext && mats.size(2) >= widest &&
-                  mats.size(2) <= 256,
-              "fhetorch.", op, ": mats must be (beta, L + K, alpha_max) with every digit's size <= alpha_max <= 256");
-  g.alpha_max = mats.size(2);
+  for (int j = 0; j <= g.beta; ++j) g.lo[j] = static_cast<int>(bounds[j]);
+  TORCH_CHECK(mats.dim() == 3 && mats.size(0) == g.beta && mats.size(1) == Lext && mats.size(2) >= widest &&
+                  mats.size(2) <= kMaxDigitLimbs,
+              "fhetorch.", op, ": mats must be (beta, L + K, alpha_max) with every digit's size <= alpha_max <= ",
+              kMaxDigitLimbs);
+  g.alpha_max = static_cast<int>(mats.size(2));
+  g.pre = ptr(pre);
+  g.mod_ext = ptr(mod_ext);
+  g.psi_ext = ptr(psi_ext);
+  g.psi_inv_ext = ptr(psi_inv_ext);
+  g.mats = ptr(mats);
   check_devices(op, {&a, &pre, &mod_ext, &psi_ext, &psi_inv_ext, &mats});
   return g;
 }
 
-struct ModUpKsGeom {
-  ModUpGeom m;
-  int64_t Lq_key, La;  // La: limbs of the addend (0: none)
-};
-
-inline ModUpKsGeom check_mod_up_keyswitch(const at::Tensor& a, const at::Tensor& pre, const at::Tensor& mod_ext,
-                                          const at::Tensor& psi_ext, const at::Tensor& psi_inv_ext,
-                                          const at::Tensor& mats, at::IntArrayRef bounds, const at::Tensor& key_q,
-                                          const at::Tensor& key_p, int64_t q_start, int64_t digit_start,
-                                          const std::optional<at::Tensor>& addend,
-                                          const std::optional<at::Tensor>& c_add,
-                                          const std::optional<at::Tensor>& b) {
-  const char* op = "mod_up_keyswitch";
-  if (b) {
-    check_residues(a, op, "a");
-    check_residues(*b, op, "b");
-    TORCH_CHECK(a.dim() == 3 && a.size(0) == 2 && b->sizes() == a.sizes(), "fhetorch.", op,
-                ": with b, a and b must be ciphertexts (2, L, N) of one shape");
-    TORCH_CHECK(!addend.has_value() && c_add.has_value(), "fhetorch.", op,
-                ": with b, the addend is the tensor product's (d0, d1): pass c_add and no addend");
-    check_devices(op, {&a, &*b});
-  }
-  const at::Tensor a1 = b ? a.select(0, 1) : a;
-  ModUpKsGeom g{check_mod_up(op, a1, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds), 0, 0};
-  const ModUpGeom& m = g.m;
-  if (b) {
-    check_residues(*c_add, op, "c_add");
-    TORCH_CHECK(c_add->numel() == m.L, "fhetorch.", op, ": with b, c_add must have L entries");
-    check_devices(op, {&a, &*c_add});
-    g.La = m.L;
-  }
+// mod_up_keyswitch_inner's key and addend; out (..., 2, L + K, N) with a's batch.
+inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_q, const Tensor& key_p,
+                         int64_t q_start, int64_t digit_start, const std::optional<Tensor>& addend,
+                         const std::optional<Tensor>& c_add, bool tensor_mode) {
+  const char* op = "mod_up_keyswitch_inner";
   check_residues(key_q, op, "key_q");
   check_residues(key_p, op, "key_p");
+  const int64_t n = a.size(-1);
   TORCH_CHECK(key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2 &&
-                  key_p.size(0) == key_q.size(0) && key_q.size(3) == m.n && key_p.size(3) == m.n &&
+                  key_p.size(0) == key_q.size(0) && key_q.size(3) == n && key_p.size(3) == n &&
                   key_p.size(2) == m.K,
-              "fhetorch.", op, ": keys must be (digits, 2, limbs, N) with K = L + K - L special limbs in key_p");
-  g.Lq_key = key_q.size(2);
-  TORCH_CHECK(q_start >= 0 && q_start + m.L <= g.Lq_key && digit_start >= 0 && digit_start + m.beta <= key_q.size(0),
+              "fhetorch.", op, ": keys must be (digits, 2, limbs, N) with the K special limbs in key_p");
+  TORCH_CHECK(q_start >= 0 && q_start + m.L <= key_q.size(2) && digit_start >= 0 &&
+                  digit_start + m.beta <= key_q.size(0),
               "fhetorch.", op, ": q_start / digit_start out of the key's range");
-  TORCH_CHECK(b.has_value() || addend.has_value() == c_add.has_value(), "fhetorch.", op,
-              ": addend and c_add go together");
-  if (addend) {
-    check_residues(*addend, op, "addend");
-    check_residues(*c_add, op, "c_add");
-    TORCH_CHECK(addend->dim() == 3 && addend->size(0) == 2 && addend->size(1) <= m.Lext && addend->size(2) == m.n,
-                "fhetorch.", op, ": addend must be (2, La, N) with La <= L + K");
-    g.La = addend->size(1);
-    TORCH_CHECK(c_add->numel() == g.La, "fhetorch.", op, ": c_add must have La entries");
-    check_devices(op, {&a, &*addend, &*c_add});
-  }
   check_devices(op, {&a, &key_q, &key_p});
-  return g;
+  KeyArgs k{ptr(key_q), ptr(key_p), as_int(key_q.size(2), op, "Lq_key"), static_cast<int>(q_start),
+            static_cast<int>(digit_start), nullptr, nullptr, 0};
+  if (tensor_mode) {
+    TORCH_CHECK(!addend.has_value() && c_add.has_value(), "fhetorch.", op,
+                ": with b, the addend is the tensor product's (d0, d1): pass c_add and no addend");
+    k.La = m.L;
+  } else {
+    TORCH_CHECK(addend.has_value() == c_add.has_value(), "fhetorch.", op, ": addend and c_add go together");
+    if (addend) {
+      check_residues(*addend, op, "addend");
+      const int64_t d = addend->dim();
+      TORCH_CHECK(d == a.dim() + 1 && addend->sizes().slice(0, d - 3) == a.sizes().slice(0, a.dim() - 2) &&
+                      addend->size(-3) == 2 && addend->size(-2) <= m.L + m.K && addend->size(-1) == n,
+                  "fhetorch.", op, ": addend must be (..., 2, La, N) with a's batch and La <= L + K");
+      k.addend = ptr(*addend);
+      k.La = static_cast<int>(addend->size(-2));
+      check_devices(op, {&a, &*addend});
+    }
+  }
+  if (c_add) {
+    check_residues(*c_add, op, "c_add");
+    TORCH_CHECK(c_add->numel() == k.La, "fhetorch.", op, ": c_add must have La entries (L with b)");
+    check_devices(op, {&a, &*c_add});
+    k.c_add = ptr(*c_add);
+  }
+  return k;
 }
 
 struct SwitchGeom {
-  int64_t B, Ls, D, Ld, n, Ba;  // Ba: polynomials with an addend (0: none)
-  int log_n;
-  std::vector<int> drop, keep;
+  SwitchArgs args;
   std::vector<int64_t> out_shape;
 };
 
-inline SwitchGeom check_switch_modulus(const at::Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows,
-                                       const at::Tensor& pre, const at::Tensor& mod_drop,
-                                       const at::Tensor& psi_inv_drop, const at::Tensor& mod_dst,
-                                       const at::Tensor& psi_dst, const at::Tensor& mat, const at::Tensor& c_keep,
-                                       const at::Tensor& c_sub, const std::optional<at::Tensor>& addend) {
+inline SwitchGeom check_switch_modulus(const Tensor& x, at::IntArrayRef drop_rows, at::IntArrayRef keep_rows,
+                                       const Tensor& pre, const Tensor& mod_drop, const Tensor& psi_inv_drop,
+                                       const Tensor& mod_dst, const Tensor& psi_dst, const Tensor& mat,
+                                       const Tensor& c_keep, const Tensor& c_sub, const std::optional<Tensor>& addend,
+                                       at::OptionalIntArrayRef psi_inv_drop_rows, at::OptionalIntArrayRef psi_dst_rows) {
   const char* op = "switch_modulus";
-  for (auto [t, name] : {std::pair<const at::Tensor*, const char*>{&x, "x"}, {&pre, "pre"}, {&mod_drop, "mod_drop"},
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&x, "x"}, {&pre, "pre"}, {&mod_drop, "mod_drop"},
                          {&psi_inv_drop, "psi_inv_drop"}, {&mod_dst, "mod_dst"}, {&psi_dst, "psi_dst"},
                          {&mat, "mat"}, {&c_keep, "c_keep"}, {&c_sub, "c_sub"}})
     check_residues(*t, op, name);
   TORCH_CHECK(x.dim() >= 2, "fhetorch.", op, ": x must be (..., Ls, N)");
-  SwitchGeom g;
-  g.Ls = x.size(-2);
-  g.n = x.size(-1);
-  g.log_n = log2_exact(g.n, op);
-  g.B = g.Ls > 0 ? x.numel() / (g.Ls * g.n) : 0;
-  g.D = static_cast<int64_t>(drop_rows.size());
-  g.Ld = static_cast<int64_t>(keep_rows.size());
-  TORCH_CHECK(g.Ls >= 1 && g.Ls <= kMaxSwitchSrc, "fhetorch.", op, ": Ls must be in [1, ", kMaxSwitchSrc, "]");
-  TORCH_CHECK(g.D >= 1 && g.D <= kMaxSwitchRows && g.Ld >= 1 && g.Ld <= kMaxSwitchRows, "fhetorch.", op,
+  SwitchArgs g{};
+  const int64_t Ls = x.size(-2), n = x.size(-1), D = static_cast<int64_t>(drop_rows.size());
+  const int64_t Ld = static_cast<int64_t>(keep_rows.size());
+  g.log_n = fused_log2(n, op);
+  TORCH_CHECK(Ls >= 1 && Ls <= kMaxSwitchSrc, "fhetorch.", op, ": Ls must be in [1, ", kMaxSwitchSrc, "]");
+  TORCH_CHECK(D >= 1 && D <= kMaxSwitchRows && Ld >= 1 && Ld <= kMaxSwitchRows, "fhetorch.", op,
               ": drop_rows and keep_rows must have 1 to ", kMaxSwitchRows, " entries");
-  for (int64_t v : drop_rows) {
-    TORCH_CHECK(v >= 0 && v < g.Ls, "fhetorch.", op, ": drop row ", v, " outside [0, Ls)");
-    g.drop.push_back(static_cast<int>(v));
+  for (int64_t k = 0; k < D; ++k) {
+    TORCH_CHECK(drop_rows[k] >= 0 && drop_rows[k] < Ls, "fhetorch.", op, ": drop row ", drop_rows[k], " outside [0, Ls)");
+    g.drop[k] = static_cast<int16_t>(drop_rows[k]);
   }
-  for (int64_t v : keep_rows) {
-    TORCH_CHECK(v >= -1 && v < g.Ls, "fhetorch.", op, ": keep row ", v, " outside [-1, Ls)");
-    g.keep.push_back(static_cast<int>(v));
+  for (int64_t i = 0; i < Ld; ++i) {
+    TORCH_CHECK(keep_rows[i] >= -1 && keep_rows[i] < Ls, "fhetorch.", op, ": keep row ", keep_rows[i],
+                " outside [-1, Ls)");
+    g.keep[i] = static_cast<int16_t>(keep_rows[i]);
   }
-  TORCH_CHECK(pre.numel() == g.D, "fhetorch.", op, ": pre must have D entries");
-  check_mod(mod_drop, g.D, op);
-  check_mod(mod_dst, g.Ld, op);
-  TORCH_CHECK(psi_inv_drop.sizes() == at::IntArrayRef({g.D, g.n}), "fhetorch.", op, ": psi_inv_drop must be (D, N)");
-  TORCH_CHECK(psi_dst.sizes() == at::IntArrayRef({g.Ld, g.n}), "fhetorch.", op, ": psi_dst must be (Ld, N)");
-  TORCH_CHECK(mat.sizes() == at::IntArrayRef({g.Ld, g.D}), "fhetorch.", op, ": mat must be (Ld, D)");
-  TORCH_CHECK(c_keep.numel() == g.Ld && c_sub.numel() == g.Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
-  g.Ba = 0;
+  TORCH_CHECK(pre.numel() == D, "fhetorch.", op, ": pre must have D entries");
+  check_mod(mod_drop, D, op);
+  check_mod(mod_dst, Ld, op);
+  g.psi_inv_drop_rows = check_table_rows(op, "psi_inv_drop", psi_inv_drop, psi_inv_drop_rows, D, n);
+  g.psi_dst_rows = check_table_rows(op, "psi_dst", psi_dst, psi_dst_rows, Ld, n);
+  TORCH_CHECK(mat.sizes() == at::IntArrayRef({Ld, D}), "fhetorch.", op, ": mat must be (Ld, D)");
+  TORCH_CHECK(c_keep.numel() == Ld && c_sub.numel() == Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
+  // Groups of K polynomials (x's dimension -3): an addend of x's rank adds Ka <= K
+  // polynomials per group, one of rank one less adds one.
+  const bool grouped = x.dim() >= 3;
+  g.K = grouped ? as_int(x.size(-3), op, "the group size") : 1;
+  g.Ka = 0;
   if (addend) {
     check_residues(*addend, op, "addend");
-    const bool two = addend->dim() == 2, three = addend->dim() == 3;
-    TORCH_CHECK((two || three) && addend->size(-2) == g.Ld && addend->size(-1) == g.n &&
-                    (two || addend->size(0) <= g.B),
-                "fhetorch.", op, ": addend must be (Ld, N) or (Ba, Ld, N) with Ba <= the polynomials of x");
-    g.Ba = two ? 1 : addend->size(0);
-    TORCH_CHECK(g.Ba <= g.B, "fhetorch.", op, ": addend has more polynomials than x");
+    const int64_t d = addend->dim();
+    const bool full = grouped && d == x.dim();
+    TORCH_CHECK((full || d == std::max<int64_t>(x.dim() - 1, 2)) && addend->size(-2) == Ld &&
+                    addend->size(-1) == n &&
+                    addend->sizes().slice(0, d - (full ? 3 : 2)) == x.sizes().slice(0, x.dim() - (grouped ? 3 : 2)) &&
+                    (!full || (addend->size(-3) >= 1 && addend->size(-3) <= g.K)),
+                "fhetorch.", op, ": addend must be (..., Ka, Ld, N) with x's leading dimensions and Ka <= x.size(-3), "
+                "or (..., Ld, N) (Ka = 1); x is ", x.sizes(), ", addend ", addend->sizes());
+    g.Ka = full ? static_cast<int>(addend->size(-3)) : 1;
+    g.addend = ptr(*addend);
     check_devices(op, {&x, &*addend});
   }
   check_devices(op, {&x, &pre, &mod_drop, &psi_inv_drop, &mod_dst, &psi_dst, &mat, &c_keep, &c_sub});
-  g.out_shape = x.sizes().vec();
-  g.out_shape[g.out_shape.size() - 2] = g.Ld;
-  return g;
+  g.x = ptr(x);
+  g.pre = ptr(pre);
+  g.mod_drop = ptr(mod_drop);
+  g.psi_inv_drop = ptr(psi_inv_drop);
+  g.mod_dst = ptr(mod_dst);
+  g.psi_dst = ptr(psi_dst);
+  g.mat = ptr(mat);
+  g.c_keep = ptr(c_keep);
+  g.c_sub = ptr(c_sub);
+  g.B = batch_of(x, 2);
+  g.Ls = static_cast<int>(Ls);
+  g.D = static_cast<int>(D);
+  g.Ld = static_cast<int>(Ld);
+  return {g, shape_with(x, 2, {Ld, n})};
 }
 
-struct ToRnsGeom {
-  int64_t L, n;
+struct RowsGeom {
+  int64_t rows, n;
+  int L;
   std::vector<int64_t> out_shape;
 };
 
-inline ToRnsGeom check_to_rns(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& r2) {
-  TORCH_CHECK(x.scalar_type() == at::kLong && x.is_contiguous(), "fhetorch.to_rns: x must be contiguous int64");
+// to_rns: x (..., N) int64 -> (..., L, N).
+inline RowsGeom check_to_rns(const Tensor& x, const Tensor& mod, const Tensor& r2) {
+  TORCH_CHECK(x.scalar_type() == at::kLong && x.is_contiguous() && x.dim() >= 1,
+              "fhetorch.to_rns: x must be contiguous int64 (..., N)");
   const int64_t L = mod.size(0), n = x.size(-1);
   check_mod(mod, L, "to_rns");
   check_residues(r2, "to_rns", "r2");
+  TORCH_CHECK(r2.numel() == L, "fhetorch.to_rns: r2 must have L entries");
   check_devices("to_rns", {&x, &mod, &r2});
-  auto shape = x.sizes().vec();
-  shape.insert(shape.end() - 1, L);
-  return {L, n, std::move(shape)};
+  return {batch_of(x, 1), n, as_int(L, "to_rns", "L"), shape_with(x, 1, {L, n})};
 }
 
-inline EwGeom check_crt_digits(const at::Tensor& x, const at::Tensor& mod, const at::Tensor& garner) {
+// crt_digits: x (..., L, N) -> the same shape.
+inline RowsGeom check_crt_digits(const Tensor& x, const Tensor& mod, const Tensor& garner) {
   check_residues(x, "crt_digits", "x");
   const int64_t L = limbs_of(x), n = x.size(-1);
-  TORCH_CHECK(L <= 256, "fhetorch.crt_digits: at most 256 limbs");
+  TORCH_CHECK(L <= kMaxCrtLimbs, "fhetorch.crt_digits: at most ", kMaxCrtLimbs, " limbs");
   check_mod(mod, L, "crt_digits");
   check_residues(garner, "crt_digits", "garner");
   TORCH_CHECK(garner.sizes() == at::IntArrayRef({L, L}), "fhetorch.crt_digits: garner must be (L, L)");
   check_devices("crt_digits", {&x, &mod, &garner});
-  return {L, n};
+  return {L * n > 0 ? x.numel() / (L * n) : 0, n, static_cast<int>(L), x.sizes().vec()};
 }
 
 // The 8 key words of a sampler, as raw words (on the key's device).
-inline const uint32_t* check_key(const at::Tensor& key, const char* op) {
+inline const uint32_t* check_sampler_key(const Tensor& key, const char* op) {
   check_residues(key, op, "key");
   TORCH_CHECK(key.numel() == 8, "fhetorch.", op, ": key must have 8 int32 words");
-  return reinterpret_cast<const uint32_t*>(key.data_ptr<int32_t>());
-}
-
-// Returns L.
-inline int64_t check_sample_uniform(const at::Tensor& key, const at::Tensor& mod) {
-  const int64_t L = mod.size(0);
-  check_mod(mod, L, "sample_uniform");
-  check_devices("sample_uniform", {&key, &mod});
-  return L;
+  return reinterpret_cast<const uint32_t*>(ptr(key));
 }
 
 }  // namespace fhetorch::bind

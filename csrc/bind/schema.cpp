@@ -1,5 +1,6 @@
 // The table of contents of fhetorch's kernels: every op's schema, defined once.
-// CPU implementations are registered in csrc/bind/cpu.cpp, CUDA ones in csrc/bind/cuda.cpp.
+// The bindings (csrc/bind/ops.h, one for both devices) are registered for the CPU in
+// csrc/bind/cpu.cpp and for CUDA in csrc/bind/cuda.cpp.
 //
 // Shared conventions. Residues are int32, canonical in [0, q). "mod" is an (L, 2) int32
 // tensor of [q, q^-1 mod 2^32] per limb. A polynomial is (L, N) with limbs contiguous;
@@ -20,10 +21,16 @@ PyObject* PyInit__C(void) {
 TORCH_LIBRARY(fhetorch, m) {
   // Forward negacyclic NTT of every row: natural order in, bit-reversed order out.
   // psi (L, N): psi^brev(k) in Montgomery form, psi a primitive 2N-th root mod q.
-  m.def("ntt(Tensor x, Tensor mod, Tensor psi) -> Tensor");
+  // Table row maps (here and in every op below that takes one; csrc/table_rows.h): with
+  // psi_rows (one entry per limb, L <= 256), psi is any (R, N) table (R <= 32768) and limb l
+  // reads its row psi_rows[l], so the ring's full tables serve every limb subset (a level, a
+  // digit, the special primes) without copies; without it psi is (L, N), limb l reading row l.
+  // Bad maps (wrong length, a row outside the table) are refused on every device.
+  m.def("ntt(Tensor x, Tensor mod, Tensor psi, int[]? psi_rows=None) -> Tensor");
   // Inverse NTT: bit-reversed in, natural out, then out *= post[l] (Montgomery product),
   // so post = N^-1 * 2^32 keeps Montgomery form and post = N^-1 returns standard form.
-  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post) -> Tensor");
+  // psi_rows: as ntt's, for psi_inv.
+  m.def("intt(Tensor x, Tensor mod, Tensor psi_inv, Tensor post, int[]? psi_rows=None) -> Tensor");
   // Fast base conversion, coefficient-wise: x (..., La, N) standard form; y (..., Lb, N)
   // Montgomery form with y_i = sum_j centre(x_j) * mat[i][j] * 2^-32 mod p_i.
   m.def("bconv(Tensor x, Tensor mod_in, Tensor mod_out, Tensor mat) -> Tensor");
@@ -40,57 +47,69 @@ TORCH_LIBRARY(fhetorch, m) {
   m.def("tensor_product(Tensor a, Tensor b, Tensor mod) -> Tensor");
   // X -> X^galois on NTT-domain rows (bit-reversed order); galois odd, mod 2N.
   m.def("automorphism(Tensor x, int galois) -> Tensor");
-  // Key-switching inner product: d (beta, Lq + K, N) holds ModUp'd digits whose first Lq
-  // limbs are key limbs [q_start, q_start + Lq) of key_q (digits, 2, Lq_key, N) and whose
+  // Key-switching inner product: d (..., beta, Lq + K, N) holds ModUp'd digits whose first
+  // Lq limbs are key limbs [q_start, q_start + Lq) of key_q (digits, 2, Lq_key, N) and whose
   // last K limbs are key_p (digits, 2, K, N); digit j uses key digit digit_start + j.
-  // out (2, Lq + K, N) = sum_j d_j * key_j.
+  // out (..., 2, Lq + K, N) = sum_j d_j * key_j, the key shared by the batch.
   m.def("keyswitch_inner(Tensor d, Tensor key_q, Tensor key_p, int q_start, int digit_start, Tensor mod) -> Tensor");
   // Hoisted rotations times plaintext diagonals over P*Q (a linear transform's baby steps,
-  // Cheddar Par.5; csrc/hoisted_mac.h). d (beta, L+K, N): mod_up of c[1]; c (2, L, N); mod
-  // (L+K, 2) of the extended basis; c_p (L,): P mod q_i (Montgomery). Baby step b rotates by
-  // galois[b] with key (keys_q[b], keys_p[b]) as keyswitch_inner's (same q_start and
-  // digit_start); galois[b] = 1 means no rotation (its keys are not read). In P*Q it is
+  // Cheddar Par.5; csrc/hoisted_mac.h). d (..., beta, L+K, N): mod_up of c[..., 1, :, :]; c
+  // (..., 2, L, N); mod (L+K, 2) of the extended basis; c_p (L,): P mod q_i (Montgomery). Baby
+  // step b rotates by galois[b] with key (keys_q[b], keys_p[b]) as keyswitch_inner's (same
+  // q_start and digit_start); galois[b] = 1 means no rotation (its keys are not read). Per
+  // ciphertext, in P*Q,
   //   u_b = (sum_j aut(d_j) * key_bj[0] + P * aut(c0), sum_j aut(d_j) * key_bj[1])
   //   (galois 1: u_b = P * c), P * x being x * c_p on the first L limbs and 0 on P's,
-  // so ModDown(u_b) is the rotated ciphertext. out (giants, 2, L+K, N): out[g] = sum of
-  // pts[k] * u_(pt_baby[k]) over the k with pt_giant[k] = g; pts[k] (L+K, N). At most 16
-  // baby steps and 8 giants per call, one diagonal per (baby, giant).
+  // so ModDown(u_b) is the rotated ciphertext. out (..., giants, 2, L+K, N): out[g] = sum of
+  // pts[k] * u_(pt_baby[k]) over the k with pt_giant[k] = g; pts[k] (L+K, N), shared by the
+  // batch. At most 16 baby steps and 8 giants per call, one diagonal per (baby, giant).
   m.def("hoisted_mac(Tensor d, Tensor c, Tensor[] keys_q, Tensor[] keys_p, int[] galois, int q_start, "
         "int digit_start, Tensor c_p, Tensor[] pts, int[] pt_baby, int[] pt_giant, int giants, Tensor mod) -> Tensor");
-  // ---- fused key switching (csrc/cpu/keyswitch.cpp, csrc/cuda/keyswitch.cu) ----
+  // ---- fused key switching (csrc/keyswitch.h; csrc/cpu/keyswitch.cpp, csrc/cuda/keyswitch.cu) ----
+  // N in [2^10, 2^17] on every device (csrc/keyswitch.h); any number of leading batch
+  // dimensions, one launch.
   // ModUp of a level polynomial to the extended basis "ext" = level (L limbs) + special
-  // primes (K limbs), one lift per digit. a (L, N): NTT domain, Montgomery form. Tables of
-  // ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N). bounds = [0 = lo_0 < lo_1 < ...
+  // primes (K limbs), one lift per digit. a (..., L, N): NTT domain, Montgomery form. Tables
+  // of ext: mod_ext (L+K, 2), psi_ext / psi_inv_ext (L+K, N) or, with psi_rows (L+K entries),
+  // any (R, N) tables (both of one shape) of which ext limb i reads row psi_rows[i] (the
+  // ring's full tables: no per-level copies). bounds = [0 = lo_0 < lo_1 < ...
   // < lo_beta = L]: digit j is limbs [lo_j, lo_(j+1)). pre (L,): INTT post-constants giving
   // the standard-form BConv input [a * (Q_j/q_i)^-1]_(q_i) of limb i of digit j (N^-1
   // folded in). mats (beta, L+K, alpha_max): row i of digit j is digit j's centred BConv
   // matrix row to ext limb i (rows of the digit's own limbs and columns beyond its size
-  // are ignored). out (beta, L+K, N): out[j][i] = a[i] for i in digit j, otherwise
+  // are ignored). out (..., beta, L+K, N): out[j][i] = a[i] for i in digit j, otherwise
   // NTT(bconv(INTT(a[digit j]) * pre))[i] -- the digit lifted to ext.
   m.def("mod_up(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, Tensor mats, "
-        "int[] bounds) -> Tensor");
-  // ModUp and the key-switching inner product in one: out (2, L+K, N) =
+        "int[] bounds, int[]? psi_rows=None) -> Tensor");
+  // ModUp and the key-switching inner product in one: out (..., 2, L+K, N) =
   // keyswitch_inner(mod_up(a, ...), key_q, key_p, q_start, digit_start, mod_ext), plus
-  // addend[c][i] * c_add[i] on the first La limbs when addend (2, La, N), La <= L+K, and
-  // c_add (La,) are given (relinearisation's P * (d0, d1)). Equal to that composition bit
-  // for bit; the beta lifted digits are never stored. With b (HMult's tensor product fused
-  // in): a and b are ciphertexts (2, L, N), the lifted polynomial is a1 * b1 and the addend
-  // is (a0 b0, a0 b1 + a1 b0) (then `addend` must be None and c_add (L,) given) -- the same
-  // as tensor_product followed by the op on d[2] with addend d[:2].
-  m.def("mod_up_keyswitch(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
+  // addend[..., c, i, :] * c_add[i] on the first La limbs when addend (..., 2, La, N) (a's
+  // batch, La <= L+K) and c_add (La,) are given (relinearisation's P * (d0, d1)). Equal to
+  // that composition bit for bit; the beta lifted digits are never stored. With b (HMult's
+  // tensor product fused in): a (..., 2, L, N) and b (a's shape, or (2, L, N) shared by the
+  // batch) are ciphertexts, the lifted polynomial is a1 * b1 and the addend is
+  // (a0 b0, a0 b1 + a1 b0) (then `addend` must be None and c_add (L,) given) -- the same as
+  // tensor_product followed by the op on d[..., 2, :, :] with addend d[..., :2, :, :].
+  // psi_rows: as mod_up's.
+  m.def("mod_up_keyswitch_inner(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
         "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
-        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None) -> Tensor");
+        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None) -> Tensor");
   // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
-  // NTT domain -> out (..., Ld, N) with, for each polynomial b and destination limb i,
-  //   out[b][i] = x[b][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[b][drop_rows]) * pre))[i] * c_sub[i]
-  // (keep_rows[i] = -1: that term is 0, for primes added by rational rescaling), then
-  // + addend[b][i] for b < Ba when addend (Ba, Ld, N) or (Ld, N) (Ba = 1) is given.
-  // D = len(drop_rows) in [1, 256], Ld = len(keep_rows) in [1, 256]. Tables: mod_drop
-  // (D, 2), psi_inv_drop (D, N), pre (D,); mod_dst (Ld, 2), psi_dst (Ld, N); mat (Ld, D)
-  // centred (as bconv's); c_keep, c_sub (Ld,) Montgomery constants.
+  // NTT domain -> out (..., Ld, N) with, for each polynomial p and destination limb i,
+  //   out[p][i] = x[p][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[p][drop_rows]) * pre))[i] * c_sub[i]
+  // (keep_rows[i] = -1: that term is 0, for primes added by rational rescaling), plus an
+  // addend. x's polynomials come in groups of K = x.size(-3) (1 for a 2-D x; a ciphertext's
+  // components): addend (..., Ka, Ld, N) with x's leading dimensions adds addend[..., k, :, :]
+  // to polynomial k < Ka of each group; an addend of one dimension less, (..., Ld, N), adds to
+  // polynomial 0 (a rotation's sigma(c0)). D = len(drop_rows) in [1, 256], Ld =
+  // len(keep_rows) in [1, 256]. Tables: mod_drop (D, 2), psi_inv_drop (D, N), pre (D,);
+  // mod_dst (Ld, 2), psi_dst (Ld, N); mat (Ld, D) centred (as bconv's); c_keep, c_sub (Ld,)
+  // Montgomery constants. With psi_inv_drop_rows (D entries) / psi_dst_rows (Ld entries),
+  // psi_inv_drop / psi_dst are any (R, N) tables, dropped limb k reading row
+  // psi_inv_drop_rows[k] and destination limb i row psi_dst_rows[i] (as ntt's psi_rows).
   m.def("switch_modulus(Tensor x, int[] drop_rows, int[] keep_rows, Tensor pre, Tensor mod_drop, "
         "Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, Tensor c_sub, "
-        "Tensor? addend=None) -> Tensor");
+        "Tensor? addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None) -> Tensor");
   // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
   m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
   // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]
@@ -99,7 +118,8 @@ TORCH_LIBRARY(fhetorch, m) {
   m.def("crt_digits(Tensor x, Tensor mod, Tensor garner) -> Tensor");
   // ChaCha20 samplers (csrc/chacha.h). key: 8 int32 words on the target device; stream:
   // a 64-bit nonce never reused under one key. Uniform residues (rows, L, n) mod each
-  // limb's prime; ternary {-1, 0, 1} and centred binomial (eta = 21) as int64 (n,).
+  // limb's prime; ternary {-1, 0, 1} and centred binomial (eta = 21) as int64 (n,). Output
+  // element e depends on (key, stream, e) alone, so a batch is a reshape of one draw.
   m.def("sample_uniform(Tensor key, int stream, Tensor mod, int rows, int n) -> Tensor");
   m.def("sample_ternary(Tensor key, int stream, int n) -> Tensor");
   m.def("sample_cbd(Tensor key, int stream, int n) -> Tensor");

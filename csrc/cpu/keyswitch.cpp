@@ -1,56 +1,135 @@
-// Pieces of the fused key-switching ops that the other CPU kernels lack (the bindings
-// compose them with ntt_rows / intt_rows / bconv / keyswitch_inner; CPU oracle of
-// csrc/cuda/keyswitch.cu). Same arithmetic as csrc/cpu/bconv.cpp and elementwise.cpp.
+// The fused key-switching ops on the CPU (the oracle of csrc/cuda/keyswitch.cu): each is the
+// composition its schema (csrc/bind/schema.cpp) states, of the plain transforms, base
+// conversion and inner product, phase by phase over the whole batch.
+#include <algorithm>
+
 #include "kernels.h"
-#include "../arith.h"
 
 namespace fhetorch::cpu {
+namespace {
 
-void mod_up_bconv(const int32_t* t, int32_t* out, int64_t i0, int64_t i1, const int* lo, int Lext, int64_t n,
-                  const int32_t* mod_ext, const int32_t* mats, int alpha_max) {
-  int32_t v[256];
-  for (int64_t it = i0; it < i1; ++it) {
-    const int j = static_cast<int>(it / n);
-    const int64_t c = it % n;
-    const int a0 = lo[j], cnt = lo[j + 1] - lo[j];
-    for (int k = 0; k < cnt; ++k) v[k] = centre(t[(a0 + k) * n + c], mod_ext[2 * (a0 + k)]);
-    int32_t* oj = out + static_cast<int64_t>(j) * Lext * n + c;
-    const int32_t* mj = mats + static_cast<int64_t>(j) * Lext * alpha_max;
-    for (int i = 0; i < Lext; ++i) {
-      if (i >= a0 && i < a0 + cnt) continue;
-      const int32_t p = mod_ext[2 * i], pinv = mod_ext[2 * i + 1];
-      const int32_t* row = mj + static_cast<int64_t>(i) * alpha_max;
-      int64_t acc = 0;
-      for (int k = 0; k < cnt; ++k) {
-        acc += static_cast<int64_t>(v[k]) * row[k];
-        if ((k & 3) == 3) acc = fold_acc(acc, p);
-      }
-      oj[i * n] = canon(smr(fold_acc(acc, p), p, pinv), p);
+int64_t n_of(int log_n) { return int64_t(1) << log_n; }
+
+// ModUp's input (B, L, n): a, or a1 * b1 in tensor-product mode.
+void mod_up_input(const ModUpArgs& g, int32_t* in, const Threads& th) {
+  const int64_t n = n_of(g.log_n), plane = g.L * n;
+  th.par(g.B * plane, 4096, [&](int64_t i0, int64_t i1) {
+    if (!g.b) {
+      std::copy(g.a + i0, g.a + i1, in + i0);
+      return;
     }
-  }
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t k = it / plane, e = it % plane;
+      const int l = static_cast<int>(e / n);
+      in[it] = mont_mul(g.a[(2 * k + 1) * plane + e], g.b[k * g.b_stride + plane + e], g.mod_ext[2 * l],
+                        g.mod_ext[2 * l + 1]);
+    }
+  });
 }
 
-void switch_combine(const int32_t* x, const int32_t* y, const int32_t* add, int32_t* out, int64_t i0, int64_t i1,
-                    const int* keep, int64_t n, const int32_t* mod_dst, const int32_t* c_keep,
-                    const int32_t* c_sub) {
-  for (int64_t e = i0; e < i1; ++e) {
-    const int i = static_cast<int>(e / n);
-    const int64_t c = e % n;
-    const int32_t q = mod_dst[2 * i], qinv = mod_dst[2 * i + 1];
-    int32_t r = mont_mul(y[e], c_sub[i], q, qinv);
-    if (keep[i] >= 0) r = add_mod(mont_mul(x[keep[i] * n + c], c_keep[i], q, qinv), r, q);
-    if (add) r = add_mod(r, add[e], q);
-    out[e] = r;
-  }
+// Every digit of in (B, L, n) lifted to ext: out (B, beta, Lext, n).
+void lift(const ModUpArgs& g, const int32_t* in, int32_t* out, const Threads& th) {
+  const int64_t n = n_of(g.log_n);
+  const int L = g.L, Lext = g.L + g.K, beta = g.beta;
+  // INTT of the whole level with the per-limb BConv constants: standard-form digit inputs.
+  int32_t* t = th.scratch(g.B * L * n);
+  intt(in, t, g.B * L, L, g.log_n, g.mod_ext, g.psi_inv_ext, g.pre, g.psi_rows, th);
+  // BConv of digit j to the ext limbs outside it: [0, lo_j) and [lo_(j+1), Lext).
+  th.par(g.B * beta * n, 256, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t bj = it / n, c = it % n;
+      const int j = static_cast<int>(bj % beta), lo = g.lo[j], hi = g.lo[j + 1];
+      const int32_t* tin = t + ((bj / beta) * L + lo) * n + c;
+      int32_t* o = out + bj * Lext * n + c;
+      const int32_t* mat = g.mats + static_cast<int64_t>(j) * Lext * g.alpha_max;
+      const int32_t* mod_in = g.mod_ext + 2 * lo;
+      bconv_coefficient(tin, o, hi - lo, lo, n, mod_in, g.mod_ext, mat, g.alpha_max);
+      bconv_coefficient(tin, o + hi * n, hi - lo, Lext - hi, n, mod_in, g.mod_ext + 2 * hi, mat + hi * g.alpha_max,
+                        g.alpha_max);
+    }
+  });
+  // Forward NTT of the converted rows; a digit's own rows are the input's.
+  th.par(g.B * beta * Lext, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int i = static_cast<int>(r % Lext), j = static_cast<int>((r / Lext) % beta);
+      if (i >= g.lo[j] && i < g.lo[j + 1]) {
+        const int32_t* src = in + ((r / (beta * Lext)) * L + i) * n;
+        std::copy(src, src + n, out + r * n);
+      } else {
+        ntt_rows(out, r, r + 1, Lext, g.log_n, g.mod_ext, g.psi_ext, g.psi_rows);
+      }
+    }
+  });
 }
 
-void add_scaled(int32_t* out, const int32_t* add, int64_t i0, int64_t i1, int64_t n, const int32_t* mod,
-                const int32_t* c) {
-  for (int64_t e = i0; e < i1; ++e) {
-    const int l = static_cast<int>(e / n);
-    const int32_t q = mod[2 * l];
-    out[e] = add_mod(out[e], mont_mul(add[e], c[l], q, mod[2 * l + 1]), q);
-  }
+}  // namespace
+
+void mod_up(const ModUpArgs& g, int32_t* out, const Threads& th) {
+  int32_t* in = th.scratch(g.B * g.L * n_of(g.log_n));
+  mod_up_input(g, in, th);
+  lift(g, in, out, th);
+}
+
+void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out, const Threads& th) {
+  const int64_t n = n_of(g.log_n);
+  const int L = g.L, Lext = g.L + g.K;
+  int32_t* d = th.scratch(g.B * g.beta * Lext * n);
+  mod_up(g, d, th);
+  keyswitch_inner(InnerArgs{d, key.key_q, key.key_p, out, g.mod_ext, g.B, n, g.beta, Lext, L, g.K, key.Lq_key,
+                            key.q_start, key.digit_start},
+                  th);
+  // + addend * c_add on the first La limbs; in tensor-product mode the addend is (a0 b0, a0 b1 + a1 b0).
+  const int La = g.b ? L : key.La;
+  const int64_t plane = La * n;
+  th.par(g.B * 2 * plane, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t bc = it / plane, e = it % plane;
+      const int l = static_cast<int>(e / n), c = static_cast<int>(bc % 2);
+      const int32_t q = g.mod_ext[2 * l], qinv = g.mod_ext[2 * l + 1];
+      int32_t v = 0;
+      if (g.b) {
+        const int64_t k = bc / 2;
+        const int32_t* a = g.a + 2 * k * plane + e;
+        const int32_t* b = g.b + k * g.b_stride + e;
+        int32_t d0, d1, d2;
+        tensor_product_element(a[0], a[plane], b[0], b[plane], q, qinv, d0, d1, d2);
+        v = c == 0 ? d0 : d1;
+      } else {
+        v = key.addend[it];
+      }
+      int32_t& o = out[bc * Lext * n + e];
+      o = add_mod(o, mont_mul(v, key.c_add[l], q, qinv), q);
+    }
+  });
+}
+
+void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {
+  const int64_t n = n_of(g.log_n), B = g.B;
+  const int D = g.D, Ld = g.Ld;
+  // The dropped rows, to standard form times pre.
+  int32_t* t = th.scratch(B * D * n);
+  th.par(B * D, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int32_t* src = g.x + ((r / D) * g.Ls + g.drop[r % D]) * n;
+      std::copy(src, src + n, t + r * n);
+    }
+    intt_rows(t, r0, r1, D, g.log_n, g.mod_drop, g.psi_inv_drop, g.pre, g.psi_inv_drop_rows);
+  });
+  int32_t* y = th.scratch(B * Ld * n);
+  bconv(t, y, B, D, Ld, n, g.mod_drop, g.mod_dst, g.mat, th);
+  ntt(y, y, B * Ld, Ld, g.log_n, g.mod_dst, g.psi_dst, g.psi_dst_rows, th);
+  // out = x[keep] * c_keep + y * c_sub (+ addend).
+  th.par(B * Ld * n, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t p = it / (Ld * n), c = it % n;
+      const int i = static_cast<int>((it / n) % Ld);
+      const int32_t q = g.mod_dst[2 * i], qinv = g.mod_dst[2 * i + 1];
+      int32_t r = mont_mul(y[it], g.c_sub[i], q, qinv);
+      if (g.keep[i] >= 0) r = add_mod(mont_mul(g.x[(p * g.Ls + g.keep[i]) * n + c], g.c_keep[i], q, qinv), r, q);
+      if (g.addend && p % g.K < g.Ka) r = add_mod(r, g.addend[(((p / g.K) * g.Ka + p % g.K) * Ld + i) * n + c], q);
+      out[it] = r;
+    }
+  });
 }
 
 }  // namespace fhetorch::cpu

@@ -1,79 +1,56 @@
-// Fast base conversion (CUDA; CPU oracle: csrc/cpu/bconv.cpp).
+// Fast base conversion on the GPU (CPU oracle: csrc/cpu/bconv.cpp) as a block program
+// (program.cuh) over a conversion map, so that the bconv op, the ModUp of the fused key
+// switching (mod_up_core.cuh) and switch_modulus (switch_modulus_core.cuh) share one kernel.
 //
-// A block converts kCoefs = 128 adjacent coefficients of one polynomial to up to kOuts = 64
-// output limbs (grid.y walks further chunks of output limbs). Step 0 stages the centred
-// inputs t[j][c] (La x 128), the matrix transposed m[j][i] (La x 64) and each output
-// prime's constants in shared memory. Step 1: warp w takes groups of 4 output limbs
-// (w, w + 4, ...), lane k the 4 coefficients 4k..4k+3; it accumulates the 16 sums
-// sum_j t[j][c] * m[j][i] in int64 registers, reading t as one 16-byte word per j and m as
-// a broadcast 16-byte word per j.
+// A map M names groups (a polynomial of a batch, or one digit of one ciphertext), each
+// converting n_in(g) input rows to n_out(g) output rows:
+//   Args; grid(a) -> BcGrid (set by bconv_grid); groups(a); n(a) coefficients per row;
+//   vec(a): 16-byte accesses allowed (n % 4 == 0 and rows 16-byte aligned);
+//   n_in(a, g), n_out(a, g); in_row(a, g, k), in_mod(a, g, k) (the [q, qinv] pair);
+//   out_row(a, g, o), out_mod(a, g, o); mat_row(a, g, o) (n_in centred entries).
+// A block converts kBcCoefs adjacent coefficients of one group to one chunk of at most
+// kBcOuts output rows; a thread takes 4 adjacent coefficients. Step 0 stages the chunk's
+// output constants (and, for at most 16 inputs, its matrix rows) in shared memory; step 1
+// either holds the <= 16 centred inputs in registers and produces the outputs one by one
+// (LA4 = ceil(n_in / 4) groups of 4 inputs), or, for more inputs, re-reads inputs and matrix
+// (cached) per output.
 //
-// Overflow: |t| <= 2^30 and |m| <= 2^31, so each product is below 2^61 in magnitude. After
-// every two products the accumulator a = h * 2^32 + l (h signed, l in [0, 2^32)) is folded
-// to h * r + l with r = 2^32 mod p centred (|r| <= p/2 < 2^30): the result is congruent
-// to a mod p and below 2^61 + 2^32, so adding two products stays below 2^63. Two final
-// folds bring |a| below p^2/16 + p + 2^32 < 2^31 p, the input range of smr(). The result
-// is the canonical residue of the same sum the CPU computes, hence identical.
+// Overflow: |t| <= 2^30 and, with the matrix centred, |m| <= p/2 < 2^30, so products are
+// below 2^60; folding a = h * 2^32 + l to h * r + l (r = 2^32 mod p centred, |r| <= p/2)
+// after every 4 products keeps |a| < 2^61 + 2^32 + 2^62 < 2^63, and one final fold brings it
+// below 2^31 p, the input range of smr(). The result is the canonical residue of the sum
+// the CPU computes, hence identical.
 #pragma once
 #include <cstdint>
+
+#include "program.cuh"
 #include "util.cuh"
 
-namespace fhetorch::cuda::bconv_detail {
+namespace fhetorch::cuda {
 
-constexpr int kCoefs = 128;  // coefficients per block (32 lanes x 4)
-constexpr int kOuts = 64;    // output limbs per block
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
+constexpr int kBcThreads = 128;
+constexpr int kBcCoefs = 4 * kBcThreads;
+constexpr int kBcOuts = 64;
 
-struct Args {
-  const int32_t* x;  // (batch, La, n)
-  int32_t* y;        // (batch, Lb, n)
-  int64_t n;
-  int64_t tiles;     // ceil(n / kCoefs)
-  int La, Lb;
-  const int32_t* mod_in;
-  const int32_t* mod_out;
-  const int32_t* mat;  // (Lb, La)
-  bool vec;            // n % 4 == 0 and x, y 16-byte aligned
+struct BcGrid {
+  int tiles, chunks, outs;  // coefficient tiles, output chunks per group, outputs per chunk
 };
 
-// Shared memory words for La inputs.
-inline size_t smem_bytes(int La) {
-  return sizeof(int32_t) * (static_cast<size_t>(La) * (kCoefs + kOuts) + 3 * kOuts);
-}
-
-struct Smem {
-  int32_t* t;     // [La][kCoefs]
-  int32_t* m;     // [La][kOuts]
-  int32_t* p;     // [kOuts]
-  int32_t* pinv;  // [kOuts]
-  int32_t* r;     // [kOuts]
-};
-
-FT_HD Smem carve(int32_t* base, int La) {
-  Smem s;
-  s.t = base;
-  s.m = s.t + La * kCoefs;
-  s.p = s.m + La * kOuts;
-  s.pinv = s.p + kOuts;
-  s.r = s.pinv + kOuts;
-  return s;
-}
-
-struct Block {
-  int64_t batch;  // polynomial index
-  int64_t c0;     // first coefficient
-  int o0;         // first output limb
-  int nout;       // output limbs in this block
-};
-
-FT_HD Block block_of(const Args& a, int64_t bx, int by) {
-  Block b;
-  b.batch = bx / a.tiles;
-  b.c0 = (bx % a.tiles) * kCoefs;
-  b.o0 = by * kOuts;
-  b.nout = a.Lb - b.o0 < kOuts ? a.Lb - b.o0 : kOuts;
-  return b;
+// Enough blocks to fill the GPU (about 132 SMs x 1024 threads), at least 4 outputs per
+// chunk (each chunk reloads its inputs), at most kBcOuts.
+inline BcGrid bconv_grid(int64_t groups, int64_t n, int max_out) {
+  BcGrid g;
+  g.tiles = static_cast<int>((n + kBcCoefs - 1) / kBcCoefs);
+  const int64_t base = groups * g.tiles * kBcThreads;
+  int64_t ch = base > 0 ? (135168 + base - 1) / base : 1;
+  const int64_t lo = (max_out + kBcOuts - 1) / kBcOuts, hi = (max_out + 3) / 4;
+  ch = ch < lo ? lo : ch > hi ? hi : ch;
+  if (ch < 1) ch = 1;
+  g.outs = static_cast<int>((max_out + ch - 1) / ch);
+  if (g.outs < 1) g.outs = 1;
+  g.chunks = (max_out + g.outs - 1) / g.outs;
+  if (g.chunks < 1) g.chunks = 1;
+  return g;
 }
 
 // 2^32 mod p, centred.
@@ -87,197 +64,180 @@ FT_HD int64_t fold(int64_t a, int32_t r) {
   return mad_wide(static_cast<int32_t>(a >> 32), r, static_cast<int64_t>(static_cast<uint32_t>(a)));
 }
 
-// Step 0: stage inputs, matrix and constants.
-FT_HD void load_step(const Args& a, const Block& b, const Smem& s, int tid) {
-  const int32_t* xb = a.x + b.batch * a.La * a.n;
-  for (int idx = tid; idx < a.La * 32; idx += kThreads) {
-    const int j = idx >> 5, quad = idx & 31;
-    const int64_t c = b.c0 + 4 * quad;
-    const int32_t q = ldg(a.mod_in + 2 * j);
-    const int32_t* src = xb + j * a.n + c;
-    int4 v;
-    if (a.vec && c + 3 < a.n) {
-      v = ldg4(src);
-    } else {
-      v.x = c < a.n ? src[0] : 0;
-      v.y = c + 1 < a.n ? src[1] : 0;
-      v.z = c + 2 < a.n ? src[2] : 0;
-      v.w = c + 3 < a.n ? src[3] : 0;
-    }
-    v.x = centre(v.x, q);
-    v.y = centre(v.y, q);
-    v.z = centre(v.z, q);
-    v.w = centre(v.w, q);
-    st4(s.t + j * kCoefs + 4 * quad, v);
-  }
-  for (int idx = tid; idx < a.La * kOuts; idx += kThreads) {
-    const int j = idx / kOuts, i = idx % kOuts;
-    s.m[idx] = i < b.nout ? ldg(a.mat + static_cast<int64_t>(b.o0 + i) * a.La + j) : 0;
-  }
-  for (int i = tid; i < kOuts; i += kThreads) {
-    if (i < b.nout) {
-      const int32_t p = ldg(a.mod_out + 2 * (b.o0 + i));
-      s.p[i] = p;
-      s.pinv[i] = ldg(a.mod_out + 2 * (b.o0 + i) + 1);
-      s.r[i] = two32_centred(p);
-    } else {
-      s.p[i] = 1;
-      s.pinv[i] = 1;
-      s.r[i] = 0;
-    }
-  }
+// Coefficients c .. c+3 of a row of n (zeros past its end).
+FT_HD int4 load4(const int32_t* row, int64_t c, int64_t n, bool vec) {
+  if (vec) return ldg4(row + c);
+  int4 v;
+  for (int m = 0; m < 4; ++m) elem(v, m) = c + m < n ? ldg(row + c + m) : 0;
+  return v;
+}
+FT_HD void store4(int32_t* row, int64_t c, int64_t n, bool vec, int4 v) {
+  if (vec) return st4(row + c, v);
+  for (int m = 0; m < 4; ++m)
+    if (c + m < n) row[c + m] = elem(v, m);
 }
 
-FT_HD void mac(int64_t (&acc)[4][4], const int4& t, const int4& m) {
-  const int32_t tv[4] = {t.x, t.y, t.z, t.w};
-  const int32_t mv[4] = {m.x, m.y, m.z, m.w};
-#pragma unroll
-  for (int o = 0; o < 4; ++o)
-#pragma unroll
-    for (int k = 0; k < 4; ++k) acc[o][k] = mad_wide(tv[k], mv[o], acc[o][k]);
-}
+struct BcSmem {
+  int32_t m[kBcOuts * 16];  // [o][k], k padded to 16 with zeros (register path)
+  int32_t p[kBcOuts], pinv[kBcOuts], r[kBcOuts];
+};
 
-// Step 1: the sums for this thread's (4 output limbs) x (4 coefficients) groups.
-FT_HD void compute_step(const Args& a, const Block& b, const Smem& s, int tid) {
-  const int warp = tid >> 5, lane = tid & 31;
-  const int groups = (b.nout + 3) >> 2;
-  const int64_t c = b.c0 + 4 * lane;
-  if (c >= a.n) return;
-  const int4* t4 = reinterpret_cast<const int4*>(s.t) + lane;
-  int32_t* yb = a.y + b.batch * a.Lb * a.n;
-  for (int g = warp; g < groups; g += kWarps) {
-    const int4* m4 = reinterpret_cast<const int4*>(s.m) + g;
-    int32_t r[4];
+template <int LA4, class M>
+struct Bconv {
+  using Args = typename M::Args;
+  static constexpr int THREADS = kBcThreads, MIN_BLOCKS = 5;  // <= 102 registers
+  static constexpr int SMEM = static_cast<int>(sizeof(BcSmem) / 4);
+  struct State {};
+  struct Blk {
+    int g, o0, nout;
+    int64_t c0;
+    BcSmem* s;
+  };
+  FT_HD static int64_t blocks(const Args& a) {
+    const BcGrid gr = M::grid(a);
+    return static_cast<int64_t>(M::groups(a)) * gr.chunks * gr.tiles;
+  }
+  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
+    const BcGrid gr = M::grid(a);
+    const int64_t rest = block / gr.tiles;
+    Blk b;
+    b.c0 = (block % gr.tiles) * kBcCoefs;
+    b.g = static_cast<int>(rest / gr.chunks);
+    b.o0 = static_cast<int>(rest % gr.chunks) * gr.outs;
+    const int left = M::n_out(a, b.g) - b.o0;
+    b.nout = left < gr.outs ? left : gr.outs;
+    b.s = reinterpret_cast<BcSmem*>(sm);
+    return b;
+  }
+  FT_HD static int num_steps(const Args&, const Blk& b) { return b.nout > 0 ? 2 : 0; }
+  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
+    if (s == 0) return stage(a, b, tid);
+    const int64_t c = b.c0 + 4 * tid, n = M::n(a);
+    if (c >= n) return;
+    const bool vec = M::vec(a);
+    const BcSmem& sm = *b.s;
+    const int nin = M::n_in(a, b.g);
+    if constexpr (LA4 > 0) {
+      int32_t t[4 * LA4][4];
 #pragma unroll
-    for (int o = 0; o < 4; ++o) r[o] = s.r[4 * g + o];
-    int64_t acc[4][4] = {};
-    int j = 0;
-    for (; j + 1 < a.La; j += 2) {
-      mac(acc, t4[j * (kCoefs / 4)], m4[j * (kOuts / 4)]);
-      mac(acc, t4[(j + 1) * (kCoefs / 4)], m4[(j + 1) * (kOuts / 4)]);
+      for (int k = 0; k < 4 * LA4; ++k) {
+        const int4 v = k < nin ? load4(M::in_row(a, b.g, k), c, n, vec) : make_int4(0, 0, 0, 0);
+        const int32_t q = k < nin ? ldg(M::in_mod(a, b.g, k)) : 1;
 #pragma unroll
-      for (int o = 0; o < 4; ++o)
+        for (int e = 0; e < 4; ++e) t[k][e] = centre(elem(v, e), q);
+      }
+#pragma unroll 1
+      for (int o = 0; o < b.nout; ++o) {
+        const int4* mrow = reinterpret_cast<const int4*>(sm.m + 16 * o);
+        int64_t acc[4] = {0, 0, 0, 0};
 #pragma unroll
-        for (int k = 0; k < 4; ++k) acc[o][k] = fold(acc[o][k], r[o]);
-    }
-    if (j < a.La) mac(acc, t4[j * (kCoefs / 4)], m4[j * (kOuts / 4)]);
+        for (int g = 0; g < LA4; ++g) {
+          const int4 m4 = mrow[g];
 #pragma unroll
-    for (int o = 0; o < 4; ++o) {
-      const int i = 4 * g + o;
-      if (i >= b.nout) break;
-      const int32_t p = s.p[i], pinv = s.pinv[i];
-      int4 v;
+          for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) elem(v, k) = canon(smr(fold(fold(acc[o][k], r[o]), r[o]), p, pinv), p);
-      int32_t* dst = yb + static_cast<int64_t>(b.o0 + i) * a.n + c;
-      if (a.vec && c + 3 < a.n) {
-        st4(dst, v);
-      } else {
-        if (c < a.n) dst[0] = v.x;
-        if (c + 1 < a.n) dst[1] = v.y;
-        if (c + 2 < a.n) dst[2] = v.z;
-        if (c + 3 < a.n) dst[3] = v.w;
+            for (int e = 0; e < 4; ++e) acc[e] = mad_wide(t[4 * g + jj][e], elem(m4, jj), acc[e]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] = fold(acc[e], sm.r[o]);
+        }
+        finish(a, b, o, acc, c, n, vec);
+      }
+    } else {
+      for (int o = 0; o < b.nout; ++o) {
+        const int32_t* mrow = M::mat_row(a, b.g, b.o0 + o);
+        int64_t acc[4] = {0, 0, 0, 0};
+        for (int k = 0; k < nin; ++k) {
+          const int32_t q = ldg(M::in_mod(a, b.g, k)), m = ldg(mrow + k);
+          const int4 v = load4(M::in_row(a, b.g, k), c, n, vec);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] = mad_wide(centre(elem(v, e), q), m, acc[e]);
+          if ((k & 3) == 3) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[e] = fold(acc[e], sm.r[o]);
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[e] = fold(acc[e], sm.r[o]);
+        finish(a, b, o, acc, c, n, vec);
       }
     }
   }
+
+ private:
+  // Step 0: the chunk's output constants and, on the register path, its matrix rows.
+  FT_HD static void stage(const Args& a, const Blk& b, int tid) {
+    BcSmem& sm = *b.s;
+    const int nin = M::n_in(a, b.g);
+    if (LA4 > 0) {
+      for (int idx = tid; idx < kBcOuts * 16; idx += THREADS) {
+        const int o = idx >> 4, k = idx & 15;
+        sm.m[idx] = (o < b.nout && k < nin) ? ldg(M::mat_row(a, b.g, b.o0 + o) + k) : 0;
+      }
+    }
+    for (int o = tid; o < kBcOuts; o += THREADS) {
+      const int32_t* pm = o < b.nout ? M::out_mod(a, b.g, b.o0 + o) : nullptr;
+      sm.p[o] = pm ? ldg(pm) : 1;
+      sm.pinv[o] = pm ? ldg(pm + 1) : 1;
+      sm.r[o] = pm ? two32_centred(sm.p[o]) : 0;
+    }
+  }
+  FT_HD static void finish(const Args& a, const Blk& b, int o, const int64_t (&acc)[4], int64_t c, int64_t n,
+                           bool vec) {
+    const BcSmem& sm = *b.s;
+    int4 v;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) elem(v, e) = canon(smr(acc[e], sm.p[o], sm.pinv[o]), sm.p[o]);
+    store4(M::out_row(a, b.g, b.o0 + o), c, n, vec, v);
+  }
+};
+
+// Runs the conversion with the register path sized for up to max_in inputs per group.
+template <class M, class Exec>
+cudaError_t run_bconv(Exec& ex, const typename M::Args& a, int max_in) {
+  if (max_in <= 4) return ex.template run<Bconv<1, M>>(a);
+  if (max_in <= 8) return ex.template run<Bconv<2, M>>(a);
+  if (max_in <= 12) return ex.template run<Bconv<3, M>>(a);
+  if (max_in <= 16) return ex.template run<Bconv<4, M>>(a);
+  return ex.template run<Bconv<0, M>>(a);
 }
 
-// ---- register path: La <= 16, n % 4 == 0, 16-byte aligned x and y ---------------------
-//
-// A thread takes 4 adjacent coefficients of one polynomial: it loads their La centred
-// inputs once into registers (t[j][k], 16-byte loads, coalesced across the warp) and then
-// produces its outputs one limb at a time, reading the matrix row as 16-byte broadcast words
-// from shared memory. A block is 128 threads (512 coefficients) and one chunk of at most
-// kSmallOuts output limbs (grid.y walks the chunks; the launcher picks the chunk size so
-// the grid fills the GPU). Overflow: with the matrix centred (|m| <= p/2 < 2^30, as the
-// CPU kernel assumes) products are below 2^60, so one fold after every 4 products keeps
-// |acc| < 2^61 + 2^32 + 2^62 < 2^63, and a single final fold brings it below 2^31 p.
+// ---- the bconv op: one group per polynomial of a batch (x (batch, La, n) -> y (batch, Lb, n))
 
-constexpr int kSmallThreads = 128;
-constexpr int kSmallCoefs = 4 * kSmallThreads;
-constexpr int kSmallOuts = 64;
-
-struct SmallArgs {
+struct BatchArgs {
   const int32_t* x;  // (batch, La, n)
   int32_t* y;        // (batch, Lb, n)
-  int64_t n;
-  int64_t tiles;     // ceil(n / kSmallCoefs)
-  int La, Lb;
-  int outs;          // output limbs per chunk (<= kSmallOuts)
   const int32_t* mod_in;
   const int32_t* mod_out;
   const int32_t* mat;  // (Lb, La)
+  int64_t n;
+  int batch, La, Lb;
+  bool vec;
+  BcGrid grid;
 };
 
-struct SmallSmem {
-  int32_t m[kSmallOuts * 16];  // [i][j], j padded to 16 with zeros
-  int32_t p[kSmallOuts], pinv[kSmallOuts], r[kSmallOuts];
+struct BatchMap {
+  using Args = BatchArgs;
+  FT_HD static BcGrid grid(const Args& a) { return a.grid; }
+  FT_HD static int groups(const Args& a) { return a.batch; }
+  FT_HD static int64_t n(const Args& a) { return a.n; }
+  FT_HD static bool vec(const Args& a) { return a.vec; }
+  FT_HD static int n_in(const Args& a, int) { return a.La; }
+  FT_HD static int n_out(const Args& a, int) { return a.Lb; }
+  FT_HD static const int32_t* in_row(const Args& a, int g, int k) { return a.x + (static_cast<int64_t>(g) * a.La + k) * a.n; }
+  FT_HD static const int32_t* in_mod(const Args& a, int, int k) { return a.mod_in + 2 * k; }
+  FT_HD static int32_t* out_row(const Args& a, int g, int o) { return a.y + (static_cast<int64_t>(g) * a.Lb + o) * a.n; }
+  FT_HD static const int32_t* out_mod(const Args& a, int, int o) { return a.mod_out + 2 * o; }
+  FT_HD static const int32_t* mat_row(const Args& a, int, int o) { return a.mat + static_cast<int64_t>(o) * a.La; }
 };
 
-// Step 0: this chunk's matrix rows and output constants.
-FT_HD void small_load_step(const SmallArgs& a, int o0, int nout, SmallSmem& s, int tid) {
-  for (int idx = tid; idx < kSmallOuts * 16; idx += kSmallThreads) {
-    const int i = idx >> 4, j = idx & 15;
-    s.m[idx] = (i < nout && j < a.La) ? ldg(a.mat + static_cast<int64_t>(o0 + i) * a.La + j) : 0;
-  }
-  for (int i = tid; i < kSmallOuts; i += kSmallThreads) {
-    if (i < nout) {
-      const int32_t p = ldg(a.mod_out + 2 * (o0 + i));
-      s.p[i] = p;
-      s.pinv[i] = ldg(a.mod_out + 2 * (o0 + i) + 1);
-      s.r[i] = two32_centred(p);
-    } else {
-      s.p[i] = 1;
-      s.pinv[i] = 1;
-      s.r[i] = 0;
-    }
-  }
+template <class Exec>
+cudaError_t run_bconv_batch(Exec& ex, const int32_t* x, int32_t* y, int64_t batch, int La, int Lb, int64_t n,
+                            const int32_t* mod_in, const int32_t* mod_out, const int32_t* mat) {
+  if (batch <= 0 || n <= 0 || Lb <= 0) return cudaSuccess;
+  if (La <= 0 || La > 256 || batch > 0x7FFFFFFF) return cudaErrorInvalidValue;
+  const BatchArgs a{x, y, mod_in, mod_out, mat, n, static_cast<int>(batch), La, Lb,
+                    n % 4 == 0 && aligned16(x) && aligned16(y), bconv_grid(batch, n, Lb)};
+  return run_bconv<BatchMap>(ex, a, La);
 }
 
-// Step 1: LA4 = ceil(La / 4) groups of 4 inputs held in registers.
-template <int LA4>
-FT_HD void small_compute_step(const SmallArgs& a, int64_t bx, int o0, int nout, const SmallSmem& s, int tid) {
-  const int64_t batch = bx / a.tiles;
-  const int64_t c = (bx % a.tiles) * kSmallCoefs + 4 * tid;
-  if (c >= a.n) return;  // n % 4 == 0: the 4 coefficients are all in range or all out
-  const int32_t* xb = a.x + batch * a.La * a.n + c;
-  int32_t t[4 * LA4][4];
-#pragma unroll
-  for (int j = 0; j < 4 * LA4; ++j) {
-    if (j < a.La) {
-      const int32_t q = ldg(a.mod_in + 2 * j);
-      const int4 v = ldg4(xb + j * a.n);
-      t[j][0] = centre(v.x, q);
-      t[j][1] = centre(v.y, q);
-      t[j][2] = centre(v.z, q);
-      t[j][3] = centre(v.w, q);
-    } else {
-      t[j][0] = t[j][1] = t[j][2] = t[j][3] = 0;
-    }
-  }
-  int32_t* yb = a.y + (batch * a.Lb + o0) * a.n + c;
-#pragma unroll 1
-  for (int i = 0; i < nout; ++i) {
-    const int4* mrow = reinterpret_cast<const int4*>(s.m + 16 * i);
-    const int32_t r = s.r[i];
-    int64_t acc[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int g = 0; g < LA4; ++g) {
-      const int4 m4 = mrow[g];
-      const int32_t mv[4] = {m4.x, m4.y, m4.z, m4.w};
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] = mad_wide(t[4 * g + jj][k], mv[jj], acc[k]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[k] = fold(acc[k], r);
-    }
-    const int32_t p = s.p[i], pinv = s.pinv[i];
-    int4 v;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) elem(v, k) = canon(smr(acc[k], p, pinv), p);
-    st4(yb + static_cast<int64_t>(i) * a.n, v);
-  }
-}
-
-}  // namespace fhetorch::cuda::bconv_detail
+}  // namespace fhetorch::cuda

@@ -1,39 +1,77 @@
 // Element-wise launchers: add/sub/mul/neg/axpby/mul_const, tensor product, automorphism,
-// keyswitch inner product, to_rns, crt_digits (bodies: elementwise_core.cuh; oracle:
-// csrc/cpu/elementwise.cpp). One thread per 4 elements (16-byte loads and stores) when
-// sizes and pointers allow, one per element otherwise; 64-bit indexing throughout.
+// keyswitch inner product, hoisted_mac, to_rns, crt_digits. The arithmetic is the element
+// functions of csrc/elementwise.h and csrc/hoisted_mac.h, which the CPU loops
+// (csrc/cpu/elementwise.cpp) call too. One thread per 4 elements (16-byte loads and stores)
+// when sizes and pointers allow, one per element otherwise; 64-bit indexing throughout.
 #include "kernels.h"
-#include "elementwise_core.cuh"
+#include "util.cuh"
 
 namespace fhetorch::cuda {
 namespace {
 
-using namespace ew_detail;
-
 constexpr int kBlock = 256;
 
-FT_HD int64_t thread_index() {
-#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ int64_t thread_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-#else
-  return 0;
-#endif
 }
 
-template <Op OP, bool VEC>
-__global__ void __launch_bounds__(kBlock) ew_kernel(EwArgs g) { ew_thread<OP, VEC>(g, thread_index()); }
-template <bool VEC>
-__global__ void __launch_bounds__(kBlock) tp_kernel(TpArgs g) { tp_thread<VEC>(g, thread_index()); }
-template <bool VEC>
-__global__ void __launch_bounds__(kBlock) aut_kernel(AutArgs g) { aut_thread<VEC>(g, thread_index()); }
-template <bool VEC>
-__global__ void __launch_bounds__(kBlock) ks_kernel(KsArgs g) { ks_thread<VEC>(g, thread_index()); }
-__global__ void __launch_bounds__(kBlock) mac_kernel(const __grid_constant__ MacArgs g) {
-  const int64_t t = thread_index();
-  if (t < static_cast<int64_t>(g.Lext) << g.log_n) hoisted_mac_element(g, t);
+// Index into b of element i of a, b broadcast over a's leading dimensions.
+struct BIndex {
+  int mode;        // 0: same shape; 1: nb = b_rows * n; 2: general (i % nb)
+  int64_t nb;
+  int64_t b_rows;  // nb / n in mode 1
+  __device__ int64_t operator()(int64_t i, int64_t row, const LimbOf& lo) const {
+    if (mode == 0) return i;
+    if (mode == 1) {
+      const int64_t col = i - row * lo.n;
+      const int64_t br = static_cast<uint64_t>(row) <= 0xFFFFFFFFull && b_rows <= 0xFFFFFFFFll
+                             ? static_cast<int64_t>(static_cast<uint32_t>(row) % static_cast<uint32_t>(b_rows))
+                             : row % b_rows;
+      return br * lo.n + col;
+    }
+    return i % nb;
+  }
+};
+
+BIndex make_bindex(int64_t total, int64_t nb, int64_t n) {
+  if (nb == total) return BIndex{0, nb, 0};
+  if (nb % n == 0) return BIndex{1, nb, nb / n};
+  return BIndex{2, nb, 0};
 }
-__global__ void __launch_bounds__(kBlock) rns_kernel(RnsArgs g) { rns_thread(g, thread_index()); }
-__global__ void __launch_bounds__(128) crt_kernel(CrtArgs g) { crt_thread(g, thread_index()); }
+
+struct EwArgs {
+  const int32_t* a;
+  const int32_t* b;
+  const int32_t* ca;
+  const int32_t* cb;
+  int32_t* out;
+  const int32_t* mod;
+  int64_t total;
+  LimbOf limb;
+  BIndex bidx;
+};
+
+// VEC: elements 4t..4t+3 (all in one row since n % 4 == 0); else element t.
+template <EwOp OP, bool VEC>
+__global__ void __launch_bounds__(kBlock) ew_kernel(EwArgs g) {
+  const int64_t i = VEC ? 4 * thread_index() : thread_index();
+  if (i >= g.total) return;
+  const int64_t row = g.limb.row(i);
+  const int l = g.limb.of_row(row);
+  const int32_t q = ldg(g.mod + 2 * l), qinv = ldg(g.mod + 2 * l + 1);
+  const int32_t ca = g.ca ? ldg(g.ca + l) : 0, cb = g.cb ? ldg(g.cb + l) : 0;
+  if (VEC) {
+    const int4 x = ldg4(g.a + i);
+    const int4 y = ew_uses_b<OP>() ? ldg4(g.b + g.bidx(i, row, g.limb)) : make_int4(0, 0, 0, 0);
+    int4 r;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) elem(r, k) = ew_apply<OP>(elem(x, k), elem(y, k), q, qinv, ca, cb);
+    st4(g.out + i, r);
+  } else {
+    const int32_t y = ew_uses_b<OP>() ? ldg(g.b + g.bidx(i, row, g.limb)) : 0;
+    g.out[i] = ew_apply<OP>(ldg(g.a + i), y, q, qinv, ca, cb);
+  }
+}
 
 // Launches kernel<true> over ceil(items / 4) threads when vec, else kernel<false> over items.
 template <class A>
@@ -41,110 +79,183 @@ cudaError_t launch_vec(void (*kv)(A), void (*ks)(A), const A& args, int64_t item
   const unsigned grid = grid_for(vec ? (items + 3) / 4 : items, kBlock);
   if (grid == 0) return cudaErrorInvalidConfiguration;
   (vec ? kv : ks)<<<grid, kBlock, 0, stream>>>(args);
-  FT_LAUNCH_CHECK();
-  return cudaSuccess;
+  return cudaGetLastError();
 }
 
-template <Op OP>
+template <EwOp OP>
 cudaError_t ew(const EwArgs& g, bool vec, cudaStream_t stream) {
   return launch_vec<EwArgs>(ew_kernel<OP, true>, ew_kernel<OP, false>, g, g.total, vec, stream);
 }
 
+// ---- tensor product: a (batch, 2, plane), b (batch or 1, 2, plane) -> (batch, 3, plane) ----
+
+struct TpArgs {
+  const int32_t* a;
+  const int32_t* b;
+  int32_t* out;
+  const int32_t* mod;
+  int64_t plane, batch;  // plane = L * n
+  LimbOf limb;           // limb of an in-plane index
+  bool b_broadcast;
+};
+
+template <bool VEC>
+__global__ void __launch_bounds__(kBlock) tp_kernel(TpArgs g) {
+  const int64_t it = VEC ? 4 * thread_index() : thread_index();
+  if (it >= g.batch * g.plane) return;
+  const int64_t k = it / g.plane, e = it - k * g.plane;
+  const int l = g.limb(e);
+  const int32_t q = ldg(g.mod + 2 * l), qinv = ldg(g.mod + 2 * l + 1);
+  const int32_t* ak = g.a + k * 2 * g.plane + e;
+  const int32_t* bk = g.b + (g.b_broadcast ? 0 : k * 2 * g.plane) + e;
+  int32_t* ok = g.out + k * 3 * g.plane + e;
+  if (VEC) {
+    const int4 a0 = ldg4(ak), a1 = ldg4(ak + g.plane), b0 = ldg4(bk), b1 = ldg4(bk + g.plane);
+    int4 o0, o1, o2;
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+      tensor_product_element(elem(a0, m), elem(a1, m), elem(b0, m), elem(b1, m), q, qinv, elem(o0, m), elem(o1, m),
+                             elem(o2, m));
+    st4(ok, o0);
+    st4(ok + g.plane, o1);
+    st4(ok + 2 * g.plane, o2);
+  } else {
+    tensor_product_element(ldg(ak), ldg(ak + g.plane), ldg(bk), ldg(bk + g.plane), q, qinv, ok[0], ok[g.plane],
+                           ok[2 * g.plane]);
+  }
+}
+
+// ---- automorphism: out[r][k] = x[r][src(k)] ------------------------------------------------
+
+struct AutArgs {
+  const int32_t* x;
+  int32_t* out;
+  int64_t total;  // rows * n
+  int log_n;
+  uint32_t galois;
+};
+
+template <bool VEC>
+__global__ void __launch_bounds__(kBlock) aut_kernel(AutArgs g) {
+  const int64_t i = VEC ? 4 * thread_index() : thread_index();
+  if (i >= g.total) return;
+  const int64_t base = (i >> g.log_n) << g.log_n;
+  const uint32_t k = static_cast<uint32_t>(i - base);
+  const int32_t* xr = g.x + base;
+  if (VEC) {
+    int4 v;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) elem(v, m) = ldg(xr + automorphism_source(k + m, g.galois, g.log_n));
+    st4(g.out + i, v);
+  } else {
+    g.out[i] = ldg(xr + automorphism_source(k, g.galois, g.log_n));
+  }
+}
+
+// ---- one thread per (limb, coefficient) of a ciphertext's plane; the batch inside -----------
+
+__global__ void __launch_bounds__(kBlock) keyswitch_inner_kernel(const __grid_constant__ InnerArgs g) {
+  const int64_t t = thread_index();
+  if (t < static_cast<int64_t>(g.Lext) * g.n) keyswitch_inner_element(g, static_cast<int>(t / g.n), t % g.n);
+}
+
+__global__ void __launch_bounds__(kBlock) hoisted_mac_kernel(const __grid_constant__ MacArgs g) {
+  const int64_t t = thread_index();
+  if (t < static_cast<int64_t>(g.Lext) << g.log_n) hoisted_mac_element(g, t);
+}
+
+// ---- conversions: one thread per coefficient of a row ------------------------------------------
+
+struct RowArgs {
+  const void* x;
+  int32_t* out;
+  const int32_t* mod;
+  const int32_t* table;  // to_rns: r2 (L,); crt_digits: garner (L, L)
+  int64_t total;         // rows * n
+  int64_t n;
+  int L;
+};
+
+__global__ void __launch_bounds__(kBlock) to_rns_kernel(RowArgs g) {
+  const int64_t t = thread_index();
+  if (t >= g.total) return;
+  const int64_t row = t / g.n, c = t - row * g.n;
+  const int64_t v = static_cast<const int64_t*>(g.x)[t];
+  int32_t* o = g.out + row * g.L * g.n + c;
+  for (int l = 0; l < g.L; ++l) o[l * g.n] = to_mont(v, ldg(g.mod + 2 * l), ldg(g.mod + 2 * l + 1), ldg(g.table + l));
+}
+
+__global__ void __launch_bounds__(128) crt_digits_kernel(RowArgs g) {
+  const int64_t t = thread_index();
+  if (t >= g.total) return;
+  const int64_t off = (t / g.n) * g.L * g.n + t % g.n;
+  crt_digits_element(static_cast<const int32_t*>(g.x) + off, g.out + off, g.n, g.L, g.mod, g.table);
+}
+
+template <class A>
+cudaError_t launch(void (*kernel)(A), const A& args, int64_t threads, int block, cudaStream_t stream) {
+  if (threads <= 0) return cudaSuccess;
+  const unsigned grid = grid_for(threads, block);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  kernel<<<grid, block, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
-cudaError_t binary(Binary op, const int32_t* a, const int32_t* b, int32_t* out, int64_t total, int64_t nb, int64_t n,
-                   int L, const int32_t* mod, cudaStream_t stream) {
+cudaError_t elementwise(EwOp op, const int32_t* a, const int32_t* ca, const int32_t* b, const int32_t* cb,
+                        int32_t* out, int64_t total, int64_t nb, int64_t n, int L, const int32_t* mod,
+                        const Stream& s) {
   if (total <= 0) return cudaSuccess;
-  EwArgs g{a, b, nullptr, nullptr, out, mod, total, make_limb_of(n, L), make_bindex(total, nb, n)};
-  const bool vec = n % 4 == 0 && nb % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(out);
+  // (the index map as a separate variable: a conditional inside this initializer crashed nvcc 13.0's front end)
+  const BIndex bidx = make_bindex(total, b ? nb : total, n);
+  const EwArgs g{a, b, ca, cb, out, mod, total, make_limb_of(n, L), bidx};
+  const bool vec = n % 4 == 0 && (!b || nb % 4 == 0) && aligned16(a) && (!b || aligned16(b)) && aligned16(out);
   switch (op) {
-    case Binary::Add: return ew<Op::Add>(g, vec, stream);
-    case Binary::Sub: return ew<Op::Sub>(g, vec, stream);
-    case Binary::Mul: return ew<Op::Mul>(g, vec, stream);
+    case EwOp::Add: return ew<EwOp::Add>(g, vec, s.stream);
+    case EwOp::Sub: return ew<EwOp::Sub>(g, vec, s.stream);
+    case EwOp::Mul: return ew<EwOp::Mul>(g, vec, s.stream);
+    case EwOp::Neg: return ew<EwOp::Neg>(g, vec, s.stream);
+    case EwOp::Axpby: return ew<EwOp::Axpby>(g, vec, s.stream);
+    case EwOp::MulConst: return ew<EwOp::MulConst>(g, vec, s.stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t neg(const int32_t* a, int32_t* out, int64_t total, int64_t n, int L, const int32_t* mod,
-                cudaStream_t stream) {
-  if (total <= 0) return cudaSuccess;
-  EwArgs g{a, nullptr, nullptr, nullptr, out, mod, total, make_limb_of(n, L), BIndex{0, total, 0}};
-  const bool vec = n % 4 == 0 && aligned16(a) && aligned16(out);
-  return ew<Op::Neg>(g, vec, stream);
-}
-
-cudaError_t axpby(const int32_t* a, const int32_t* ca, const int32_t* b, const int32_t* cb, int32_t* out,
-                  int64_t total, int64_t nb, int64_t n, int L, const int32_t* mod, cudaStream_t stream) {
-  if (total <= 0) return cudaSuccess;
-  if (b == nullptr) {
-    EwArgs g{a, nullptr, ca, nullptr, out, mod, total, make_limb_of(n, L), BIndex{0, total, 0}};
-    const bool vec = n % 4 == 0 && aligned16(a) && aligned16(out);
-    return ew<Op::MulConst>(g, vec, stream);
-  }
-  EwArgs g{a, b, ca, cb, out, mod, total, make_limb_of(n, L), make_bindex(total, nb, n)};
-  const bool vec = n % 4 == 0 && nb % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(out);
-  return ew<Op::Axpby>(g, vec, stream);
-}
-
 cudaError_t tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast,
-                           int64_t n, int L, const int32_t* mod, cudaStream_t stream) {
+                           int64_t n, int L, const int32_t* mod, const Stream& s) {
   const int64_t plane = static_cast<int64_t>(L) * n;
   if (batch <= 0 || plane <= 0) return cudaSuccess;
-  TpArgs g{a, b, out, mod, plane, batch, make_limb_of(n, L), b_broadcast};
+  const TpArgs g{a, b, out, mod, plane, batch, make_limb_of(n, L), b_broadcast};
   const bool vec = n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(out);
-  return launch_vec<TpArgs>(tp_kernel<true>, tp_kernel<false>, g, batch * plane, vec, stream);
+  return launch_vec<TpArgs>(tp_kernel<true>, tp_kernel<false>, g, batch * plane, vec, s.stream);
 }
 
-cudaError_t automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois,
-                         cudaStream_t stream) {
+cudaError_t automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois, const Stream& s) {
   if (rows <= 0) return cudaSuccess;
   if (log_n < 1 || log_n > 30) return cudaErrorInvalidValue;
-  AutArgs g{x, out, rows << log_n, log_n, galois};
-  const bool vec = log_n >= 2 && aligned16(out);
-  return launch_vec<AutArgs>(aut_kernel<true>, aut_kernel<false>, g, g.total, vec, stream);
+  const AutArgs g{x, out, rows << log_n, log_n, galois};
+  return launch_vec<AutArgs>(aut_kernel<true>, aut_kernel<false>, g, g.total, log_n >= 2 && aligned16(out), s.stream);
 }
 
-cudaError_t keyswitch_inner(const int32_t* d, const int32_t* key_q, const int32_t* key_p, int32_t* out, int beta,
-                            int L, int Lq, int K, int Lq_key, int q_start, int digit_start, int64_t n,
-                            const int32_t* mod, cudaStream_t stream) {
-  const int64_t items = static_cast<int64_t>(L) * n;
-  if (items <= 0) return cudaSuccess;
-  KsArgs g{d, key_q, key_p, out, mod, n, make_limb_of(n, L), beta, L, Lq, K, Lq_key, q_start, digit_start};
-  const bool vec = n % 4 == 0 && aligned16(d) && aligned16(key_q) && aligned16(key_p) && aligned16(out);
-  return launch_vec<KsArgs>(ks_kernel<true>, ks_kernel<false>, g, items, vec, stream);
+cudaError_t keyswitch_inner(const InnerArgs& g, const Stream& s) {
+  return g.B <= 0 ? cudaSuccess : launch(keyswitch_inner_kernel, g, static_cast<int64_t>(g.Lext) * g.n, kBlock, s.stream);
 }
 
-cudaError_t hoisted_mac(const MacArgs& args, cudaStream_t stream) {
-  const unsigned grid = grid_for(static_cast<int64_t>(args.Lext) << args.log_n, kBlock);
-  if (grid == 0) return cudaErrorInvalidConfiguration;
-  mac_kernel<<<grid, kBlock, 0, stream>>>(args);
-  FT_LAUNCH_CHECK();
-  return cudaSuccess;
+cudaError_t hoisted_mac(const MacArgs& g, const Stream& s) {
+  return g.B <= 0 ? cudaSuccess : launch(hoisted_mac_kernel, g, static_cast<int64_t>(g.Lext) << g.log_n, kBlock, s.stream);
 }
 
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,
-                   const int32_t* r2, cudaStream_t stream) {
-  const int64_t total = rows * n;
-  if (total <= 0 || L <= 0) return cudaSuccess;
-  RnsArgs g{x, out, mod, r2, total, make_limb_of(n, 1), L};
-  const unsigned grid = grid_for(total, kBlock);
-  if (grid == 0) return cudaErrorInvalidConfiguration;
-  rns_kernel<<<grid, kBlock, 0, stream>>>(g);
-  FT_LAUNCH_CHECK();
-  return cudaSuccess;
+                   const int32_t* r2, const Stream& s) {
+  return L <= 0 ? cudaSuccess : launch(to_rns_kernel, RowArgs{x, out, mod, r2, rows * n, n, L}, rows * n, kBlock, s.stream);
 }
 
 cudaError_t crt_digits(const int32_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,
-                       const int32_t* garner, cudaStream_t stream) {
-  const int64_t total = rows * n;
-  if (total <= 0 || L <= 0) return cudaSuccess;
-  if (L > 256) return cudaErrorInvalidValue;
-  CrtArgs g{x, out, mod, garner, total, make_limb_of(n, 1), L};
-  const unsigned grid = grid_for(total, 128);
-  if (grid == 0) return cudaErrorInvalidConfiguration;
-  crt_kernel<<<grid, 128, 0, stream>>>(g);
-  FT_LAUNCH_CHECK();
-  return cudaSuccess;
+                       const int32_t* garner, const Stream& s) {
+  if (L > kMaxCrtLimbs) return cudaErrorInvalidValue;
+  return L <= 0 ? cudaSuccess
+                : launch(crt_digits_kernel, RowArgs{x, out, mod, garner, rows * n, n, L}, rows * n, 128, s.stream);
 }
 
 }  // namespace fhetorch::cuda

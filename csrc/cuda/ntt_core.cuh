@@ -34,12 +34,14 @@
 // emulation can run the exact index logic of the kernel.
 #pragma once
 #include <cstdint>
+#include "program.cuh"
 #include "util.cuh"
 
 namespace fhetorch::cuda::ntt_detail {
 
 constexpr int kMinLogN = 10;  // two-phase kernels for kMinLogN <= log_n <= kMaxLogN
 constexpr int kMaxLogN = 17;
+constexpr int kCap = 4;  // rounds of up to 4 stages (16 coefficients per thread); 3 measured slower
 
 FT_HD int swz(int e) { return e ^ ((e >> 5) & 31); }
 
@@ -155,29 +157,22 @@ struct Ctx {
   bool in_vec, out_vec, tw_vec;
 };
 
-// One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1.
+// One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1: the
+// forward stages pair the u bits from the top down, the inverse ones from the bottom up.
 template <int LOG_N, bool INV, int R, int XLO, int K>
 FT_HD void round_stage(uint32_t* v, const Ctx& c, int xn) {
   if constexpr (K < R) {
     constexpr int E = 1 << R;
-    if constexpr (!INV) {
-      constexpr int BIT = R - 1 - K;  // u bit paired in this stage
-      constexpr int COUNT = 1 << K;   // distinct twiddles
-      int32_t w[COUNT];
-      load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
+    constexpr int BIT = INV ? K : R - 1 - K;          // u bit paired in this stage
+    constexpr int COUNT = 1 << (INV ? R - 1 - K : K);  // distinct twiddles
+    int32_t w[COUNT];
+    load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
 #pragma unroll
-      for (int u0 = 0; u0 < E; ++u0)
-        if (!((u0 >> BIT) & 1))
-          butterfly_ct(v[u0], v[u0 | (1 << BIT)], static_cast<uint32_t>(w[u0 >> (BIT + 1)]), c.q, c.nqinv);
-    } else {
-      constexpr int BIT = K;
-      constexpr int COUNT = 1 << (R - 1 - K);
-      int32_t w[COUNT];
-      load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
-#pragma unroll
-      for (int u0 = 0; u0 < E; ++u0)
-        if (!((u0 >> BIT) & 1))
-          butterfly_gs(v[u0], v[u0 | (1 << BIT)], static_cast<uint32_t>(w[u0 >> (BIT + 1)]), c.q, c.nqinv);
+    for (int u0 = 0; u0 < E; ++u0) {
+      if ((u0 >> BIT) & 1) continue;
+      const uint32_t tw = static_cast<uint32_t>(w[u0 >> (BIT + 1)]);
+      if constexpr (INV) butterfly_gs(v[u0], v[u0 | (1 << BIT)], tw, c.q, c.nqinv);
+      else butterfly_ct(v[u0], v[u0 | (1 << BIT)], tw, c.q, c.nqinv);
     }
     round_stage<LOG_N, INV, R, XLO, K + 1>(v, c, xn);
   }
@@ -277,36 +272,108 @@ FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   }
 }
 
-// Per-block setup shared by the kernel and the emulation.
-struct PhaseArgs {
+// The tables and rows of one row of a phase: limb `limb` of mod, row `tw_row` of the twiddle
+// table tw (N words per row; tw_row = limb unless a row map says otherwise, csrc/table_rows.h).
+FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* mod, const int32_t* tw, int limb,
+                  int tw_row, int64_t n, uint32_t post, int blk, bool vec = true) {
+  Ctx c;
+  c.sm = sm;
+  c.in = in;
+  c.out = out;
+  c.tw = tw + static_cast<int64_t>(tw_row) * n;
+  c.q = static_cast<uint32_t>(ldg(mod + 2 * limb));
+  c.nqinv = 0u - static_cast<uint32_t>(ldg(mod + 2 * limb + 1));
+  c.post = post;
+  c.blk = blk;
+  c.in_vec = c.out_vec = c.tw_vec = vec;
+  return c;
+}
+
+// Occupancy targets (__launch_bounds__'s second argument; without a target ptxas may take up
+// to 255 registers): 64 registers per thread.
+constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 / threads; }
+
+// A phase (LARGE: the one on the top bits) of the forward (INV = false) or inverse NTT over
+// the rows a row map M names, as a block program (program.cuh). M provides
+//   Args; static int64_t rows(const Args&);
+//   static Ctx row(const Args&, int64_t r, uint32_t* sm, int blk): row r's input, output,
+//     tables and post factor (blk: the tile of the row);
+//   LOAD / STORE: whether M replaces the first / last step (load(args, r, ctx, tid),
+//     store(args, r, ctx, tid)): a fused input (a product) or epilogue (a combination).
+template <int LOG_N, bool LARGE, bool INV, class M>
+struct NttPhase {
+  using Args = typename M::Args;
+  using G = Geo<LOG_N, LARGE, kCap>;
+  static constexpr int THREADS = G::THREADS, SMEM = G::T;
+  // An epilogue holds more registers: 3/4 of the plain phase's blocks per SM.
+  static constexpr int MIN_BLOCKS =
+      M::STORE && phase_min_blocks(THREADS) * 3 / 4 > 0 ? phase_min_blocks(THREADS) * 3 / 4 : phase_min_blocks(THREADS);
+  struct State {};
+  struct Blk {
+    Ctx c;
+    int64_t r;
+  };
+  FT_HD static int64_t blocks(const Args& a) { return M::rows(a) * G::BLOCKS_PER_ROW; }
+  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
+    const int64_t r = block / G::BLOCKS_PER_ROW;
+    return Blk{M::row(a, r, sm, static_cast<int>(block % G::BLOCKS_PER_ROW)), r};
+  }
+  FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
+  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
+    if constexpr (M::LOAD) {
+      if (s == 0) return M::load(a, b.r, b.c, tid);
+    }
+    if constexpr (M::STORE) {
+      if (s == G::STEPS - 1) return M::store(a, b.r, b.c, tid);
+    }
+    ntt_step<LOG_N, LARGE, kCap, INV>(s, b.c, tid);
+  }
+};
+
+struct RowsArgs {
   const int32_t* in;
   int32_t* out;
   const int32_t* mod;
-  const int32_t* tw;    // (L, N)
-  const int32_t* post;  // (L,), final inverse phase only
+  const int32_t* tw;    // (L, N), or any (R, N) through tw_rows
+  const int32_t* post;  // (L,), the inverse's last phase only
+  int64_t rows;
   int L;
   bool in_vec, out_vec, tw_vec;
+  TableRows tw_rows;    // the twiddle row of each limb (count 0: row l)
 };
 
-template <int LOG_N, bool LARGE, int CAP>
-FT_HD Ctx make_ctx(const PhaseArgs& a, uint32_t* sm, int64_t block) {
-  using G = Geo<LOG_N, LARGE, CAP>;
-  const int64_t row = block / G::BLOCKS_PER_ROW;
-  const int blk = static_cast<int>(block % G::BLOCKS_PER_ROW);
-  const int l = static_cast<int>(row % a.L);
-  Ctx c;
-  c.sm = sm;
-  c.in = a.in + row * G::N;
-  c.out = a.out + row * G::N;
-  c.tw = a.tw + static_cast<int64_t>(l) * G::N;
-  c.q = static_cast<uint32_t>(a.mod[2 * l]);
-  c.nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
-  c.post = a.post ? static_cast<uint32_t>(a.post[l]) : 0u;
-  c.blk = blk;
-  c.in_vec = a.in_vec;
-  c.out_vec = a.out_vec;
-  c.tw_vec = a.tw_vec;
-  return c;
+// Every row r of the input, with limb r % L.
+template <int LOG_N>
+struct AllRows {
+  using Args = RowsArgs;
+  static constexpr bool LOAD = false, STORE = false;
+  FT_HD static int64_t rows(const Args& a) { return a.rows; }
+  FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    constexpr int64_t N = int64_t(1) << LOG_N;
+    const int l = static_cast<int>(r % a.L);
+    Ctx c = row_ctx(sm, a.in + r * N, a.out + r * N, a.mod, a.tw, l, table_row(a.tw_rows, l), N,
+                    a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u, blk);
+    c.in_vec = a.in_vec;
+    c.out_vec = a.out_vec;
+    c.tw_vec = a.tw_vec;
+    return c;
+  }
+};
+
+// The transform of every row (x -> y, y may equal x) for kMinLogN <= log_n <= kMaxLogN, on
+// any executor (program.cuh).
+template <bool INV, class Exec>
+cudaError_t two_phase(Exec& ex, int log_n, const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
+                      const int32_t* tw, const int32_t* post, const TableRows& tw_rows) {
+  if (!table_rows_fit(tw_rows, L)) return cudaErrorInvalidValue;
+  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), aligned16(tw), tw_rows};
+  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), aligned16(tw), tw_rows};
+  return dispatch_log_n(log_n, [&](auto tag) {
+    constexpr int LOG_N = decltype(tag)::value;
+    // forward: the large phase (top bits) first; inverse: the small one first
+    FT_TRY((ex.template run<NttPhase<LOG_N, !INV, INV, AllRows<LOG_N>>>(first)));
+    return ex.template run<NttPhase<LOG_N, INV, INV, AllRows<LOG_N>>>(second);
+  });
 }
 
 // ---- fallback for other sizes: one radix-2 stage per launch, one butterfly per thread ----
@@ -321,6 +388,7 @@ struct StageArgs {
   const int32_t* mod;
   const int32_t* tw;
   const int32_t* post;  // inverse, last stage only
+  TableRows tw_rows;    // the twiddle row of each limb (count 0: row l)
 };
 
 template <bool INV>
@@ -332,7 +400,7 @@ FT_HD void ntt_stage_thread(const StageArgs& a, int64_t idx) {
   const uint32_t q = static_cast<uint32_t>(a.mod[2 * l]), nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
   const int bit = a.bit;
   const int64_t lo = ((k >> bit) << (bit + 1)) | (k & ((int64_t(1) << bit) - 1)), hi = lo + (int64_t(1) << bit);
-  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + l * n + ((n + lo) >> (bit + 1))));
+  const uint32_t w = static_cast<uint32_t>(ldg(a.tw + table_row(a.tw_rows, l) * n + ((n + lo) >> (bit + 1))));
   uint32_t x = static_cast<uint32_t>(a.in[row * n + lo]), y = static_cast<uint32_t>(a.in[row * n + hi]);
   if (!INV) butterfly_ct(x, y, w, q, nqinv);
   else butterfly_gs(x, y, w, q, nqinv);

@@ -1,8 +1,10 @@
 // Small helpers shared by the CUDA kernels (torch-free). Functions are __host__ __device__
-// where that lets a host-side emulation of the kernels exercise the same index logic.
+// where that lets the host emulation of the kernels (program.cuh) run the same code.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include <cuda_runtime.h>
+
 #include "../arith.h"
 
 namespace fhetorch::cuda {
@@ -24,27 +26,22 @@ FT_HD int4 ldg4(const int32_t* p) {
 }
 FT_HD void st4(int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
 
-// a * b + c with a 32 x 32 -> 64-bit product, as one multiply-add instruction on the GPU.
-FT_HD int64_t mad_wide(int32_t a, int32_t b, int64_t c) {
+// a * b + c with a 32 x 32 -> 64-bit product (signed or unsigned), one multiply-add
+// instruction on the GPU.
+template <class T, class W = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>
+FT_HD W mad_wide(T a, T b, std::common_type_t<W> c) {
 #if defined(__CUDA_ARCH__)
-  int64_t d;
-  asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
+  W d;
+  if constexpr (std::is_signed_v<T>) asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
+  else asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
   return d;
 #else
-  return static_cast<int64_t>(a) * b + c;
-#endif
-}
-FT_HD uint64_t mad_wide(uint32_t a, uint32_t b, uint64_t c) {
-#if defined(__CUDA_ARCH__)
-  uint64_t d;
-  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
-  return d;
-#else
-  return static_cast<uint64_t>(a) * b + c;
+  return static_cast<W>(a) * b + c;
 #endif
 }
 
 FT_HD int32_t& elem(int4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+FT_HD int32_t elem(const int4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -67,20 +64,11 @@ struct LimbOf {
   FT_HD int operator()(int64_t i) const { return of_row(row(i)); }
 };
 
-inline int log2_if_pow2(int64_t n) {
-  if (n <= 0 || (n & (n - 1)) != 0) return -1;
-  int k = 0;
-  while ((int64_t(1) << k) < n) ++k;
-  return k;
+inline LimbOf make_limb_of(int64_t n, int L) {
+  int shift = -1;
+  if (n > 0 && (n & (n - 1)) == 0)
+    for (shift = 0; (int64_t(1) << shift) < n;) ++shift;
+  return LimbOf{n, shift, L};
 }
 
-inline LimbOf make_limb_of(int64_t n, int L) { return LimbOf{n, log2_if_pow2(n), L}; }
-
 }  // namespace fhetorch::cuda
-
-// Returns the launch error of the kernel just enqueued, if any.
-#define FT_LAUNCH_CHECK()                          \
-  do {                                             \
-    cudaError_t ft_err_ = cudaGetLastError();      \
-    if (ft_err_ != cudaSuccess) return ft_err_;    \
-  } while (0)

@@ -1,8 +1,8 @@
 """CKKS bootstrapping: ModRaise, CoeffToSlot, EvalMod, SlotToCoeff.
 
 A ciphertext at level 0 encrypts m (coefficients Delta * message) modulo Q_0. Bootstrapping
-returns an encryption of the same message at level `user_levels` of a bootstrappable preset
-(ckks/params.py BootstrapConfig):
+returns an encryption of the same message at level `user_levels` of a bootstrappable chain
+(circuits/bootstrap_config.py BootstrapConfig):
 
 1. ModRaise (Cheon et al. 2018): reading the level-0 residues as centred integers modulo a
    larger Q gives an encryption of t = m + Q_0 I, I an integer polynomial with |I| < K. With
@@ -11,7 +11,7 @@ returns an encryption of the same message at level `user_levels` of a bootstrapp
    |I| <= (h + 1) / 2 and in practice ~ sqrt(h / 12) * 6; after ModRaise it switches back.
 2. SubSum (sparse packings of n < N/2 slots): sum over rotations by n, 2n, ... projects t onto
    the subring the n slots live in (times N / 2n, folded into the scale). A packing whose own
-   circuit has no keys runs that of the smallest larger packing m with keys (plan_slots: an
+   circuit has no keys runs that of the smallest larger packing m with keys (`packing`: an
    n-slot ciphertext is an m-slot one holding its values m / n times), read back as n slots.
 3. CoeffToSlot: the inverse slot DFT (circuits/dft.py) in `cts_levels` merged stages, so the
    slots hold w = (t_k + i t_(k+n)) / Q_0 = I + eps. Its first stage also divides by 2K.
@@ -29,9 +29,11 @@ returns an encryption of the same message at level `user_levels` of a bootstrapp
 splits the result by conjugation; SlotToCoeff then takes a scale twice as large (the 1/2 of
 (z + conj z) / 2 is free as a scale label).
 
-Everything after the client's keygen is deterministic and sync-free: the first call encodes
-the DFT diagonals (cached per slot count, level and scale) and later calls can be captured
-in a CUDA graph (benchmarks/bts.py).
+A `Bootstrapper` holds one context's bootstrapping state (the EvalMod interpolants, the DFTs'
+encoded diagonals per slot count, level and scale); the user-facing Context owns one
+(`ctx.bootstrapper`). Everything after the client's keygen is deterministic and sync-free:
+the first call encodes the DFT diagonals and later calls can be captured in a CUDA graph
+(benchmarks/bts.py).
 """
 from __future__ import annotations
 
@@ -41,35 +43,17 @@ import numpy as np
 import torch
 
 from .. import _ops
-from ..ckks import evaluator as ev
-from ..ckks.ciphertext import Ciphertext
-from ..ckks.context import galois_element
-from ..errors import MissingKeyError, ParameterError
-from ..rlwe import key_switch
+from .._ckks import evaluator as ev
+from .._ckks.ciphertext import Ciphertext
+from .._ckks.context import galois_element
+from ..errors import MissingKeyError, ParameterError, SlotError
+from .._rlwe import switching_key_bytes
+from .._rlwe.keyswitch import keyswitch
 from . import dft
+from .bootstrap_config import BootstrapConfig
 from .chebyshev import interpolate
 from .linear import LinearTransform, rotation_steps
 from .polynomial import evaluate
-
-def config(ctx):
-    return config_of(ctx.params)
-
-
-def config_of(params):
-    cfg = params.bootstrap
-    if cfg is None:
-        raise ParameterError(f"bootstrap: parameters {params.name!r} are not bootstrappable; use a preset made for "
-                             "it (n16-bts40, n16-bts35, or toy-n13-bts for tests)")
-    return cfg
-
-
-def bootstrapper(ctx) -> "Bootstrapper":
-    """The context's Bootstrapper (one per context object: it caches encoded DFT diagonals)."""
-    b = ctx.circuit_cache.get("bootstrapper")
-    if b is None:
-        b = ctx.circuit_cache["bootstrapper"] = Bootstrapper(ctx)
-    return b
-
 
 def _pad_groups(groups: list, levels: int, n: int) -> list:
     """Exactly `levels` groups (identity stages fill a short DFT), so the level plan is the same
@@ -79,10 +63,12 @@ def _pad_groups(groups: list, levels: int, n: int) -> list:
 
 
 class Bootstrapper:
-    """Bootstrapping for one CKKSContext of a bootstrappable preset."""
+    """Bootstrapping for one CKKSContext whose parameters have `config`'s levels (ParameterError
+    otherwise); it keeps the DFTs' encoded diagonals for the life of the context."""
 
-    def __init__(self, ctx):
-        self.cfg = cfg = config(ctx)
+    def __init__(self, ctx, config: BootstrapConfig):
+        config.check(ctx.params)
+        self.cfg = cfg = config
         self.ctx = ctx
         K, r = cfg.k_range, cfg.double_angles
         self.cos = interpolate(lambda y: np.cos(2 * np.pi * (K * np.asarray(y) - 0.25) / 2**r), (-1.0, 1.0), cfg.cos_degree)
@@ -101,7 +87,7 @@ class Bootstrapper:
     def cts_transforms(self, slots: int) -> list:
         lts = self._dfts.get(("cts", slots))
         if lts is None:
-            cts, _ = _dft_stages(self.ctx.params, slots)
+            cts, _ = _dft_stages(self.ctx.params, self.cfg, slots)
             # Constants go where they keep values large against each level's noise: 1 / 2K at the
             # end of CoeffToSlot, Q_0 / (2 pi Delta') (~2^5) at the end of SlotToCoeff.
             cts[-1] = ({k: d / (2 * self.cfg.k_range) for k, d in cts[-1][0].items()}, cts[-1][1])
@@ -112,7 +98,7 @@ class Bootstrapper:
         factor = self.input_factor(slots) if factor is None else factor
         lts = self._dfts.get(("stc", slots, factor))
         if lts is None:
-            _, stc = _dft_stages(self.ctx.params, slots)
+            _, stc = _dft_stages(self.ctx.params, self.cfg, slots)
             out = self.q0 / (self.ctx.nominal_scale(0) * factor) / (1.0 if self.cfg.arcsine else 2 * math.pi)
             last = LinearTransform.from_diagonals(self.ctx, {k: d * out for k, d in stc[-1][0].items()}, stc[-1][1])
             # the stages before the last do not depend on the factor: shared between factors
@@ -121,7 +107,13 @@ class Bootstrapper:
             lts = self._dfts[("stc", slots, factor)] = first + [last]
         return lts
 
-    def plan_slots(self, slots: int) -> int:
+    @property
+    def tensors(self) -> list:
+        """The tensors this bootstrapper keeps (its DFTs' diagonals; for memory reports)."""
+        lts = {id(lt): lt for lts in self._dfts.values() for lt in lts}
+        return [t for lt in lts.values() for t in lt.tensors]
+
+    def packing(self, slots: int) -> int:
         """The packing a `slots`-slot ciphertext bootstraps in: `slots` itself when the keys of
         its circuit are there, else the smallest larger power of two whose keys are (an n-slot
         ciphertext is also an m-slot one holding its values m / n times; the result is read back
@@ -161,7 +153,7 @@ class Bootstrapper:
         """{rotation step: highest level it is used at} for bootstrapping `slots` slots."""
         r = self._rotations.get(slots)
         if r is None:
-            r = self._rotations[slots] = rotation_levels(self.ctx.params, slots)
+            r = self._rotations[slots] = rotation_levels(self.ctx.params, self.cfg, slots)
         return r
 
     # --- the algorithm --------------------------------------------------------------------
@@ -188,14 +180,15 @@ class Bootstrapper:
     def mod_raise(self, ct: Ciphertext) -> Ciphertext:
         """Level-0 ciphertext -> the top level, encrypting m + Q_0 I, scale label Q_0 (values I + eps)."""
         ctx, cfg = self.ctx, self.cfg
-        lvl0 = ctx.level_idx(0)
+        lvl0 = ctx.params.limbs(0)
         c = ct.data
         enc = ctx.encapsulation_keys
         if cfg.ephemeral_weight:
             if enc is None or enc.weight != cfg.ephemeral_weight:
                 raise MissingKeyError("bootstrap: no sparse-secret encapsulation keys; generate the bootstrapping "
                                       "keys with ctx.keygen(bootstrap=True) on the client")
-            c = key_switch(ctx.ring, c[1], enc.to_sparse, lvl0, enc.special, lvl0.stop, addend=c[0])
+            c = keyswitch(ctx.modulus_plans, c.select(-3, 1), enc.to_sparse, lvl0, enc.special, lvl0.stop,
+                          addend=c.select(-3, 0))
         b0 = ctx.basis(0)
         digits = ctx.ring.crt_digits(c, b0).to(torch.int64)  # centred mixed radix, Q_0 < 2^62
         x = digits[..., 0, :]
@@ -204,8 +197,8 @@ class Bootstrapper:
         top = cfg.top
         data = ctx.ring.from_integers(x.contiguous(), ctx.basis(top))
         if cfg.ephemeral_weight:
-            data = key_switch(ctx.ring, data[1], enc.to_dense, ctx.level_idx(top), ctx.special_idx, ctx.params.alpha,
-                              addend=data[0])
+            data = keyswitch(ctx.modulus_plans, data.select(-3, 1), enc.to_dense, ctx.params.limbs(top),
+                             ctx.params.special_limbs, ctx.params.alpha, addend=data.select(-3, 0))
         return Ciphertext(data, top, float(self.q0), ctx.slots)
 
     def _sub_sum(self, ct: Ciphertext, slots: int) -> Ciphertext:
@@ -251,23 +244,23 @@ class Bootstrapper:
     def _refresh(self, ct: Ciphertext, halve: bool) -> Ciphertext:
         ctx = self.ctx
         slots = ct.slots
-        plan = self.plan_slots(slots)  # slots, or a larger packing with keys (the values repeated)
+        packing = self.packing(slots)  # slots, or a larger packing with keys (the values repeated)
         # the data's own slot count; a fraction only in its own circuit: a larger packing's
         # noise, magnified by the message ratio, outweighs the sine's cubic term it would save
-        factor = self.input_factor(slots, ct.level if plan == slots else 0)
+        factor = self.input_factor(slots, ct.level if packing == slots else 0)
         ct = self._prepare(ct, factor)
         # SlotToCoeff's constant assumes level 0's nominal scale; another input scale (a level-0
         # input off it, the rounding of a fractional factor), and the pair's 1/2, are scale labels
         label = ct.scale / ctx.nominal_scale(0) * (2.0 if halve else 1.0)
         x = self.mod_raise(self._scale_up(ct, factor))
-        if plan < ctx.slots:
-            x = self._sub_sum(x, plan)
+        if packing < ctx.slots:
+            x = self._sub_sum(x, packing)
         parts = self.coeff_to_slot(x)
         if len(parts) == 2:
             w = ev.add(ctx, self.eval_mod(parts[0]), ev.mul_i(ctx, self.eval_mod(parts[1])))
         else:  # [re, im] in 2n slots: SlotToCoeff's first stage forms re + i im
             w = self.eval_mod(parts[0])
-        out = self.slot_to_coeff(w.replace(scale=w.scale * label), plan, factor)
+        out = self.slot_to_coeff(w.replace(scale=w.scale * label), packing, factor)
         assert out.level == self.cfg.user_levels, (out.level, self.cfg.user_levels)
         return out.replace(slots=slots)
 
@@ -279,16 +272,16 @@ class Bootstrapper:
         """Two real-valued ciphertexts refreshed by one bootstrapping of a + i b."""
         ctx = self.ctx
         if a.slots != b.slots:
-            raise ValueError(f"bootstrap_pair: the ciphertexts pack {a.slots} and {b.slots} slots; use one layout")
+            raise SlotError(f"bootstrap_pair: the ciphertexts pack {a.slots} and {b.slots} slots; use one layout")
         c = ev.add(ctx, ev.relinearize(ctx, a), ev.mul_i(ctx, ev.relinearize(ctx, b)))  # at their common level
         out = self._refresh(c, halve=True)
         return self._split(out)
 
 
-def _dft_stages(params, slots: int) -> tuple:
+def _dft_stages(params, cfg: BootstrapConfig, slots: int) -> tuple:
     """(CoeffToSlot stages, SlotToCoeff stages) of bootstrapping `slots` slots, each a list of
     ({offset: diagonal}, slots it acts on), without the constants Bootstrapper folds in."""
-    cfg, full = config_of(params), params.n // 2
+    full = params.n // 2
     cts = _pad_groups(dft.coeff_to_slot_groups(slots, cfg.cts_levels), cfg.cts_levels, slots)
     stc = _pad_groups(dft.slot_to_coeff_groups(slots, cfg.stc_levels), cfg.stc_levels, slots)
     sizes = [slots] * len(cts), [slots] * len(stc)
@@ -298,11 +291,11 @@ def _dft_stages(params, slots: int) -> tuple:
     return list(zip(cts, sizes[0])), list(zip(stc, sizes[1]))
 
 
-def rotation_levels(params, slots: int) -> dict:
+def rotation_levels(params, cfg: BootstrapConfig, slots: int) -> dict:
     """{rotation step: highest level it is used at} for bootstrapping `slots` slots under
-    `params` (no context needed: the plan report estimates key memory from it)."""
-    cfg, full = config_of(params), params.n // 2
-    cts, stc = _dft_stages(params, slots)
+    `params` and `cfg` (no context needed: the plan report estimates key memory from it)."""
+    full = params.n // 2
+    cts, stc = _dft_stages(params, cfg, slots)
     out = {}
     step = slots
     while step < full:  # SubSum, at the top
@@ -315,27 +308,25 @@ def rotation_levels(params, slots: int) -> dict:
     return out
 
 
-def key_levels(params, slot_counts) -> dict:
+def key_levels(params, cfg: BootstrapConfig, slot_counts) -> dict:
     """{rotation step: level its key must hold} for bootstrapping each of `slot_counts` slots:
     CoeffToSlot's and SubSum's steps run at the top (keys over every limb), SlotToCoeff's only
     up to the level they are used at (keys over fewer limbs). ctx.keygen(bootstrap=True) makes
     these."""
-    cfg = config_of(params)
     out = {}
     for n in slot_counts:
-        for step, lvl in rotation_levels(params, int(n)).items():
+        for step, lvl in rotation_levels(params, cfg, int(n)).items():
             lvl = params.max_level if lvl >= cfg.top - cfg.cts_levels else lvl
             out[step] = max(out.get(step, 0), lvl)
     return out
 
 
-def estimate_key_bytes(params, slot_counts=None, *, power_of_two_rotations: bool = True) -> int:
+def estimate_key_bytes(params, cfg: BootstrapConfig, slot_counts=None, *, power_of_two_rotations: bool = True) -> int:
     """Bytes of the keys ctx.keygen(bootstrap=True, bootstrap_slots=slot_counts) makes (default:
     the full packing, which every size can bootstrap through), computed from the parameters
     without generating any: public, relinearisation, conjugation, +-2^i and the DFTs' rotation
     keys (each over the limbs of its levels), the encapsulation keys. It equals ctx.key_bytes()
     after that keygen on a fresh context."""
-    from ..rlwe import switching_key_bytes
 
     n, full, top = params.n, params.n // 2, params.max_level
     special, alpha = len(params.special_primes), params.alpha
@@ -346,12 +337,12 @@ def estimate_key_bytes(params, slot_counts=None, *, power_of_two_rotations: bool
     per_element = {2 * n - 1: top}  # conjugation; {Galois element: level its key holds}
     if power_of_two_rotations:
         per_element.update({galois_element(s, n): top for i in range(full.bit_length() - 1) for s in (1 << i, -(1 << i))})
-    for step, lvl in key_levels(params, [full] if slot_counts is None else slot_counts).items():
+    for step, lvl in key_levels(params, cfg, [full] if slot_counts is None else slot_counts).items():
         if step % full:
             g = galois_element(step, n)
             per_element[g] = max(per_element.get(g, 0), lvl)
     lvl0 = params.limbs(0)
-    enc_special = min(len(lvl0) + 1, special)  # ckks/context.py _encapsulation_keys
+    enc_special = min(len(lvl0) + 1, special)  # _ckks/keygen.py encapsulation_keys
     to_sparse = 2 * (lvl0.stop + enc_special) * n * 4
     public = 2 * len(params.primes) * n * 4
     return sum(key(lvl) for lvl in per_element.values()) + key(top) + to_sparse + key(top) + public
@@ -373,31 +364,22 @@ def _wide_ends(cts_last: dict, stc_first: dict, n: int) -> tuple:
     return cts, stc
 
 
-def _unwrap(x):
-    return getattr(x, "ciphertext", x), getattr(x, "ctx", None)
+def bootstrap(ctx, ct: Ciphertext) -> Ciphertext:
+    """A refreshed copy of `ct` at level `user_levels` of a bootstrappable preset. Keys:
+    ctx.keygen(bootstrap=True).
+
+    Raises ParameterError for a preset that is not bootstrappable, MissingKeyError without the
+    bootstrapping keys."""
+    return ctx.bootstrapper.bootstrap(ct)
 
 
-def bootstrap(x, ctx=None):
-    """Refreshed copy of a Ciphertext (give its ctx) or an EncryptedTensor, at level
-    `user_levels` of a bootstrappable preset. Keys: ctx.keygen(bootstrap=True)."""
-    ct, own = _unwrap(x)
-    ctx = ctx or own
-    if ctx is None:
-        raise ValueError("bootstrap: give the context of a bare Ciphertext: bootstrap(ct, ctx)")
-    out = bootstrapper(ctx).bootstrap(ct)
-    return x._like(out) if hasattr(x, "_like") else out
+def bootstrap_pair(ctx, a: Ciphertext, b: Ciphertext) -> tuple:
+    """Two real-valued Ciphertexts refreshed by one bootstrapping of a + i b.
 
-
-def bootstrap_pair(x, y, ctx=None):
-    """Two real-valued ciphertexts / EncryptedTensors bootstrapped together (as x + i y)."""
-    (a, own), (b, _) = _unwrap(x), _unwrap(y)
-    ctx = ctx or own
-    if ctx is None:
-        raise ValueError("bootstrap_pair: give the context of bare Ciphertexts: bootstrap_pair(a, b, ctx)")
-    u, v = bootstrapper(ctx).bootstrap_pair(a, b)
-    return (x._like(u) if hasattr(x, "_like") else u), (y._like(v) if hasattr(y, "_like") else v)
+    Raises SlotError when they pack different slot counts, and what bootstrap() raises."""
+    return ctx.bootstrapper.bootstrap_pair(a, b)
 
 
 def rotations(ctx, slots=None) -> dict:
     """{step: highest level used} of the rotation keys bootstrapping `slots` (default: all) needs."""
-    return bootstrapper(ctx).rotations(ctx.slots if slots is None else slots)
+    return ctx.bootstrapper.rotations(ctx.slots if slots is None else slots)

@@ -3,7 +3,7 @@
 A `Chebyshev` is p(x) = sum_i c_i T_i(y) with y = (2x - (a + b)) / (b - a), the affine map of
 [a, b] onto [-1, 1]. Coefficients are float64 numpy arrays. Evaluating one on plaintext
 (`series(t)`, Clenshaw's recurrence in float64/complex128) is the reference the encrypted
-evaluation (fhetorch/circuits/polynomial.py) is tested against.
+evaluation (fhetorch/circuits/polynomial/) is tested against.
 
 - `interpolate(fn, interval, degree)`: the interpolant at the degree + 1 Chebyshev nodes of
   the first kind, coefficients by the DCT-II of the samples (exact for polynomials of degree
@@ -21,13 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..errors import ApproximationError
+
 PARITY_RTOL = 1e-13  # an odd/even function sampled at symmetric nodes: the other parity is roundoff
 
 
 def _interval(interval) -> tuple:
     a, b = (float(v) for v in interval)
     if not (math.isfinite(a) and math.isfinite(b) and a < b):
-        raise ValueError(f"chebyshev: interval must be finite with a < b, got {interval}")
+        raise ApproximationError(f"chebyshev: interval must be finite with a < b, got {interval}")
     return a, b
 
 
@@ -56,7 +58,9 @@ def _call(fn, x: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Chebyshev:
-    """p(x) = sum_i coeffs[i] T_i((2x - a - b) / (b - a)), a polynomial on `interval` = (a, b)."""
+    """p(x) = sum_i coeffs[i] T_i((2x - a - b) / (b - a)), a polynomial on `interval` = (a, b).
+
+    Raises ApproximationError for empty or non-finite coefficients, or an empty interval."""
 
     coeffs: np.ndarray
     interval: tuple = (-1.0, 1.0)
@@ -64,7 +68,7 @@ class Chebyshev:
     def __post_init__(self):
         c = np.atleast_1d(np.asarray(self.coeffs, dtype=np.float64)).copy()
         if c.ndim != 1 or c.size == 0 or not np.isfinite(c).all():
-            raise ValueError("chebyshev: coefficients must be a non-empty 1-d array of finite reals")
+            raise ApproximationError("chebyshev: coefficients must be a non-empty 1-d array of finite reals")
         nz = np.flatnonzero(c)
         c = c[: (nz[-1] + 1 if nz.size else 1)]  # drop exact trailing zeros
         c.setflags(write=False)
@@ -86,14 +90,16 @@ class Chebyshev:
         return None
 
     def to_unit(self, x):
-        """The affine map of [a, b] onto [-1, 1]."""
+        """The affine map of [a, b] onto [-1, 1]. Raises nothing."""
         a, b = self.interval
         if (a, b) == (-1.0, 1.0):
             return x
         return (2.0 * x - (a + b)) / (b - a)
 
     def __call__(self, x):
-        """Clenshaw's recurrence on a torch tensor (or number): float64 (complex128 for complex input)."""
+        """Clenshaw's recurrence on a torch tensor (or number): float64 (complex128 for complex input).
+
+        Raises nothing for numbers and tensors (values outside the interval are extrapolated)."""
         t = torch.as_tensor(x)
         t = t.to(torch.complex128 if t.is_complex() else torch.float64)
         y = self.to_unit(t)
@@ -105,7 +111,8 @@ class Chebyshev:
         return y * b1 - b2 + float(c[0])
 
     def scaled(self, factor: float, offset: float = 0.0) -> "Chebyshev":
-        """factor * p + offset (exact in the coefficients)."""
+        """factor * p + offset (exact in the coefficients). Raises ApproximationError for non-finite
+        results."""
         c = self.coeffs * float(factor)
         c[0] += float(offset)
         return Chebyshev(c, self.interval)
@@ -121,18 +128,21 @@ def interpolate(fn, interval, degree: int) -> Chebyshev:
     the samples). When [a, b] is symmetric about 0 and the samples are odd (or even) to
     roundoff, the coefficients of the other parity are set to exactly 0 (they are roundoff),
     so the encrypted evaluation skips them.
+
+    Raises ApproximationError for an empty or infinite interval, a negative degree, or fn not
+    real and finite at the nodes.
     """
     degree = int(degree)
     if degree < 0:
-        raise ValueError(f"chebyshev: degree must be >= 0, got {degree}")
+        raise ApproximationError(f"chebyshev: degree must be >= 0, got {degree}")
     a, b = _interval(interval)
     n = degree + 1
     x = nodes(n, (a, b))
     f = _call(fn, x)
     if np.iscomplexobj(f):
-        raise ValueError("chebyshev: fn must be real-valued on the interval")
+        raise ApproximationError("chebyshev: fn must be real-valued on the interval")
     if not np.isfinite(f).all():
-        raise ValueError(f"chebyshev: fn is not finite at some node of {interval}")
+        raise ApproximationError(f"chebyshev: fn is not finite at some node of {interval}")
     j = np.arange(n)[:, None]
     k = np.arange(n)[None, :]
     c = (2.0 / n) * (np.cos(np.pi * j * (k + 0.5) / n) @ f)
@@ -163,14 +173,16 @@ def fit_least_squares(fn, interval, degree: int, *, parity: str | None = None, p
     """argmin_p of integral_a^b weight(x) (fn - p)^2 dx over polynomials of `degree` (Gauss-Legendre
     quadrature with `points` nodes; weight None: 1, else a function of x >= 0, e.g. to favour
     where the inputs mostly are). parity='odd' fits fn(x) - fn(center) with odd T_i plus that
-    constant (for odd-symmetric functions such as the sigmoid - 1/2); 'even' only even T_i."""
+    constant (for odd-symmetric functions such as the sigmoid - 1/2); 'even' only even T_i.
+
+    Raises ApproximationError for an empty interval, another parity, fn or weight not finite."""
     a, b = _interval(interval)
     t, w = np.polynomial.legendre.leggauss(points)
     x = 0.5 * (b - a) * t + 0.5 * (a + b)
     if weight is not None:
         wx = _call(weight, x)
         if not (np.all(np.isfinite(wx)) and np.all(wx >= 0) and np.any(wx > 0)):
-            raise ValueError("fit_least_squares: weight must be finite, >= 0 and not all 0 on the interval")
+            raise ApproximationError("fit_least_squares: weight must be finite, >= 0 and not all 0 on the interval")
         w = w * wx
     f = _call(fn, x)
     m = _basis_matrix(t, degree)
@@ -182,7 +194,7 @@ def fit_least_squares(fn, interval, degree: int, *, parity: str | None = None, p
     elif parity == "even":
         cols = cols[cols % 2 == 0]
     elif parity is not None:
-        raise ValueError(f"fit_least_squares: parity must be 'odd', 'even' or None, got {parity!r}")
+        raise ApproximationError(f"fit_least_squares: parity must be 'odd', 'even' or None, got {parity!r}")
     sw = np.sqrt(w)
     sol, *_ = np.linalg.lstsq(m[:, cols] * sw[:, None], f * sw, rcond=None)
     c = np.zeros(degree + 1)
@@ -252,12 +264,14 @@ def remez_odd(degree: int, lo: float, hi: float = 1.0, *, grid: int = 20000, ite
     error max |p - 1| on [lo, hi] (measured on the grid). Discrete Remez exchange (all local
     extrema at once, one point at a time when that fails) on a grid that is Chebyshev-spaced in
     x^2 (an odd p(x) = x q(x^2) approximating 1 is q approximating 1/sqrt(t)) and geometric near lo.
+
+    Raises ApproximationError for an even degree, not 0 < lo < hi, or a grid too coarse.
     """
     degree = int(degree)
     if degree % 2 != 1:
-        raise ValueError(f"remez_odd: degree must be odd, got {degree}")
+        raise ApproximationError(f"remez_odd: degree must be odd, got {degree}")
     if not 0 < lo < hi:
-        raise ValueError(f"remez_odd: need 0 < lo < hi, got {lo}, {hi}")
+        raise ApproximationError(f"remez_odd: need 0 < lo < hi, got {lo}, {hi}")
     n = (degree + 1) // 2  # unknown coefficients of T_1, T_3, ..., T_degree
 
     def cheb_sq(m):  # Chebyshev points of t = x^2 on [lo^2, hi^2], as x
@@ -268,7 +282,7 @@ def remez_odd(degree: int, lo: float, hi: float = 1.0, *, grid: int = 20000, ite
     basis = _basis_matrix(x / hi, degree)[:, 1::2]  # (grid, n)
     ref = np.unique(np.searchsorted(x, cheb_sq(n + 1)).clip(0, x.size - 1))
     if ref.size < n + 1:
-        raise ValueError(f"remez_odd: grid too coarse for degree {degree}")
+        raise ApproximationError(f"remez_odd: grid too coarse for degree {degree}")
     signs = (-1.0) ** np.arange(n + 1)
     best = (math.inf, None)
     for _ in range(iterations):

@@ -1,6 +1,6 @@
 """The slot-domain DFT of CKKS decoding, factored into sparse stages (for bootstrapping).
 
-For n slots (n = N/2: full packing; fewer: the sparse packing of ckks/encoder.py, whose
+For n slots (n = N/2: full packing; fewer: the sparse packing of _ckks/encoder.py, whose
 polynomial lives in the subring of Y = X^(N/2n)), decoding is z = U w with
 
     w_k = m_k + i m_(k+n)   (k < n; m the message polynomial's 2n coefficients in Y, unscaled),
@@ -24,10 +24,12 @@ import math
 
 import torch
 
+from ..errors import SlotError
+
 
 def _log2(n: int) -> int:
     if n < 1 or n & (n - 1):
-        raise ValueError(f"dft: n must be a power of two, got {n}")
+        raise SlotError(f"dft: n must be a power of two, got {n}")
     return n.bit_length() - 1
 
 

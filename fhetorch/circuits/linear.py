@@ -37,10 +37,10 @@ from __future__ import annotations
 import torch
 
 from .. import _ops
-from ..ckks import evaluator as ev
-from ..ckks.context import galois_element
-from ..errors import EncodingError, MissingKeyError
-from ..rlwe.keyswitch import fused_ok, mod_up, mod_up_key_switch_inner, switch_modulus
+from .._ckks import evaluator as ev
+from .._ckks.context import galois_element
+from ..errors import EncodingError, MissingKeyError, ShapeError, SlotError
+from .._rlwe.keyswitch import mod_up, mod_up_keyswitch_inner, switch_modulus
 
 MAC_BABIES, MAC_GIANTS = 16, 8  # per hoisted_mac call (csrc/hoisted_mac.h)
 
@@ -89,19 +89,22 @@ def _steps(baby, giant, n: int) -> list:
 
 
 class LinearTransform:
-    """y = M x for a plaintext (n, n) matrix M on ciphertexts of n slots. `lt(ct)` evaluates it."""
+    """y = M x for a plaintext (n, n) matrix M on ciphertexts of n slots. `lt(ct)` evaluates it.
+
+    Raises ShapeError for a matrix that is not square, SlotError when n is not the ciphertexts'
+    slot count (a power of two up to ctx.slots), EncodingError for NaN or inf entries."""
 
     levels = 1
 
     def __init__(self, ctx, matrix, *, level: int | None = None, slots: int | None = None, bsgs: bool = True):
         m = torch.as_tensor(matrix)
         if m.dim() != 2 or m.shape[0] != m.shape[1]:
-            raise ValueError(f"LinearTransform: the matrix must be square, got shape {tuple(m.shape)}; pad it")
+            raise ShapeError(f"LinearTransform: the matrix must be square, got shape {tuple(m.shape)}; pad it")
         n = m.shape[0]
         slots = n if slots is None else int(slots)
         if n != slots or n < 1 or n & (n - 1) or n > ctx.slots:
-            raise ValueError(f"LinearTransform: the matrix must be n x n with n = the ciphertext's slots (a power of two "
-                             f"<= {ctx.slots}); got {n} x {n} for {slots} slots")
+            raise SlotError(f"LinearTransform: the matrix must be n x n with n = the ciphertext's slots (a power of "
+                            f"two <= {ctx.slots}); got {n} x {n} for {slots} slots")
         m = m.to(torch.complex128 if m.is_complex() else torch.float64).cpu()
         if not bool(torch.isfinite(torch.view_as_real(m.to(torch.complex128))).all()):
             raise EncodingError("LinearTransform: the matrix contains NaN or inf")
@@ -111,14 +114,17 @@ class LinearTransform:
     def from_diagonals(cls, ctx, diagonals: dict, n: int, *, level: int | None = None, bsgs: bool = True,
                        n1: int | None = None):
         """The transform sum_k diag_k * rot_k(x) from {k: diag_k} (length-n vectors, k mod n), without
-        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count."""
+        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count.
+
+        Raises SlotError when n is not a power of two up to ctx.slots, ShapeError for a diagonal
+        that is not of length n."""
         if n < 1 or n & (n - 1) or n > ctx.slots:
-            raise ValueError(f"LinearTransform: n must be a power of two <= {ctx.slots}, got {n}")
+            raise SlotError(f"LinearTransform: n must be a power of two <= {ctx.slots}, got {n}")
         diags = {}
         for k, d in diagonals.items():
             d = torch.as_tensor(d).cpu()
             if d.shape != (n,):
-                raise ValueError(f"LinearTransform: diagonal {k} has shape {tuple(d.shape)}, expected ({n},)")
+                raise ShapeError(f"LinearTransform: diagonal {k} has shape {tuple(d.shape)}, expected ({n},)")
             if bool((d != 0).any()):
                 diags[int(k) % n] = d + diags.get(int(k) % n, 0)
         self = cls.__new__(cls)
@@ -133,14 +139,14 @@ class LinearTransform:
         self.cache_encodings = True
         ks = sorted(diags)
         self.n1, self.baby, self.giant = bsgs_steps(ks, n, n1, bsgs)
-        # {g: [(b, pre-rotated diagonal)]}
-        self._plan = {}
+        # {giant step g: [(baby step b, diagonal pre-rotated by g)]}
+        self._by_giant = {}
         for k in ks:
             g, b = k - k % self.n1, k % self.n1
-            self._plan.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
+            self._by_giant.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
         self._encoded, self._coeffs = {}, {}
         if level is not None:
-            self._encode(level, ctx.nominal_scale(level), sorted(self._plan), extended=fused_ok(ctx.ring))
+            self._encode(level, ctx.nominal_scale(level), sorted(self._by_giant), extended=self.fuse)
 
     def rotations(self) -> list:
         """The rotation steps evaluation uses (keys: ctx.keygen(rotations=lt.rotations()))."""
@@ -154,8 +160,15 @@ class LinearTransform:
         return enc + sum(c.numel() * c.element_size() for c in self._coeffs.values())
 
     @property
+    def tensors(self) -> list:
+        """Every tensor this transform keeps: its diagonals, their encodings and coefficients."""
+        return ([d for items in self._by_giant.values() for _, d in items]
+                + [pt for enc in self._encoded.values() for items in enc.values() for _, pt in items]
+                + list(self._coeffs.values()))
+
+    @property
     def nonzero_diagonals(self) -> int:
-        return sum(len(v) for v in self._plan.values())
+        return sum(len(v) for v in self._by_giant.values())
 
     def _scale_factor(self, level: int, scale: float) -> float:
         """The diagonals' scale: it lands the result on the next level's nominal scale."""
@@ -168,7 +181,7 @@ class LinearTransform:
         coefficients are kept and only the residues redone)."""
         key = ("ext" if extended else "q", level, float(scale))
         cache = self._encoded.setdefault(key, {}) if self.cache_encodings else {}
-        todo = [(g, b, d) for g in giants if g not in cache for b, d in self._plan[g]]
+        todo = [(g, b, d) for g in giants if g not in cache for b, d in self._by_giant[g]]
         if todo:
             ctx = self.ctx
             # the coefficients (the FFT half of encoding, 8 bytes a coefficient) are kept when the
@@ -184,7 +197,7 @@ class LinearTransform:
                     self._coeffs[ckey] = coeffs
             pts = ctx.extended_residues(coeffs, level)
             if not extended:
-                pts = pts[:, : len(ctx.level_idx(level))].contiguous()
+                pts = pts[:, : len(ctx.params.limbs(level))].contiguous()
             for (g, b, _), pt in zip(todo, pts):
                 cache.setdefault(g, []).append((b, pt))
         return {g: cache[g] for g in giants}
@@ -211,15 +224,18 @@ class LinearTransform:
             raise MissingKeyError(f"LinearTransform: no rotation key for step {s} (needed: {self.rotations()}); "
                                   f"generate it with ctx.keygen(rotations=lt.rotations()) on the client") from e
 
-    def __call__(self, x):
-        ct = getattr(x, "ciphertext", x)
+    def __call__(self, ct):
+        """M ct for a Ciphertext of n slots, one level lower.
+
+        Raises SlotError for another slot count, LevelError at level 0, MissingKeyError for a
+        rotation key that is neither there nor composable."""
         if ct.slots != self.n:
-            raise ValueError(f"LinearTransform: built for {self.n} slots, the ciphertext packs {ct.slots}")
+            raise SlotError(f"LinearTransform: built for {self.n} slots, the ciphertext packs {ct.slots}")
         ev._need_level(ct, "LinearTransform")
         ctx = self.ctx
         ct = ev.relinearize(ctx, ct)
         mod = ctx.basis(ct.level).mod
-        if not self._plan:  # the zero matrix
+        if not self._by_giant:  # the zero matrix
             out = ct.replace(data=torch.zeros_like(ct.data))
             out = ev.drop_level(ctx, out, 1)
         elif self._fusable(ct):
@@ -232,7 +248,7 @@ class LinearTransform:
                 raise MissingKeyError(f"LinearTransform: {e} (steps needed: {self.rotations()}; generate them with "
                                       "ctx.keygen(rotations=lt.rotations()) on the client)") from e
             acc = None
-            giants = sorted(self._plan)
+            giants = sorted(self._by_giant)
             for lo in range(0, len(giants), MAC_GIANTS):
                 for g, items in self._encode(ct.level, ct.scale, giants[lo : lo + MAC_GIANTS]).items():
                     inner = None
@@ -244,7 +260,7 @@ class LinearTransform:
                         inner = self._rotate(inner, g)
                     acc = inner if acc is None else acc.replace(data=_ops.add(acc.data, inner.data, mod))
             out = ev.rescale(ctx, acc)
-        return x._like(out) if hasattr(x, "_like") else out
+        return out
 
 
     # --- fused evaluation ----------------------------------------------------------------
@@ -263,7 +279,7 @@ class LinearTransform:
 
     def _fusable(self, ct) -> bool:
         ctx = self.ctx
-        if not self.fuse or not fused_ok(ctx.ring):
+        if not self.fuse:
             return False
         for s in self.baby + self.giant:
             if s % self.n and self._direct(s, ct.level) is None:
@@ -272,15 +288,15 @@ class LinearTransform:
 
     def _fused(self, ct):
         ctx = self.ctx
-        ring, special, alpha = ctx.ring, ctx.special_idx, ctx.params.alpha
+        plans, special, alpha = ctx.modulus_plans, ctx.params.special_limbs, ctx.params.alpha
         s = self._scale_factor(ct.level, ct.scale)
-        r = ctx.level_idx(ct.level)
+        r = ctx.params.limbs(ct.level)
         ext = tuple(r) + tuple(special)
-        ext_mod = ring.basis(ext).mod
+        ext_mod = ctx.ring.basis(ext).mod
         c = ct.data.contiguous()
         c_p = ev._special_product_consts(ctx, ct.level)
-        d = mod_up(ring, c[1], r, special, alpha)
-        giants = sorted(self._plan)
+        d = mod_up(plans, c.select(-3, 1), r, special, alpha)
+        giants = sorted(self._by_giant)
         total = None
         for lo in range(0, len(giants), MAC_GIANTS):
             chunk = giants[lo : lo + MAC_GIANTS]
@@ -291,18 +307,18 @@ class LinearTransform:
                 part = self._mac(ct, d, c, c_p, r, enc, chunk, babies[blo : blo + MAC_BABIES], ext_mod)
                 accs = part if accs is None else _ops.add(accs, part, ext_mod)
             for gi, g in enumerate(chunk):
-                term = accs[gi]
+                term = accs.select(-4, gi).contiguous()
                 if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
-                    y = switch_modulus(ring, term, ext, tuple(r))
+                    y = switch_modulus(plans, term, ext, tuple(r))
                     gel = self._direct(g, ct.level)
                     addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
-                    y1 = addend[1].clone()
-                    addend[1].zero_()
-                    term = mod_up_key_switch_inner(ring, y1, ctx.galois_keys[gel], r, special, alpha,
+                    y1 = addend.select(-3, 1).clone()
+                    addend.select(-3, 1).zero_()
+                    term = mod_up_keyswitch_inner(plans, y1, ctx.galois_keys[gel], r, special, alpha,
                                                    addend=addend, c_add=c_p)
                 total = term if total is None else _ops.add(total, term, ext_mod)
-        dst = tuple(ctx.level_idx(ct.level - 1))
-        data = switch_modulus(ring, total.contiguous(), ext, dst)
+        dst = tuple(ctx.params.limbs(ct.level - 1))
+        data = switch_modulus(plans, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))
 
     def _mac(self, ct, d, c, c_p, r, enc, chunk, babies, ext_mod):

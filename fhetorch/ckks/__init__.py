@@ -1,29 +1,16 @@
-"""CKKS: parameters and presets, encoder, keys, evaluator; `Context` makes EncryptedTensors.
+"""fhetorch.ckks, the public CKKS facade: `Context` (torch tensors in, EncryptedTensors out),
+presets and custom parameters (ParamsLiteral -> make_params -> Params), bootstrapping and
+polynomial evaluation.
 
-Public facade: `fhetorch.ckks.Context` is fhetorch.tensor.Context (tensor/ sits above ckks/;
-it is re-exported here lazily so the implementation modules keep their layering).
+This package only re-exports: the scheme lives in fhetorch/_ckks, the circuits in
+fhetorch/circuits, the tensor layer in fhetorch/tensor (docs/architecture.md).
 """
-from . import evaluator
-from .ciphertext import Ciphertext, Plaintext
-from .context import CKKSContext, galois_element
-from .encoder import Encoder
-from .params import HE_STANDARD_128, Params, PresetInfo, make_params, preset, presets
+from .._ckks.params import HE_STANDARD_128, Params, ParamsLiteral, make_params
+from ..circuits.bootstrap_config import BootstrapConfig, bootstrap_params
+from ..circuits.presets import PresetInfo, bootstrap_config, preset, presets
+from ..tensor import Context
+from ..tensor.functions import bootstrap, bootstrap_pair
+from . import polynomial
 
-__all__ = ["CKKSContext", "Ciphertext", "Context", "Encoder", "HE_STANDARD_128", "Params", "Plaintext", "PresetInfo",
-           "evaluator", "galois_element", "make_params", "preset", "presets"]
-
-
-def __getattr__(name):
-    if name == "Context":
-        from ..tensor import Context
-
-        return Context
-    if name in ("bootstrap", "bootstrap_pair"):  # circuits sits above ckks: re-exported lazily
-        from ..circuits import bootstrap as _bts
-
-        return getattr(_bts, name)
-    if name == "polynomial":  # fhetorch.ckks.polynomial re-exports fhetorch.circuits (a layer above)
-        import importlib
-
-        return importlib.import_module(".polynomial", __name__)
-    raise AttributeError(f"module 'fhetorch.ckks' has no attribute {name!r}")
+__all__ = ["BootstrapConfig", "Context", "HE_STANDARD_128", "Params", "ParamsLiteral", "PresetInfo", "bootstrap",
+           "bootstrap_config", "bootstrap_params", "bootstrap_pair", "make_params", "polynomial", "preset", "presets"]

@@ -1,13 +1,14 @@
 """Public facade: polynomial evaluation on CKKS ciphertexts and EncryptedTensors.
 
-`fhetorch.ckks.polynomial.chebyshev(fn, interval, degree)` and the rest live in
-fhetorch/circuits/polynomial.py (circuits sits above ckks); this module re-exports them.
+`fhetorch.ckks.polynomial.chebyshev(fn, interval, degree)` and the callables (sigmoid, sign,
+relu) live in fhetorch/tensor/functions.py; the series, power basis and evaluation on
+Ciphertexts in fhetorch/circuits. This module only re-exports them.
 """
-from ..circuits.approximations import relu, sigmoid, sign
 from ..circuits.chebyshev import Chebyshev, fit_least_squares, interpolate, remez_odd
-from ..circuits.polynomial import (ChebyshevFunction, Composite, HEFunction, PolyCost, PowerBasis, chebyshev, cost,
-                                   evaluate, from_coefficients, power_basis)
+from ..circuits.polynomial import PolyCost, PowerBasis, cost, evaluate
+from ..tensor.functions import (ChebyshevFunction, Composite, EncryptedPowerBasis, HEFunction, chebyshev,
+                                from_coefficients, power_basis, relu, sigmoid, sign)
 
-__all__ = ["Chebyshev", "ChebyshevFunction", "Composite", "HEFunction", "PolyCost", "PowerBasis", "chebyshev", "cost",
-           "evaluate", "fit_least_squares", "from_coefficients", "interpolate", "power_basis", "relu", "remez_odd",
-           "sigmoid", "sign"]
+__all__ = ["Chebyshev", "ChebyshevFunction", "Composite", "EncryptedPowerBasis", "HEFunction", "PolyCost",
+           "PowerBasis", "chebyshev", "cost", "evaluate", "fit_least_squares", "from_coefficients", "interpolate",
+           "power_basis", "relu", "remez_odd", "sigmoid", "sign"]

@@ -29,14 +29,16 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from ..circuits import approximations
-from ..circuits.polynomial import ChebyshevFunction, Composite
-from ..ckks.params import preset as _preset
-from ..ckks.polynomial import chebyshev
-from ..errors import EncodingError, ShapeError
+from ..circuits.bootstrap import rotation_levels
+from ..circuits.presets import bootstrap_config, preset as _preset
+from .._rlwe import switching_key_bytes
+from ..tensor import Context
+from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as composite_relu
+from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
 from .graph import Layer, lower
 from .layout import model_layouts
 from .plan import Plan, make_plan
+from .run import Program
 
 
 class PolyReLU(nn.Module):
@@ -97,13 +99,15 @@ class CompiledModel:
 
     # --- modes -------------------------------------------------------------------------------
     def plaintext(self, x: torch.Tensor) -> torch.Tensor:
-        """The original model (float32)."""
+        """The original model (float32). Raises nothing of its own (what the model raises, it raises)."""
         with torch.no_grad():
             return self.model(x)
 
     def simulate(self, x: torch.Tensor) -> torch.Tensor:
         """float64 with the encrypted run's approximations; values outside their bounds are listed
-        in `cm.last_ranges` (a RangeReport: check `cm.last_ranges.ok`)."""
+        in `cm.last_ranges` (a RangeReport: check `cm.last_ranges.ok`).
+
+        Raises what the model raises on an input of another shape (torch's RuntimeError)."""
         for p in self._polys:
             p.outside, p.worst = 0, 0.0
         outside = {}
@@ -119,8 +123,9 @@ class CompiledModel:
     def keygen(self, context=None):
         """Make (or take) the client context and generate every key the plan needs: the rotations
         of its linear transforms and, if it bootstraps, the bootstrapping keys for its slot count.
-        Returns the context."""
-        from ..tensor import Context
+        Returns the context.
+
+        Raises ContextError for a public context (no secret key) given as `context`."""
 
         if context is None:
             with warnings.catch_warnings():
@@ -141,8 +146,9 @@ class CompiledModel:
         """The plan, then what running it takes: the linear transforms (diagonals), the rotation
         keys and their memory (each at the levels it is used at), the bootstrapping keys, the
         estimated key memory, and the expected latency on the H100 (plan.py's model). Needs no
-        keys; after cm.keygen() it adds the memory of the keys generated."""
-        from ..rlwe import switching_key_bytes
+        keys; after cm.keygen() it adds the memory of the keys generated.
+
+        Raises nothing."""
 
         prog, p = self.program(), self.params
         names = [n for n, (_, _, m) in prog.chains.items() if m is not None]
@@ -163,11 +169,10 @@ class CompiledModel:
                 f"rotation keys: {len(rots)} steps, {rot_bytes / 2**30:.2f} GiB at their levels; relinearisation and "
                 f"conjugation {full / 2**30:.2f} GiB"]
         if self.plan.bootstraps:
-            from ..circuits.bootstrap import rotation_levels
 
             sparse = 2 * prog.slots <= p.n // 2
             both = dict(rots)
-            for r, lvl in rotation_levels(p, prog.slots).items():  # a shared step keeps the higher level
+            for r, lvl in rotation_levels(p, bootstrap_config(p.name), prog.slots).items():  # a shared step keeps the higher level
                 both[r] = max(both.get(r, 0), lvl)
             bts_bytes = sum(key(lvl) for lvl in both.values()) - rot_bytes + key(p.max_level)  # + encapsulation
             rows.append(f"bootstrapping: {self.plan.bootstraps} of {prog.slots} slots "
@@ -179,35 +184,47 @@ class CompiledModel:
                     f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")
         if self.ctx is not None and self.ctx.secret_key is not None:
             rows.append(f"keys generated: {self.ctx.key_bytes() / 2**30:.2f} GiB")
+        if self.ctx is not None:
+            rows.append(str(self.ctx.memory_report()))
         return "\n".join(rows)
 
     def program(self):
-        """The encrypted program (layouts, slot maps, their linear transforms), built once."""
+        """The encrypted program (layouts, slot maps, their linear transforms), built once.
+
+        Raises UnsupportedLayerError for a layer without an encrypted form."""
         if self._program is None:
-            from .run import Program
 
             self._program = Program(self)
         return self._program
 
     def encrypt(self, x: torch.Tensor):
         """One input (the model's input shape, with or without a batch dimension of 1), packed in
-        the plan's input layout, divided by its bound, encrypted at the top level."""
+        the plan's input layout, divided by its bound, encrypted at the top level.
+
+        Raises MissingKeyError before cm.keygen(), ShapeError for another input shape or a batch
+        of several, EncodingError for NaN/inf or values beyond the calibrated bound."""
         return self.program().encrypt(self._need_ctx("encrypt"), x)
 
     def __call__(self, ex, *, progress: bool = False, timing: bool = False, graph: bool | None = None):
         """The encrypted forward pass (bootstrapping where the plan says); progress: a tqdm bar
         over the layers; timing: seconds per layer kind in cm.program().times (synchronises);
         graph: on CUDA, capture the whole pass in one CUDA graph at the first call and replay it
-        (default unless progress or timing; the first call runs it three times)."""
+        (default unless progress or timing; the first call runs it three times).
+
+        Raises MissingKeyError before cm.keygen(), LayoutError for an input not made by
+        cm.encrypt, ContextError for one encrypted under other keys."""
         return self.program().run(self._need_ctx("run"), ex, progress=progress, timing=timing, graph=graph)
 
     def decrypt(self, ey) -> torch.Tensor:
-        """float64 output (batch dimension of 1) of an encrypted forward pass."""
+        """float64 output (batch dimension of 1) of an encrypted forward pass.
+
+        Raises MissingKeyError before cm.keygen(), LayoutError for anything but this model's
+        output, ContextError for one encrypted under other keys."""
         return self.program().decrypt(self._need_ctx("decrypt"), ey)
 
     def _need_ctx(self, what):
         if self.ctx is None:
-            raise RuntimeError(f"CompiledModel.{what}: no keys yet; call cm.keygen() first")
+            raise MissingKeyError(f"CompiledModel.{what}: no keys yet; call cm.keygen() first")
         return self.ctx
 
     # --- internals ---------------------------------------------------------------------------
@@ -295,33 +312,42 @@ def relu_approximation(relu="composite"):
     """The HEFunction used for ReLU on [-1, 1]: "composite" (Lee et al. 2022, {15, 15, 27}), a tuple of
     odd degrees for another composite, an int degree for one Chebyshev interpolant, or a
     ChebyshevFunction / Composite on [-1, 1] itself (e.g. a least-squares fit made with
-    fhetorch.ckks.polynomial.fit_least_squares and from_coefficients)."""
+    fhetorch.ckks.polynomial.fit_least_squares and from_coefficients).
+
+    Raises ApproximationError for anything else (even degrees in the tuple, another interval)."""
     if isinstance(relu, (ChebyshevFunction, Composite)):
         interval = tuple(relu.stages[0].interval if isinstance(relu, Composite) else relu.interval)
         if interval != (-1.0, 1.0):
-            raise ValueError(f"nn.compile: a ReLU approximation must take [-1, 1] (values are scaled into it), "
-                             f"got {interval}")
+            raise ApproximationError(f"nn.compile: a ReLU approximation must take [-1, 1] (values are scaled "
+                                     f"into it), got {interval}")
         return relu
     if relu == "composite":
-        return approximations.relu()
+        return composite_relu()
     if isinstance(relu, (tuple, list)):
-        return approximations.relu(tuple(relu))
+        return composite_relu(tuple(relu))
     if isinstance(relu, int):
         return chebyshev(torch.relu, (-1.0, 1.0), relu)
-    raise ValueError(f"nn.compile: relu must be 'composite', a tuple of odd degrees, an int degree or a "
-                     f"ChebyshevFunction / Composite on [-1, 1], got {relu!r}")
+    raise ApproximationError(f"nn.compile: relu must be 'composite', a tuple of odd degrees, an int degree or a "
+                             f"ChebyshevFunction / Composite on [-1, 1], got {relu!r}")
 
 
 def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str = "n16-bts40", device=None,
             relu="composite", margin: float = 1.25) -> CompiledModel:
     """Trace, fold batch norm, calibrate value ranges, approximate ReLU and plan levels and
     bootstraps for `preset` (see the module docstring). calibration_inputs: a batch like the
-    data the model will see (e.g. a few hundred training images)."""
+    data the model will see (e.g. a few hundred training images).
+
+    Raises UnsupportedLayerError for a layer without an encrypted form (naming it and what to
+    use instead), ShapeError for calibration inputs that are not a batch the model takes,
+    EncodingError for NaN/inf in them, ApproximationError for a margin below 1 or an unknown
+    relu option, LevelError when no plan fits the preset's levels, ParameterError for an unknown
+    preset."""
     if not isinstance(calibration_inputs, torch.Tensor) or calibration_inputs.dim() < 2 \
             or calibration_inputs.shape[0] == 0:
         raise ShapeError("nn.compile: calibration_inputs must be a batch tensor (n, ...) of representative inputs")
     if margin < 1:
-        raise ValueError(f"nn.compile: margin must be >= 1 (a bound below the largest calibrated value), got {margin}")
+        raise ApproximationError(f"nn.compile: margin must be >= 1 (a bound below the largest calibrated value), "
+                                 f"got {margin}")
     bad = int((~torch.isfinite(calibration_inputs)).sum())
     if bad:
         raise EncodingError(f"nn.compile: calibration_inputs hold {bad} NaN or inf values; the value ranges are "

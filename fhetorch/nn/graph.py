@@ -28,11 +28,7 @@ import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
-from ..errors import FHEError, ShapeError
-
-
-class UnsupportedLayerError(FHEError, NotImplementedError):
-    """A layer the encrypted model cannot compute; the message names it and an alternative."""
+from ..errors import ShapeError, UnsupportedLayerError
 
 
 @dataclass
@@ -64,7 +60,7 @@ _ALTERNATIVES = {
     "max_pool2d": "use F.avg_pool2d",
     "GELU": "use nn.ReLU (approximated) or a polynomial activation",
     "SiLU": "use nn.ReLU (approximated) or a polynomial activation",
-    "Sigmoid": "use fhetorch.circuits.approximations.sigmoid as the activation, or nn.ReLU",
+    "Sigmoid": "use fhetorch.ckks.polynomial.sigmoid as the activation, or nn.ReLU",
     "Tanh": "use nn.ReLU (approximated) or a polynomial activation",
     "Softmax": "return the logits and apply softmax after decryption",
     "LayerNorm": "use BatchNorm (folded into the previous layer)",

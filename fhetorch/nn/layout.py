@@ -9,10 +9,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..errors import LayoutError, ShapeError
+from ..errors import LayoutError, ShapeError, UnsupportedLayerError
 from ..tensor.layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, gather_map,  # noqa: F401
                              global_pool_map, matrix_map, pad_channels_map, pair, pool_map, subsample_map)
-from .graph import UnsupportedLayerError
 
 
 def layer_layout(layer, module, lin: Layout) -> Layout:

@@ -20,17 +20,20 @@ The planner minimises the estimated latency (the model below: bootstraps, and ev
 operation by its level's limbs, so bootstrapping late keeps the layers cheap): a shortest
 path over (layer, levels of the values still to be read), exact because the frontier keeps
 every Pareto-optimal (seconds, levels) state (the search Orion and Fhelipe do over the layer
-graph). ResNet-20: 17 bootstraps at n16-bts35, estimated 0.955 s (measured 0.96 s); 27 at
-n16-bts40, estimated 1.27 s (measured 1.24 s) — a 26-bootstrap plan exists but runs its
-layers at higher levels (measured 1.28 s). The executor (run.py) takes exactly the plan's
-bootstraps (`Step.bootstraps`).
+graph). Counting latency rather than bootstraps matters: at n16-bts40 a plan with one
+bootstrap fewer than ResNet-20's runs its layers at higher levels and is slower (the figures
+are in docs/benchmarks.md). The executor (run.py) takes exactly the plan's bootstraps
+(`Step.bootstraps`).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from ..circuits.presets import bootstrap_config, presets
+from ..circuits.polynomial import cost
 from ..errors import LevelError
+from ..tensor.functions import Composite
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
@@ -40,10 +43,8 @@ FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 # diagonals estimated as input channels x 9 for a convolution, input features for a linear
 # layer, 32 for gathers and pools: run.py's maps have about that many), a ReLU BETA per level
 # of its stages and limb, limbs = Q limbs at the operation's level + the special primes:
-# ops at lower levels are cheaper. Fitted to the CIFAR ResNet-20 runs of the resnet20 suite
-# (commits bc097b6, e9a9fcc: 0.96 s at n16-bts35; 1.24 s with 27 bootstraps and 1.28 s with 26
-# at n16-bts40, the 26 running its layers at higher levels; before linear transforms kept their
-# diagonals' coefficients, which took 0.96 s to 0.88 s). An estimate, not a promise.
+# ops at lower levels are cheaper. Fitted to the CIFAR ResNet-20 runs of the resnet20 suite at
+# n16-bts35 and n16-bts40 (docs/benchmarks.md, "planner"). An estimate, not a promise.
 BOOTSTRAP_S = 0.030
 ALPHA, BETA = 2.0e-6, 3.8e-5
 
@@ -99,9 +100,8 @@ def relu_stages(fn) -> tuple:
     """([(Chebyshev series, levels)] evaluated one after the other, times_input): the ReLU
     approximation as the planner counts it and the executor (run.py) evaluates it; with
     times_input the result is x * (last stage), one level more."""
-    from ..circuits.polynomial import Composite, cost
 
-    series = fn._series() if isinstance(fn, Composite) else [fn.series]
+    series = fn.stage_series if isinstance(fn, Composite) else [fn.series]
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 
@@ -113,9 +113,9 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     consumes; costs as the latency model above. The frontier keeps the Pareto-optimal
     (seconds, levels) states, so the search is exact and small: a ResNet has at most three
     live values at a time."""
-    info = params.info()
-    can_bootstrap = info.bootstrappable
-    top, after = params.max_level, (info.levels_after_bootstrap if can_bootstrap else 0)
+    config = bootstrap_config(params.name)
+    can_bootstrap = config is not None
+    top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
     series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
     last_use, consumers = {}, {}
@@ -191,7 +191,6 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
 def _too_deep(layers, params, stages, product, needs) -> str:
     """The message for a model deeper than a preset that cannot bootstrap: the levels it needs
     (the deepest path: linear layers, ReLU stages and products) and the presets that have them."""
-    from ..ckks.params import presets
 
     depth = {}
     for l in layers:

@@ -21,15 +21,17 @@ bootstrapping of n < N/2 slots is the sparse one.
 from __future__ import annotations
 
 import math
+import time
 
 import torch
+from tqdm import tqdm
 
-from ..circuits import bootstrap as _bts
 from ..circuits.linear import LinearTransform, rotation_steps
 from ..circuits.polynomial import evaluate
-from ..ckks import evaluator as ev
-from ..ckks.graphs import Graphs
-from ..errors import ContextError, EncodingError, LayoutError, ShapeError
+from .._ckks import evaluator as ev
+from .._ckks.graphs import Graphs
+from ..errors import ContextError, EncodingError, InternalError, LayoutError, ShapeError
+from ..tensor import EncryptedTensor
 from .layout import layer_map, layer_module, model_layouts
 from .plan import relu_stages
 
@@ -126,8 +128,6 @@ class Program:
 
     # --- client side -------------------------------------------------------------------------
     def encrypt(self, ctx, x: torch.Tensor):
-        from ..tensor import EncryptedTensor
-
         inp = self.cm.layers[0]
         x = torch.as_tensor(x)
         if x.dim() == len(inp.shape) + 1:
@@ -173,8 +173,6 @@ class Program:
         ("linear", "relu", "add", "bootstrap") in self.times (for the benchmark's breakdown).
         graph (default: on CUDA, unless progress or timing): the whole pass captured in one CUDA
         graph at the first call (after an eager warm-up) and replayed at the next ones."""
-        from ..tensor import EncryptedTensor
-
         lay = getattr(ex, "layout", None)
         first = self.cm.layers[0].name
         if not isinstance(lay, tuple) or lay[2] != first or lay[1] != self.cm.params.name \
@@ -190,7 +188,7 @@ class Program:
 
     def _forward(self, ctx, ct, progress: bool, timing: bool):
         """run() on a ciphertext: the output ciphertext."""
-        bt = _bts.bootstrapper(ctx) if self.cm.plan.bootstraps else None
+        bt = ctx.bootstrapper if self.cm.plan.bootstraps else None
         vals = {self.cm.layers[0].name: ct}
         self.bootstraps = 0
         self.times = {"linear": 0.0, "relu": 0.0, "add": 0.0, "bootstrap": 0.0}
@@ -198,7 +196,7 @@ class Program:
 
         def refresh(ct):
             if bt is None:
-                raise RuntimeError("nn: a bootstrap is needed but the plan has none (the level model disagrees)")
+                raise InternalError("nn: a bootstrap is needed but the plan has none (the level model disagrees)")
             self.bootstraps += 1
             t = clock.now()
             out = bt.bootstrap(ct)
@@ -208,7 +206,6 @@ class Program:
         steps = {st.name: st for st in self.cm.plan.steps}
         layers = self.cm.layers[1:]
         if progress:
-            from tqdm import tqdm
 
             layers = tqdm(layers, desc="encrypted layers", unit="layer", leave=False)
         for l in layers:
@@ -284,8 +281,8 @@ def _check_keys(ctx, et, what: str):
 
 def _need(ct, levels: int, where: str):
     if ct.level < levels:
-        raise RuntimeError(f"nn: {where} needs {levels} levels, its input has {ct.level}: the plan and the "
-                           "execution disagree (a bug; please report it)")
+        raise InternalError(f"nn: {where} needs {levels} levels, its input has {ct.level}: the plan and the "
+                            "execution disagree (a bug; please report it)")
     return ct
 
 
@@ -298,7 +295,6 @@ class _Clock:
     def now(self) -> float:
         if not self.on:
             return 0.0
-        import time
 
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -7,16 +7,19 @@ import weakref
 
 import torch
 
-from ..ckks.arguments import as_level, check_dense
-from ..ckks.context import CKKSContext, normalize_device
-from ..ckks.params import Params, preset as _preset
-from ..errors import ContextError, EncodingError, LayoutError
+from .._ckks.arguments import as_level, check_dense
+from .._ckks.context import CKKSContext, normalize_device
+from .._ckks.params import Params
+from ..circuits import bootstrap as _bts
+from ..circuits.bootstrap_config import BOOTSTRAP_PRESETS, BootstrapConfig
+from ..circuits.presets import preset as _preset
+from ..errors import ContextError, EncodingError, LayoutError, ParameterError
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
 
 # key id -> weak references to the live contexts with those keys (client, public copies,
 # device copies, loaded ones), in the order they appeared: unpickling an EncryptedTensor
-# ties it to one of them (fhetorch/serialization.py)
+# ties it to one of them (fhetorch/tensor/serialization.py)
 _LIVE: dict[str, list] = {}
 
 
@@ -45,14 +48,46 @@ class Context(CKKSContext):
         ctx.decrypt(ex * ex + 1.0)   # float64 tensor of shape (1000,)
 
     A context holding the secret key is the client's; `ctx.public()` is what a server gets.
+    A bootstrappable preset (or `bootstrap=`, a BootstrapConfig for parameters made by
+    fhetorch.circuits.bootstrap_config.bootstrap_params) gives `ctx.bootstrap_config` and
+    `ctx.bootstrapper`.
+
+    Raises ParameterError for an unknown preset (SecurityError for insecure custom parameters).
     """
 
     def __init__(self, preset: str | Params = "toy-n12", device="cpu", *, params: Params | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, bootstrap: BootstrapConfig | None = None):
         p = params if params is not None else (preset if isinstance(preset, Params) else _preset(preset))
         super().__init__(p, device, seed=seed)
+        if bootstrap is None and p.name in BOOTSTRAP_PRESETS and p.level_bits is not None:
+            bootstrap = BOOTSTRAP_PRESETS[p.name][1]
+        if bootstrap is not None:
+            bootstrap.check(p)
+        self.bootstrap_config = bootstrap
+        self._bootstrapper = None
         self.key_id = None  # set when keys are generated; shared by public() and to() copies
         self._copies = {self.device: self}
+
+    @property
+    def bootstrapper(self) -> _bts.Bootstrapper:
+        """This context's Bootstrapper (its DFTs' encoded diagonals live as long as the context).
+        Raises ParameterError for parameters that are not bootstrappable."""
+        if self._bootstrapper is None:
+            self._bootstrapper = _bts.Bootstrapper(self, self._required_bootstrap_config())
+        return self._bootstrapper
+
+    def _required_bootstrap_config(self) -> BootstrapConfig:
+        if self.bootstrap_config is None:
+            raise ParameterError(f"bootstrap: parameters {self.params.name!r} are not bootstrappable; use a preset "
+                                 "made for it (n16-bts40, n16-bts35, or toy-n13-bts for tests)")
+        return self.bootstrap_config
+
+    def memory_report(self):
+        """Device memory of this context's tables, plans, constants, bootstrapping state and
+        keys (print() it for a table): CKKSContext.memory_report plus bootstrapping's DFTs.
+        Raises nothing."""
+        circuits = [("bootstrapping (DFT diagonals)", self._bootstrapper.tensors)] if self._bootstrapper else []
+        return super().memory_report(circuits)
 
     @property
     def key_id(self) -> str | None:
@@ -75,17 +110,20 @@ class Context(CKKSContext):
         runs the circuit of the smallest packing with keys that holds it, its values repeated);
         bootstrap_slots=[n, ...] adds the faster circuits of those sparse slot counts (more key
         memory: fhetorch.circuits.bootstrap.estimate_key_bytes; `ctx.key_bytes()` after).
+
+        Raises ContextError on a public context (no secret key), ParameterError with
+        bootstrap=True on a preset that is not bootstrappable, SlotError for a bootstrap slot
+        count that is not a power of two up to ctx.slots, IntegerArgumentError for a rotation
+        step that is not an int.
         """
         first = self.secret_key is None
         if bootstrap:
-            from ..circuits import bootstrap as _bts  # tensor/ sits above circuits/
-
-            cfg = _bts.config(self)
+            cfg = self._required_bootstrap_config()
             slots = [self.slots] if bootstrap_slots is None else [int(s) for s in bootstrap_slots]
             for n in slots:
                 self.encoder.check_slots(n)
             top, low = set(rotations), dict(kw.pop("low_level_rotations", None) or {})
-            for step, lvl in _bts.key_levels(self.params, slots).items():
+            for step, lvl in _bts.key_levels(self.params, cfg, slots).items():
                 if lvl >= self.max_level:
                     top.add(step)
                 else:
@@ -100,7 +138,11 @@ class Context(CKKSContext):
     # --- tensors ---------------------------------------------------------------------
     def encrypt(self, t, *, level: int | None = None) -> EncryptedTensor:
         """Pack a tensor into one ciphertext (at most `slots` values) or several (chunks of
-        `slots` values in order)."""
+        `slots` values in order).
+
+        Raises MissingKeyError before keygen(), EncodingError for an empty tensor, NaN/inf,
+        values too large for the level's scale, meta or sparse tensors, LevelError for a level
+        outside [0, max_level], IntegerArgumentError for a level that is not an int."""
         t = torch.as_tensor(t)
         check_dense(t, "encrypt")
         is_complex = t.is_complex()
@@ -125,7 +167,11 @@ class Context(CKKSContext):
         return EncryptedTensor(self, ct, t.shape, is_complex)
 
     def decrypt(self, et: EncryptedTensor) -> torch.Tensor:
-        """float64 (complex128 for complex input) tensor of the encrypted tensor's shape."""
+        """float64 (complex128 for complex input) tensor of the encrypted tensor's shape.
+
+        Raises ContextError for anything but an EncryptedTensor, one of another context, or on
+        a public context (no secret key), LayoutError for a compiled model's output (use
+        cm.decrypt), ScaleError for a ciphertext whose scale makes no sense."""
         if not isinstance(et, EncryptedTensor):
             raise ContextError(f"decrypt: expected an EncryptedTensor, got {type(et).__name__}")
         self.check_same_keys(et.ctx, "decrypt")
@@ -144,6 +190,7 @@ class Context(CKKSContext):
         return v if et.is_complex() else v.real.contiguous()
 
     def check_same_keys(self, other: "Context", what: str):
+        """Raises ContextError (naming `what`) unless `other` holds this context's keys and parameters."""
         if other is self:
             return
         if self.key_id is None or other.key_id != self.key_id or other.params != self.params:
@@ -151,6 +198,9 @@ class Context(CKKSContext):
 
     # --- copies ------------------------------------------------------------------------
     def public(self) -> "Context":
+        """The same context without the secret key: what a server gets.
+
+        Raises nothing (a public context's decrypt and keygen raise ContextError)."""
         c = super().public()
         c._copies = {c.device: c}
         return c
@@ -162,10 +212,14 @@ class Context(CKKSContext):
 
     def _copy(self, device) -> "Context":
         c = super()._copy(device)
+        c._bootstrapper = None  # a copy's bootstrapping reads the copy's keys and device
         _register(c)
         return c
 
     def to(self, device) -> "Context":
+        """This context on `device` (one copy per device, keys shared).
+
+        Raises RuntimeError (torch's) for a device this build or machine lacks."""
         device = normalize_device(device)
         c = self._copies.get(device)
         if c is None:

@@ -1,43 +1,37 @@
-"""EncryptedTensor: a torch-like tensor whose values are one CKKS ciphertext.
+"""EncryptedTensor: a torch-like tensor whose values are CKKS ciphertexts.
 
-Layout (this version): the flattened values occupy the first numel() slots of an S-slot
-packing, S the smallest power of two >= numel() (the sparse packing of fhetorch/ckks/encoder.py).
-Slots from numel() to S hold unspecified values. A raw `rotate(k)` rotates the S slots;
-`roll` follows torch.roll on the logical tensor: one rotation when it moves the whole
-packing cyclically (numel() == S, rolling the flattened tensor or dimension 0), otherwise two
-rotations and two 0/1 masks (one level).
+Storage: one Ciphertext. A tensor of at most `ctx.slots` values is one ciphertext, data
+(2, L, N): the flattened values occupy the first numel() slots of an S-slot packing, S the
+smallest power of two >= numel() (the sparse packing of fhetorch/_ckks/encoder.py); slots
+from numel() to S hold unspecified values. A larger tensor is B ciphertexts of full slots in
+one batched Ciphertext, data (B, 2, L, N): ciphertext j holds the flattened values
+[j * slots, (j + 1) * slots). Element-wise arithmetic, levels and bootstrapping act on the
+whole batch at once (one kernel launch per step, whatever B).
+
+A raw `rotate(k)` rotates the S slots of each ciphertext; `roll` follows torch.roll on the
+logical tensor: one rotation when it moves the whole packing cyclically (numel() == S,
+rolling the flattened tensor or dimension 0), otherwise two rotations and two 0/1 masks
+(one level). Rotations, rolls, matrix products and most image layers need one ciphertext.
+
+torch functions reach an EncryptedTensor through `__torch_function__`, dispatched by the
+table `TORCH_FUNCTIONS` at the end of this module (a torch callable -> its handler).
 """
 from __future__ import annotations
 
 import math
 
 import torch
+import torch.nn.functional as F
 
-from ..ckks import evaluator as ev
-from ..ckks.arguments import as_int, check_dense
-from ..ckks.ciphertext import Ciphertext
-from ..errors import ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError
+from .._ckks import evaluator as ev
+from .._ckks.arguments import as_int, check_dense
+from .._ckks.ciphertext import Ciphertext
 from ..circuits import bootstrap as _bootstrap
+from ..errors import (ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError,
+                      UnsupportedOperationError)
 from . import image as _image
 from . import linear as _linear
 from .layout import Layout
-
-_ALIASES = {"multiply": "mul", "subtract": "sub", "negative": "neg"}
-
-
-def binary_op(name: str, a, b):
-    """torch's binary `name` (add, __add__, __rsub__, ...) with a and/or b encrypted."""
-    if name.startswith("__r"):  # Tensor.__rsub__(t, ex) means ex - t
-        a, b, name = b, a, name[3:-2]
-    name = _ALIASES.get(name.strip("_"), name.strip("_"))
-    enc_first = isinstance(a, EncryptedTensor)
-    if name == "add":
-        return a._add(b) if enc_first else b._add(a)
-    if name == "mul":
-        return a._mul(b) if enc_first else b._mul(a)
-    if name == "sub":
-        return a._sub(b) if enc_first else (-b)._add(a)
-    raise NotImplementedError(name)
 
 
 def _layout_name(layout) -> str:
@@ -48,51 +42,84 @@ def _layout_name(layout) -> str:
     return f"the layout of value {layout[2]!r} of a model compiled for {layout[1]}" if layout[0] == "nn" else str(layout)
 
 
+def _stack(cts) -> Ciphertext:
+    """One batched Ciphertext from ciphertexts that share level, scale and slot count."""
+    first = cts[0]
+    for ct in cts[1:]:
+        if (ct.level, ct.slots, ct.size) != (first.level, first.slots, first.size) or \
+                not ev.same_scale(ct.scale, first.scale):
+            raise ShapeError("EncryptedTensor: the ciphertexts of one tensor must share level, scale and slot count "
+                             f"(got level {first.level} / {ct.level}, slots {first.slots} / {ct.slots})")
+    return first.replace(data=torch.stack([ct.data for ct in cts]))
+
+
 class EncryptedTensor:
     """Values of a tensor, encrypted. Create with `ctx.encrypt(t)`; read with `ctx.decrypt(et)`.
 
-    A tensor with more values than one ciphertext's slots spans several: chunk j holds the
-    flattened values [j * slots, (j + 1) * slots) in the flat layout above (`.ciphertexts`).
-    Element-wise arithmetic, sums, level changes, bootstrapping and devices work on every
-    chunk; rotations, rolls, matrix products and image layers need one ciphertext."""
+    `ciphertext` is one Ciphertext, batched (B, 2, L, N) when the values span B > 1
+    ciphertexts (`count`); `ciphertexts` lists them one by one (views).
+
+    The operators (+, -, *, @, and add, sub, mul, neg, matmul) raise LevelError when a product
+    has no level left, ScaleError for scales that cannot be matched, ContextError for another
+    context's or device's operand, LayoutError and ShapeError for operands packed or shaped
+    differently, EncodingError for NaN/inf or too large plaintext operands, MissingKeyError
+    without the relinearisation key, UnsupportedOperationError for what has no encrypted form."""
 
     def __init__(self, ctx, ciphertext, shape, is_complex: bool = False, layout=None):
         self.ctx = ctx
-        self.ciphertexts = list(ciphertext) if isinstance(ciphertext, (list, tuple)) else [ciphertext]
+        if isinstance(ciphertext, (list, tuple)):
+            ciphertext = ciphertext[0] if len(ciphertext) == 1 else _stack(ciphertext)
+        if ciphertext.data.dim() not in (3, 4):
+            raise ShapeError(f"EncryptedTensor: ciphertext data must be (2, L, N) or (B, 2, L, N), got "
+                             f"{tuple(ciphertext.data.shape)}")
+        self.ciphertext = ciphertext
         self.shape = torch.Size(shape)
         self._complex = bool(is_complex)
-        # None: the flat layout above; otherwise where a producer (fhetorch.nn) put the values,
-        # e.g. a compiled model's feature-map layout; operands must agree on it.
+        # None: the flat layout above; otherwise where a producer (fhetorch.nn, image layers)
+        # put the values, e.g. a compiled model's feature-map layout; operands must agree on it.
         self.layout = layout
 
+    # --- metadata ---------------------------------------------------------------------
     @property
-    def ciphertext(self) -> Ciphertext:
-        """The ciphertext of a one-ciphertext tensor."""
-        if len(self.ciphertexts) != 1:
-            raise NotImplementedError(f"this operation needs the tensor in one ciphertext; it spans "
-                                      f"{len(self.ciphertexts)} ({self.numel()} values, {self.ctx.slots} slots each): "
-                                      "element-wise arithmetic, sum, levels and bootstrapping work on it, rotations "
-                                      "and linear layers do not; split the tensor")
-        return self.ciphertexts[0]
+    def count(self) -> int:
+        """How many ciphertexts hold the values."""
+        return self.ciphertext.data.shape[0] if self.ciphertext.data.dim() == 4 else 1
 
     @property
     def multi(self) -> bool:
         """True when the values span several ciphertexts."""
-        return len(self.ciphertexts) > 1
+        return self.count > 1
 
-    # --- metadata ---------------------------------------------------------------------
+    @property
+    def ciphertexts(self) -> tuple:
+        """The ciphertexts one by one (views of the batch)."""
+        ct = self.ciphertext
+        if ct.data.dim() == 3:
+            return (ct,)
+        return tuple(ct.replace(data=d) for d in ct.data.unbind(0))
+
+    def single(self, what: str) -> Ciphertext:
+        """The ciphertext of a one-ciphertext tensor.
+
+        Raises ShapeError naming the operation `what` for a tensor spanning several."""
+        if self.multi:
+            raise ShapeError(f"{what}: needs the tensor in one ciphertext; it spans {self.count} ({self.numel()} "
+                             f"values, {self.ctx.slots} slots each): element-wise arithmetic, sum, levels and "
+                             "bootstrapping work on it, rotations and linear layers do not; split the tensor")
+        return self.ciphertext
+
     @property
     def level(self) -> int:
         """Rescales left before the ciphertext is exhausted."""
-        return min(ct.level for ct in self.ciphertexts)
+        return self.ciphertext.level
 
     @property
     def scale(self) -> float:
-        return float(self.ciphertexts[0].scale)
+        return float(self.ciphertext.scale)
 
     @property
     def device(self) -> torch.device:
-        return self.ciphertexts[0].device
+        return self.ciphertext.device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -100,8 +127,8 @@ class EncryptedTensor:
 
     @property
     def slots(self) -> int:
-        """Slots of the packing (a power of two >= numel(); per chunk for several ciphertexts)."""
-        return self.ciphertexts[0].slots
+        """Slots of the packing (a power of two >= numel(); per ciphertext for several)."""
+        return self.ciphertext.slots
 
     def is_complex(self) -> bool:
         return self._complex
@@ -137,50 +164,18 @@ class EncryptedTensor:
         self._no_plain_number("complex")
 
     def __repr__(self):
+        many = f", ciphertexts={self.count}" if self.multi else ""
         return (f"EncryptedTensor(shape={tuple(self.shape)}, dtype={self.dtype}, level={self.level}, "
-                f"scale=2^{math.log2(self.scale):.2f}, device={self.device})")
+                f"scale=2^{math.log2(self.scale):.2f}, device={self.device}{many})")
 
     def _like(self, ct: Ciphertext, is_complex=None, shape=None) -> "EncryptedTensor":
         return EncryptedTensor(self.ctx, ct, self.shape if shape is None else shape,
                                self._complex if is_complex is None else is_complex, self.layout)
 
-    # --- several ciphertexts -------------------------------------------------------------
-    def chunks(self) -> list:
-        """One-ciphertext flat tensors, one per ciphertext, in order (views of the values)."""
-        n = self.ctx.slots
-        sizes = [min(n, self.numel() - j * n) for j in range(len(self.ciphertexts))]
-        if len(self.ciphertexts) == 1:
-            return [self]
-        return [EncryptedTensor(self.ctx, ct, (k,), self._complex) for ct, k in zip(self.ciphertexts, sizes)]
-
-    def _joined(self, parts: list, shape, is_complex: bool) -> "EncryptedTensor":
-        """The chunk results as one tensor of this tensor's layout (chunk ops are slot-wise)."""
-        return EncryptedTensor(parts[0].ctx, [p.ciphertext for p in parts], shape, is_complex, self.layout)
-
-    def _each(self, fn, other=None) -> "EncryptedTensor":
-        """fn(chunk) or fn(chunk, other's chunk) over the chunks (other: an EncryptedTensor of
-        the same shape, a plaintext broadcast to this shape, or a scalar)."""
-        mine = self.chunks()
-        if isinstance(other, EncryptedTensor):
-            self._check_partner(other, "element-wise op")
-            theirs = other.chunks()
-        elif other is None or isinstance(other, (bool, int, float, complex)):
-            theirs = [other] * len(mine)
-        else:
-            t = torch.as_tensor(other)
-            check_dense(t, "element-wise op")
-            try:
-                t = torch.broadcast_to(t, self.shape).flatten()
-            except RuntimeError:
-                raise ShapeError(f"plaintext of shape {tuple(t.shape)} does not broadcast to the encrypted shape "
-                                 f"{tuple(self.shape)}") from None
-            n = self.ctx.slots
-            theirs = [t[j * n : j * n + m.numel()] for j, m in enumerate(mine)]
-        out = [fn(a) if other is None else fn(a, b) for a, b in zip(mine, theirs)]
-        return self._joined(out, self.shape, any(o.is_complex() for o in out))
-
     def with_layout(self, layout) -> "EncryptedTensor":
-        """The same ciphertext described by another layout (None: the flat packing)."""
+        """The same ciphertext(s) described by another layout (None: the flat packing).
+
+        Raises nothing."""
         return EncryptedTensor(self.ctx, self.ciphertext, self.shape, self._complex, layout)
 
     def __getitem__(self, idx):
@@ -192,8 +187,8 @@ class EncryptedTensor:
                 and isinstance(tail[0], slice) and tail[0].start in (None, 0) and tail[0].stop is None
                 and self.dim() in (3, 4)):
             return _image.subsample(self, tail[0].step or 1)
-        raise NotImplementedError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on images "
-                                  "(the values live in slots; other selections need a slot map)")
+        raise UnsupportedOperationError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on "
+                                        "images (the values live in slots; other selections need a slot map)")
 
     # --- operands ---------------------------------------------------------------------
     def _check_partner(self, other: "EncryptedTensor", what: str):
@@ -208,18 +203,18 @@ class EncryptedTensor:
                              f"{tuple(other.shape)}")
 
     def _plain(self, x, what: str):
-        """A plaintext operand as a Python complex (scalar) or a padded slot vector."""
+        """A plaintext operand as a Python complex (scalar) or slot vectors: (slots,) for one
+        ciphertext, (count, slots) for several (zero-padded)."""
         if self.layout is not None and not isinstance(x, (bool, int, float, complex)):
             raise LayoutError(f"{what}: this tensor is packed in {_layout_name(self.layout)}; a plaintext tensor "
                               "operand would be packed flat. Use a scalar, or combine inside the compiled model")
         if isinstance(x, bool):  # torch semantics: True acts as 1
             x = int(x)
         if isinstance(x, (int, float, complex)):
-            if isinstance(x, complex) or math.isfinite(x):
-                if isinstance(x, complex) and not (math.isfinite(x.real) and math.isfinite(x.imag)):
-                    raise EncodingError(f"{what}: constant {x} is not finite")
-                return complex(x), isinstance(x, complex)
-            raise EncodingError(f"{what}: constant {x} is not finite")
+            c = complex(x)
+            if not (math.isfinite(c.real) and math.isfinite(c.imag)):
+                raise EncodingError(f"{what}: constant {x} is not finite")
+            return c, isinstance(x, complex)
         t = torch.as_tensor(x)
         check_dense(t, what)
         if t.dtype == torch.bool:
@@ -235,14 +230,13 @@ class EncryptedTensor:
         v = t.to(torch.complex128 if is_c else torch.float64).flatten()
         if not bool(torch.isfinite(torch.view_as_real(v.to(torch.complex128))).all()):
             raise EncodingError(f"{what}: plaintext contains NaN or inf")
-        padded = torch.zeros(self.slots, dtype=v.dtype)
+        padded = torch.zeros(self.count * self.slots, dtype=v.dtype)
         padded[: v.numel()] = v
+        padded = padded.view(self.count, self.slots) if self.multi else padded
         return padded.to(self.device), is_c
 
-    # --- arithmetic -------------------------------------------------------------------
+    # --- arithmetic (the whole batch of ciphertexts at once) ---------------------------
     def _add(self, other, sign: int = 1) -> "EncryptedTensor":
-        if self.multi or getattr(other, "multi", False):
-            return self._each(lambda a, b: a._add(b, sign), other)
         what = "add" if sign > 0 else "sub"
         if isinstance(other, EncryptedTensor):
             self._check_partner(other, what)
@@ -258,9 +252,11 @@ class EncryptedTensor:
     def _sub(self, other) -> "EncryptedTensor":
         return self._add(other, -1)
 
+    def _rsub(self, other) -> "EncryptedTensor":
+        """other - self."""
+        return (-self)._add(other)
+
     def _mul(self, other) -> "EncryptedTensor":
-        if self.multi or getattr(other, "multi", False):
-            return self._each(lambda a, b: a._mul(b), other)
         if isinstance(other, EncryptedTensor):
             self._check_partner(other, "mul")
             return self._like(ev.multiply(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
@@ -272,8 +268,6 @@ class EncryptedTensor:
         return self._like(ct, self._complex or is_c)
 
     def __neg__(self):
-        if self.multi:
-            return self._each(lambda a: -a)
         return self._like(ev.neg(self.ctx, self.ciphertext))
 
     def __add__(self, o):
@@ -286,7 +280,7 @@ class EncryptedTensor:
         return self._sub(o)
 
     def __rsub__(self, o):
-        return (-self)._add(o)
+        return self._rsub(o)
 
     def __mul__(self, o):
         return self._mul(o)
@@ -307,73 +301,95 @@ class EncryptedTensor:
         return self._mul(o)
 
     def square(self):
-        if self.multi:
-            return self._each(lambda a: a.square())
+        """self * self, relinearised and rescaled (one level).
+
+        Raises LevelError at level 0, MissingKeyError without the relinearisation key."""
         return self._like(ev.square(self.ctx, self.ciphertext))
 
     def mul_i(self):
-        """Multiply by the imaginary unit (exact, no level used)."""
-        if self.multi:
-            return self._each(lambda a: a.mul_i())
+        """Multiply by the imaginary unit (exact, no level used).
+
+        Raises nothing."""
         return self._like(ev.mul_i(self.ctx, self.ciphertext), True)
 
     def conj(self):
-        if self.multi:
-            return self._each(lambda a: a.conj())
+        """The complex conjugate (a real tensor is its own).
+
+        Raises MissingKeyError without the conjugation key."""
         return self._like(ev.conjugate(self.ctx, self.ciphertext)) if self._complex else self
 
     # --- levels -----------------------------------------------------------------------
     def drop_level(self, levels: int = 1) -> "EncryptedTensor":
-        if self.multi:
-            return self._each(lambda a: a.drop_level(levels))
+        """The same values `levels` levels lower, on the lower level's nominal scale.
+
+        Raises LevelError for more levels than are left or a negative count, IntegerArgumentError
+        for a count that is not an int, ScaleError for a scale the lower level cannot hold."""
         return self._like(ev.drop_level(self.ctx, self.ciphertext, levels))
 
     def rescale(self) -> "EncryptedTensor":
-        if self.multi:
-            return self._each(lambda a: a.rescale())
+        """Divide the scale by the top prime(s) of the level, one level lower (products rescale
+        themselves; this is for products made without).
+
+        Raises LevelError at level 0, ScaleError when the result would fall far below the
+        next level's nominal scale (a fresh ciphertext: use drop_level)."""
         return self._like(ev.rescale(self.ctx, self.ciphertext))
 
     def bootstrap(self) -> "EncryptedTensor":
         """A new EncryptedTensor with the same values and levels refreshed (a bootstrappable
         preset, keys from ctx.keygen(bootstrap=True)); see fhetorch/circuits/bootstrap.py.
-        Several ciphertexts: two real chunks share one bootstrapping (as a + i b)."""
-        if self.multi:
-            return self._bootstrap_chunks()
-        return _bootstrap.bootstrap(self)
+        Several real ciphertexts travel in pairs, as a + i b, all pairs in one batched
+        bootstrapping.
 
-    def _bootstrap_chunks(self) -> "EncryptedTensor":
-        parts = self.chunks()
-        out = []
-        for j in range(0, len(parts), 2):
-            pair = parts[j : j + 2]
-            if len(pair) == 2 and not self._complex and pair[0].slots == pair[1].slots:
-                out += list(_bootstrap.bootstrap_pair(*pair))
-            else:
-                out += [_bootstrap.bootstrap(q) for q in pair]
-        return self._joined(out, self.shape, self._complex)
+        Raises ParameterError for a preset that is not bootstrappable, MissingKeyError without
+        the bootstrapping keys (ctx.keygen(bootstrap=True))."""
+        ct = self.ciphertext
+        if not self.multi or self._complex:
+            return self._like(_bootstrap.bootstrap(self.ctx, ct))
+        # real values: the first half of the batch travels with the second as a + i b, one
+        # batched bootstrapping for all pairs; with an odd count the middle ciphertext goes in
+        # both halves (one pair more, every result at the same scale)
+        k, half = self.count, (self.count + 1) // 2
+        ra, rb = _bootstrap.bootstrap_pair(self.ctx, ct.replace(data=ct.data[:half]),
+                                           ct.replace(data=ct.data[k - half :]))
+        return self._like(ra.replace(data=torch.cat([ra.data[: k - half], rb.data])))
 
     def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
-        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued)."""
+        """(self, other) refreshed by one bootstrapping of self + i other (both real-valued).
+
+        Raises EncodingError for a complex tensor, SlotError when they pack different slot
+        counts, and what bootstrap() raises."""
         if self._complex or other._complex:
-            raise ValueError("bootstrap_with: both tensors must be real (they travel as real and imaginary parts)")
-        return _bootstrap.bootstrap_pair(self, other)
+            raise EncodingError("bootstrap_with: both tensors must be real (they travel as real and imaginary parts)")
+        u, v = _bootstrap.bootstrap_pair(self.ctx, self.ciphertext, other.ciphertext)
+        return self._like(u), other._like(v)
 
     # --- rotations ----------------------------------------------------------------------
     def rotate(self, k: int) -> "EncryptedTensor":
-        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots)."""
-        return self._like(ev.rotate(self.ctx, self.ciphertext, as_int(k, "rotate", "the step")))
+        """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots).
+
+        Raises MissingKeyError when no key (nor the +-2^i keys) makes step k at this level,
+        IntegerArgumentError for a step that is not an int, ShapeError for a tensor spanning
+        several ciphertexts."""
+        ct = self.single("rotate")
+        return self._like(ev.rotate(self.ctx, ct, as_int(k, "rotate", "the step")))
 
     def roll(self, shifts, dims=None) -> "EncryptedTensor":
-        """torch.roll semantics on the logical tensor."""
+        """torch.roll semantics on the logical tensor.
+
+        Raises MissingKeyError for a missing rotation key, LevelError at level 0 when the roll
+        needs masks, ShapeError when shifts and dims differ in length or for a tensor spanning
+        several ciphertexts, IndexError for a dimension out of range, IntegerArgumentError for
+        shifts or dims that are not ints, UnsupportedOperationError for several shifts without dims."""
+        self.single("roll")
         shifts = [as_int(s, "roll", "a shift") for s in _as_tuple(shifts)]
         if dims is None:
             if len(shifts) != 1:
-                raise NotImplementedError("roll: several shifts need dims (as in torch.roll)")
+                raise UnsupportedOperationError("roll: several shifts need dims (as in torch.roll)")
             flat = EncryptedTensor(self.ctx, self.ciphertext, (self.numel(),), self._complex)
             return self._like(flat._roll_dim(shifts[0], 0).ciphertext)
         dims = [as_int(d, "roll", "a dimension") for d in _as_tuple(dims)]
         if len(shifts) != len(dims):
-            raise ValueError("roll: shifts and dims must have the same length")
+            raise ShapeError("roll: shifts and dims must have the same length")
         out = self
         for s, d in zip(shifts, dims):
             out = out._roll_dim(s, d)
@@ -401,54 +417,54 @@ class EncryptedTensor:
         b = self.rotate((size - k) * inner)._mul_mask(lo)
         return a._add(b)
 
-    # --- linear algebra (fhetorch/tensor/linear.py) --------------------------------------
-    def __matmul__(self, w):
-        return _linear.matmul(self, w)
-
-    def __rmatmul__(self, w):
-        return _linear.matmul(w, self)
-
-    def matmul(self, w):
-        return _linear.matmul(self, w)
-
-    def sum(self, dim=None, keepdim=False):
-        """Sum of all values, shape () (rotate-and-add; one level if numel() < slots, else none;
-        several ciphertexts: the chunks' sums added)."""
-        if isinstance(self.layout, Layout):
-            raise NotImplementedError("sum of an image-layout tensor: its slots also hold values the layout ignores; "
-                                      "use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
-        if self.multi:
-            sums = [_linear.sum_all(c) for c in self.chunks()]
-            ctx, total = self.ctx, sums[0].ciphertext
-            for t in sums[1:]:
-                total = ev.add(ctx, total, t.ciphertext)
-            shape = (1,) * self.dim() if keepdim else ()
-            if dim is not None:
-                dims = (dim,) if isinstance(dim, int) else tuple(dim)
-                if sorted(d % self.dim() for d in dims) != list(range(self.dim())):
-                    raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
-            return EncryptedTensor(ctx, total, shape, self._complex)
-        return _linear.sum_all(self, dim, keepdim)
-
     def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
         return self._like(ev.mul_plain(self.ctx, self.ciphertext, mask.to(self.device)))
 
-    # --- copies (pickling: fhetorch/serialization.py) -----------------------------------
+    # --- linear algebra (fhetorch/tensor/linear.py) --------------------------------------
+    def __matmul__(self, w):
+        return _matmul(self, w)
+
+    def __rmatmul__(self, w):
+        return _matmul(w, self)
+
+    def matmul(self, w):
+        return _matmul(self, w)
+
+    def sum(self, dim=None, keepdim=False):
+        """Sum of all values, shape () (rotate-and-add; one level if some slots are padding,
+        else none; several ciphertexts: added slot-wise first).
+
+        Raises UnsupportedOperationError for a sum over some dimensions only or an image
+        layout, MissingKeyError for a missing rotation key, LevelError at level 0 when padding
+        slots must be masked."""
+        if isinstance(self.layout, Layout):
+            raise UnsupportedOperationError("sum of an image-layout tensor: its slots also hold values the layout "
+                                            "ignores; use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
+        if dim is not None:
+            dims = (dim,) if isinstance(dim, int) else tuple(dim)
+            if sorted(d % max(1, self.dim()) for d in dims) != list(range(self.dim())):
+                raise UnsupportedOperationError("sum on EncryptedTensor: only the sum over all dimensions is "
+                                                "supported")
+        return _linear.sum_all(self, keepdim)
+
+    # --- copies (pickling: fhetorch/tensor/serialization.py) -----------------------------
     def __copy__(self) -> "EncryptedTensor":
-        return EncryptedTensor(self.ctx, self.ciphertexts, self.shape, self._complex, self.layout)
+        return EncryptedTensor(self.ctx, self.ciphertext, self.shape, self._complex, self.layout)
 
     def __deepcopy__(self, memo) -> "EncryptedTensor":
         """New ciphertext data, the same context: copying a tensor never copies its keys."""
-        cts = [ct.replace(data=ct.data.clone()) for ct in self.ciphertexts]
-        return EncryptedTensor(self.ctx, cts, self.shape, self._complex, self.layout)
+        ct = self.ciphertext
+        return EncryptedTensor(self.ctx, ct.replace(data=ct.data.clone()), self.shape, self._complex, self.layout)
 
     # --- devices -----------------------------------------------------------------------
     def to(self, device) -> "EncryptedTensor":
+        """The same values on `device` (with its context's copy there).
+
+        Raises RuntimeError (torch's) for a device this build or machine lacks."""
         ctx = self.ctx.to(device)
         if ctx.device == self.device:
             return self
-        return EncryptedTensor(ctx, [ct.to(ctx.device) for ct in self.ciphertexts], self.shape, self._complex,
-                               self.layout)
+        return EncryptedTensor(ctx, self.ciphertext.to(ctx.device), self.shape, self._complex, self.layout)
 
     def cpu(self):
         return self.to("cpu")
@@ -459,47 +475,16 @@ class EncryptedTensor:
     # --- torch function dispatch ---------------------------------------------------
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", str(func))
-        if name.strip("_") in ("add", "sub", "mul", "multiply", "subtract", "radd", "rsub", "rmul") \
-                and len(args) == 2:
-            alpha = kwargs.pop("alpha", 1)
-            if kwargs:
-                raise NotImplementedError(f"torch.{name} on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
-            a, b = args
-            return binary_op(name, a, b if alpha == 1 else _scaled(b, alpha))
-        if name in ("neg", "__neg__", "negative") and len(args) == 1:
-            return -args[0]
-        if name == "roll":
-            x = args[0]
-            shifts = args[1] if len(args) > 1 else kwargs.get("shifts")
-            dims = args[2] if len(args) > 2 else kwargs.get("dims")
-            return x.roll(shifts, dims)
-        if name in ("matmul", "__matmul__", "__rmatmul__") and len(args) == 2 and not kwargs:
-            a, b = args if name != "__rmatmul__" else args[::-1]
-            return _linear.matmul(a, b)
-        if name == "linear":
-            x = args[0]
-            w = args[1] if len(args) > 1 else kwargs.get("weight")
-            b = args[2] if len(args) > 2 else kwargs.get("bias")
-            return _image.linear(x, w, b) if isinstance(x.layout, Layout) else _linear.linear(x, w, b)
-        if name in ("conv2d", "avg_pool2d", "adaptive_avg_pool2d", "flatten"):
-            return getattr(_image, name)(*args, **kwargs)
-        if name == "pad":
-            x, pad = args[0], tuple(args[1] if len(args) > 1 else kwargs["pad"])
-            if len(pad) == 6 and not any(pad[:4]) and kwargs.get("value", 0) in (0, None) and \
-                    (len(args) < 3 or args[2] == "constant"):
-                return _image.pad_channels(x, pad[4], pad[5])
-            raise NotImplementedError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
-        if name == "sum" and isinstance(args[0], EncryptedTensor):
-            dim = args[1] if len(args) > 1 else kwargs.get("dim")
-            return args[0].sum(dim, kwargs.get("keepdim", False))
-        raise NotImplementedError(f"{name} is not supported on EncryptedTensor (supported: torch.add, torch.sub, "
-                                  "torch.mul, torch.neg, torch.roll, torch.matmul, torch.sum, torch.flatten, the "
-                                  "arithmetic operators, @ included, and F.linear, F.conv2d, F.avg_pool2d, "
-                                  "F.adaptive_avg_pool2d, F.pad of channels, x[..., ::s, ::s])")
+        handler = TORCH_FUNCTIONS.get(func)
+        if handler is None:
+            name = getattr(func, "__name__", str(func))
+            raise UnsupportedOperationError(f"torch.{name} is not supported on EncryptedTensor (supported: "
+                                      f"{', '.join(sorted(_SUPPORTED))}, the arithmetic operators and @, "
+                                      "x[..., ::s, ::s])")
+        return handler(*args, **(kwargs or {}))
 
 
+# --- handlers of torch functions ------------------------------------------------------
 def _as_tuple(x) -> tuple:
     """roll's shifts / dims: one value or a sequence of them."""
     return tuple(x) if isinstance(x, (list, tuple, torch.Size)) else (x,)
@@ -509,3 +494,75 @@ def _scaled(x, alpha):
     if isinstance(x, EncryptedTensor):
         return x * alpha
     return torch.as_tensor(x) * alpha if not isinstance(x, (int, float, complex)) else x * alpha
+
+
+def _matmul(a, b):
+    """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
+    if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
+        raise UnsupportedOperationError("matmul: both operands encrypted is not supported; one must be plaintext")
+    return _linear.matmul(a, b) if isinstance(a, EncryptedTensor) else _linear.matmul(b, a, x_right=True)
+
+
+def _add(a, b, *, alpha=1):
+    b = b if alpha == 1 else _scaled(b, alpha)
+    return a._add(b) if isinstance(a, EncryptedTensor) else b._add(a)
+
+
+def _sub(a, b, *, alpha=1):
+    b = b if alpha == 1 else _scaled(b, alpha)
+    return a._sub(b) if isinstance(a, EncryptedTensor) else b._rsub(a)
+
+
+def _rsub(a, b, *, alpha=1):  # torch.rsub(a, b) = b - alpha * a
+    return _sub(b, a, alpha=alpha)
+
+
+def _mul(a, b):
+    return a._mul(b) if isinstance(a, EncryptedTensor) else b._mul(a)
+
+
+def _neg(x):
+    return -x
+
+
+def _roll(x, shifts, dims=None):
+    return x.roll(shifts, dims)
+
+
+def _linear_layer(x, weight, bias=None):
+    return _image.linear(x, weight, bias) if isinstance(x.layout, Layout) else _linear.linear(x, weight, bias)
+
+
+def _pad(x, pad, mode="constant", value=None):
+    pad = tuple(pad)
+    if len(pad) == 6 and not any(pad[:4]) and value in (0, None) and mode == "constant":
+        return _image.pad_channels(x, pad[4], pad[5])
+    raise UnsupportedOperationError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
+
+
+def _sum(x, dim=None, keepdim=False, **kwargs):
+    if kwargs:
+        raise UnsupportedOperationError(f"torch.sum on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
+    return x.sum(dim, keepdim)
+
+
+TORCH_FUNCTIONS = {
+    **dict.fromkeys((torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__), _add),
+    **dict.fromkeys((torch.sub, torch.subtract, torch.Tensor.sub, torch.Tensor.__sub__), _sub),
+    **dict.fromkeys((torch.rsub, torch.Tensor.__rsub__), _rsub),
+    **dict.fromkeys((torch.mul, torch.multiply, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__), _mul),
+    **dict.fromkeys((torch.neg, torch.negative, torch.Tensor.neg, torch.Tensor.__neg__), _neg),
+    **dict.fromkeys((torch.roll, torch.Tensor.roll), _roll),
+    **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _matmul),
+    torch.Tensor.__rmatmul__: lambda a, b: _matmul(b, a),
+    **dict.fromkeys((torch.sum, torch.Tensor.sum), _sum),
+    **dict.fromkeys((torch.flatten, torch.Tensor.flatten), _image.flatten),
+    F.linear: _linear_layer,
+    F.conv2d: _image.conv2d,
+    F.avg_pool2d: _image.avg_pool2d,
+    F.adaptive_avg_pool2d: _image.adaptive_avg_pool2d,
+    F.pad: _pad,
+}
+_SUPPORTED = {"torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.roll", "torch.matmul",
+              "torch.sum", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
+              "F.pad (channels)"}

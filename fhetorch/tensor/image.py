@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 
 from ..circuits.linear import LinearTransform
-from ..ckks import evaluator as ev
-from ..errors import LayoutError, ShapeError
+from .._ckks import evaluator as ev
+from ..errors import LayoutError, ShapeError, UnsupportedOperationError
 from .layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, global_pool_map, matrix_map,
                      pad_channels_map, pool_map, subsample_map)
 
@@ -114,7 +114,7 @@ def _apply_blocks(x, m: SlotMap, lout: Layout, shape: tuple, flat: bool):
 def _slots(x, lout: Layout) -> int:
     """The (virtual) slot count of a map from x's layout to lout: a power of two holding both
     layouts' periods and all of x's ciphertexts."""
-    n = max(x.slots * len(x.ciphertexts), layout_of(x).period(x.ctx.slots),
+    n = max(x.slots * x.count, layout_of(x).period(x.ctx.slots),
             lout.period(x.ctx.slots) if lout.is_image else 1)
     return 1 << max(0, (n - 1).bit_length())
 
@@ -156,7 +156,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
     k = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
     s = k if stride is None else (stride if isinstance(stride, int) else stride[0])
     if padding not in (0, (0, 0)) or k != s:
-        raise NotImplementedError("avg_pool2d on EncryptedTensor: kernel = stride and no padding")
+        raise UnsupportedOperationError("avg_pool2d on EncryptedTensor: kernel = stride and no padding")
     lin = layout_of(x)
     C, H, W = lin.shape
     if k == H == W:
@@ -167,11 +167,12 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
 
 def adaptive_avg_pool2d(x, output_size):
     if output_size not in (1, (1, 1)):
-        raise NotImplementedError("adaptive_avg_pool2d on EncryptedTensor: output size 1 (global pooling) only")
+        raise UnsupportedOperationError("adaptive_avg_pool2d on EncryptedTensor: output size 1 (global pooling) only")
     lin = layout_of(x)
     C, H, W = lin.shape
     if H != W or H & (H - 1):
-        raise NotImplementedError(f"global pooling on EncryptedTensor: square maps of a power-of-two side, got {H}x{W}")
+        raise UnsupportedOperationError(f"global pooling on EncryptedTensor: square maps of a power-of-two side, "
+                                        f"got {H}x{W}")
     lout = Layout((C, 1, 1), lin.gap, lin.grid)
     return _apply(x, global_pool_map(_slots(x, lout), lin, lout), lout, (C, 1, 1))
 
@@ -183,7 +184,7 @@ def flatten(x, start_dim=0, end_dim=-1):
         return x
     C, H, W = lin.shape
     if (H, W) != (1, 1):
-        raise NotImplementedError("flatten on an encrypted image: only after global pooling (C x 1 x 1)")
+        raise UnsupportedOperationError("flatten on an encrypted image: only after global pooling (C x 1 x 1)")
     shape = (1, C) if len(x.shape) == 4 and start_dim == 1 else (C,)
     return x._like(x.ciphertext, shape=shape)
 

@@ -87,10 +87,10 @@ class Layout:
     def strided(self, C: int, s: int) -> "Layout":
         """The layout of a stride-s layer's output with C channels on this grid."""
         if not self.is_image:
-            raise LayoutError("a strided layer needs an image layout")
+            raise LayoutError("strided layer: needs an image layout; apply it to an image (C, H, W)")
         _, H, W = self.shape
         if H % s or W % s:
-            raise LayoutError(f"stride {s} on a {H}x{W} map leaves a remainder; use even sizes")
+            raise LayoutError(f"strided layer: stride {s} on a {H}x{W} map leaves a remainder; use even sizes")
         return Layout((C, H // s, W // s), self.gap * s, self.grid)
 
     def pack(self, values: torch.Tensor, n: int) -> torch.Tensor:

@@ -14,8 +14,8 @@ import math
 import torch
 
 from ..circuits.linear import LinearTransform
-from ..ckks import evaluator as ev
-from ..errors import EncodingError, ShapeError
+from .._ckks import evaluator as ev
+from ..errors import ShapeError, SlotError, UnsupportedOperationError
 
 
 def _pow2(k: int) -> int:
@@ -25,10 +25,10 @@ def _pow2(k: int) -> int:
 def linear(x, weight, bias=None):
     """F.linear(x, weight, bias): y = weight @ x + bias, weight (m, k) plaintext, x encrypted (k,)."""
     w = torch.as_tensor(weight)
-    x.ciphertext  # noqa: B018 - one ciphertext only (raises for a tensor spanning several)
+    x.single("linear/matmul")
     if x.dim() != 1:
-        raise NotImplementedError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
-                                  f"{tuple(x.shape)}")
+        raise UnsupportedOperationError(f"linear/matmul on EncryptedTensor: only 1-D encrypted inputs, got shape "
+                                        f"{tuple(x.shape)}")
     if w.dim() == 1:
         w = w[None]
         squeeze = True
@@ -40,8 +40,8 @@ def linear(x, weight, bias=None):
     m, k = w.shape
     ctx = x.ctx
     if m > ctx.slots:
-        raise EncodingError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
-                         "ciphertext; split the weight matrix")
+        raise SlotError(f"linear/matmul: the output has {m} values, more than the {ctx.slots} slots of one "
+                        "ciphertext; split the weight matrix")
     s_in, s_out = x.slots, _pow2(m)
     n = max(s_in, s_out)
     is_c = w.is_complex()
@@ -63,37 +63,27 @@ def _transform(ctx, big: torch.Tensor) -> LinearTransform:
     return LinearTransform(ctx, big)
 
 
-def matmul(a, b):
-    """a @ b with one operand a 1-D EncryptedTensor and the other a plaintext matrix."""
-    from .encrypted_tensor import EncryptedTensor
-
-    if isinstance(a, EncryptedTensor) and isinstance(b, EncryptedTensor):
-        raise NotImplementedError("matmul: both operands encrypted is not supported; one must be plaintext")
-    if isinstance(a, EncryptedTensor):  # x (k,) @ W (k, m) = W^T x
-        w = torch.as_tensor(b)
-        return linear(a, w.transpose(0, 1) if w.dim() == 2 else w)
-    w = torch.as_tensor(a)  # W (m, k) @ x (k,)
-    return linear(b, w)
+def matmul(x, w, *, x_right: bool = False):
+    """x @ w (or w @ x with x_right) for a 1-D EncryptedTensor x and a plaintext matrix w."""
+    w = torch.as_tensor(w)
+    if x_right:  # W (m, k) @ x (k,)
+        return linear(x, w)
+    return linear(x, w.transpose(0, 1) if w.dim() == 2 else w)  # x (k,) @ W (k, m) = W^T x
 
 
-def sum_all(x, dim=None, keepdim=False):
-    """Sum of all values (rotate-and-add): shape () (keepdim: all dims of size 1).
-
-    Padding slots (numel() < slots) are masked to zero first (one level); otherwise no level
-    is used. log2(slots) rotations."""
-    if dim is not None:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        if sorted(d % max(1, x.dim()) for d in dims) != list(range(x.dim())):
-            raise NotImplementedError("sum on EncryptedTensor: only the sum over all dimensions is supported")
-    ctx = x.ctx
-    ct = x.ciphertext
-    if x.numel() < x.slots:
-        mask = torch.zeros(x.slots, dtype=torch.float64)
+def sum_all(x, keepdim=False):
+    """Sum of all values of x (one ciphertext or a batch of them): shape () (keepdim: all dims
+    of size 1). Padding slots are masked to zero first (one level) when x has any; a batch is
+    added slot-wise, then log2(slots) rotations add the slots (rotate-and-add)."""
+    ctx, ct = x.ctx, x.ciphertext
+    if x.numel() < x.count * x.slots:
+        mask = torch.zeros(x.count * x.slots, dtype=torch.float64)
         mask[: x.numel()] = 1
-        ct = ev.mul_plain(ctx, ct, mask.to(x.device))
+        ct = ev.mul_plain(ctx, ct, mask.view(ct.batch_shape + (x.slots,)).to(x.device))
+    ct = ev.sum_batch(ctx, ct)
     step = 1
     while step < ct.slots:
         ct = ev.add(ctx, ct, ev.rotate(ctx, ct, step))
         step *= 2
     shape = (1,) * x.dim() if keepdim else ()
-    return x._like(ct.replace(slots=1), shape=shape)
+    return type(x)(ctx, ct.replace(slots=1), shape, x.is_complex())

@@ -1,4 +1,4 @@
-"""Independent big-integer helpers shared by the kernel tests (built without fhetorch.ring)."""
+"""Independent big-integer helpers shared by the kernel tests (built without fhetorch._ring)."""
 import torch
 
 R = 1 << 32  # the Montgomery radix

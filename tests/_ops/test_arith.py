@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import largest_ntt_primes, ntt_primes
+from fhetorch._ring import largest_ntt_primes, ntt_primes
 from .reference import R, mod_table
 
 
@@ -214,12 +214,14 @@ def test_to_rns(shape):
     assert_exact(out, want, primes, "to_rns")
 
 
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
 @pytest.mark.parametrize("n_digits,Lq_key,Lq,K,offsets", [
     (4, 6, 3, 2, True), (3, 5, 2, 3, True), (3, 5, 5, 1, False), (2, 4, 0, 2, False), (1, 3, 2, 1, False),
 ])
-def test_keyswitch_inner(n_digits, Lq_key, Lq, K, offsets):
-    """out[s, l] = sum_j d[j, l] * key_(digit_start + j)[s, limb l] (Montgomery products), where limb
-    l < Lq is key_q limb q_start + l and limb Lq + k is key_p limb k."""
+def test_keyswitch_inner(n_digits, Lq_key, Lq, K, offsets, batch):
+    """out[..., s, l] = sum_j d[..., j, l] * key_(digit_start + j)[s, limb l] (Montgomery products),
+    where limb l < Lq is key_q limb q_start + l and limb Lq + k is key_p limb k; the key is
+    shared by the batch."""
     N = 128
     primes = pick_primes(Lq_key + K)
     q_primes, p_primes = primes[:Lq_key], primes[Lq_key:]
@@ -231,11 +233,13 @@ def test_keyswitch_inner(n_digits, Lq_key, Lq, K, offsets):
     L = len(ext)
     key_q = rand_residues((n_digits, 2, Lq_key, N), q_primes)
     key_p = rand_residues((n_digits, 2, K, N), p_primes)
-    d = rand_residues((beta, L, N), ext)
+    d = rand_residues((*batch, beta, L, N), ext)
     out = _ops.keyswitch_inner(d, key_q, key_p, q_start, digit_start, mod_table(ext))
-    assert out.shape == (2, L, N)
+    assert out.shape == (*batch, 2, L, N)
     key = np.concatenate([obj(key_q)[:, :, q_start : q_start + Lq], obj(key_p)], axis=2)  # (digits, 2, L, N)
     D = obj(d)
     q, rinv = limb_col(ext, L), limb_col([pow(R, -1, p) for p in ext], L)
-    want = np.stack([sum(D[j] * key[digit_start + j, s] for j in range(beta)) * rinv % q for s in range(2)])
-    assert_exact(out, want, ext, f"keyswitch_inner (Lq={Lq}, K={K}, q_start={q_start}, digits {digit_start}+{beta})")
+    want = np.stack([sum(D[..., j, :, :] * key[digit_start + j, s] for j in range(beta)) * rinv % q
+                     for s in range(2)], axis=-3)
+    assert_exact(out, want, ext, f"keyswitch_inner (Lq={Lq}, K={K}, q_start={q_start}, digits {digit_start}+{beta}, "
+                                 f"batch {batch})")

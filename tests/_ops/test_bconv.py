@@ -17,8 +17,10 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes
-from fhetorch.rlwe import digits, mod_up, switch_modulus
+from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
+from fhetorch._ring.ring import bconv_matrix
+from fhetorch._rlwe import ModulusPlans, digits, mod_up, switch_modulus
+from .inputs import SWITCH_CASES
 from .reference import R, mod_table
 
 
@@ -95,9 +97,8 @@ def test_bconv_kernel_lazy_accumulation(La):
         "random": np.array([[random.randint(-(p - 1) // 2, (p - 1) // 2) for _ in src] for p in dst], dtype=object),
         "max+": np.array([[(p - 1) // 2] * La for p in dst], dtype=object),
         "max-": np.array([[-(p - 1) // 2] * La for p in dst], dtype=object),
-        "ring": Ring(log_n, src + dst).bconv_matrix(
-            Ring(log_n, src + dst).basis(range(La)), Ring(log_n, src + dst).basis(range(La, La + Lb))
-        ).numpy().astype(np.int64).astype(object),
+        "ring": bconv_matrix(Ring(log_n, src + dst).basis(range(La)), Ring(log_n, src + dst).basis(range(La, La + Lb))
+                             ).numpy().astype(np.int64).astype(object),
     }
     for name, mat in mats.items():
         xs = x.copy()
@@ -177,29 +178,9 @@ def round_div(a: int, b: int) -> int:
     return int(f.numerator * 2 + f.denominator) // (2 * f.denominator)  # floor(f + 1/2)
 
 
-# ring primes: 0..5 a Q chain (~28-31 bits), 6, 7 special primes P, 8, 9 extra primes.
-CASES = [
-    ("rescale by one", tuple(range(6)), tuple(range(5))),
-    ("rescale by two", tuple(range(6)), tuple(range(4))),
-    ("rescale lower level", tuple(range(3)), tuple(range(2))),
-    ("mod down", tuple(range(8)), tuple(range(6))),
-    ("mod down + rescale", tuple(range(8)), tuple(range(5))),
-    ("mod down at a level", (0, 1, 2, 6, 7), (0, 1, 2)),
-    ("permuted dst", tuple(range(6)), (3, 0, 2, 1)),
-    ("rational: drop 2 add 1", tuple(range(6)), (0, 1, 2, 3, 8)),
-    ("rational: drop 1 add 2", tuple(range(6)), (0, 1, 2, 3, 4, 8, 9)),
-    ("rational: drop 1 add 1", (0, 1, 2), (0, 1, 9)),
-    ("rational: added limb first", tuple(range(6)), (8, 0, 1, 2, 3)),
-    ("rational + mod down", tuple(range(8)), (0, 1, 2, 3, 4, 8)),
-    ("disjoint, fewer", (0, 1, 2), (8, 9)),
-    ("disjoint, more", (0, 1), (3, 4, 5)),
-    ("disjoint, one to one", (6,), (9,)),
-]
-
-
-@pytest.mark.parametrize("name,src,dst", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_switch_modulus(name, src, dst):
-    log_n = random.randint(3, 6)
+    log_n = 10  # the smallest N the fused ops take
     N = 1 << log_n
     big = largest_ntt_primes(log_n, 8)
     qs = ntt_primes(log_n, random.choice([28, 29, 30]), 6, exclude=big)
@@ -219,7 +200,7 @@ def test_switch_modulus(name, src, dst):
         if kmax:
             k = random.randint(-kmax, kmax)
             flat[random.randrange(flat.size)] = k * D + D // 2 + random.randint(-2, 2)
-    y = switch_modulus(ring, to_ntt(ring, x, src), src, dst)
+    y = switch_modulus(ModulusPlans(ring), to_ntt(ring, x, src), src, dst)
     assert y.shape == (2, len(dst), N)
     got = ring.to_integers(y, ring.basis(dst))
     for r in range(2):
@@ -234,7 +215,7 @@ def test_switch_modulus(name, src, dst):
 # --- mod_up ------------------------------------------------------------------------
 @pytest.mark.parametrize("L,alpha,level", [(6, 2, 6), (6, 2, 5), (6, 3, 4), (5, 1, 5), (6, 6, 6), (4, 4, 2)])
 def test_mod_up(L, alpha, level):
-    log_n = random.randint(3, 5)
+    log_n = 10  # the smallest N the fused ops take
     N = 1 << log_n
     K = alpha
     big = largest_ntt_primes(log_n, K + 4)
@@ -244,7 +225,7 @@ def test_mod_up(L, alpha, level):
     ext = tuple(level_idx) + tuple(special_idx)
     a = rand_centred(ring.basis(tuple(level_idx)).product, (N,))
     a_ntt = to_ntt(ring, a, tuple(level_idx))
-    d = mod_up(ring, a_ntt, level_idx, special_idx, alpha)
+    d = mod_up(ModulusPlans(ring), a_ntt, level_idx, special_idx, alpha)
     parts = digits(level_idx, alpha)
     assert d.shape == (len(parts), level + K, N)
     for j, (_, rng) in enumerate(parts):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes
+from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
 from .reference import R
 
 

@@ -39,7 +39,7 @@ def rng():
 def primes_for(log_n: int, L: int) -> tuple:
     """L distinct NTT-friendly primes for N = 2^log_n: a mix of the largest (just below
     2^31), ~30-bit and ~25-bit ones, in shuffled (but cached, so reproducible) order."""
-    from fhetorch.ring import largest_ntt_primes, ntt_primes
+    from fhetorch._ring import largest_ntt_primes, ntt_primes
 
     big = largest_ntt_primes(log_n, max(1, L // 2))
     mid = ntt_primes(log_n, 30, max(1, L // 4), exclude=big)
@@ -51,8 +51,8 @@ def primes_for(log_n: int, L: int) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def tables(log_n: int, L: int):
-    """fhetorch.ring.RingTables on the CPU and on the GPU (same primes)."""
-    from fhetorch.ring import RingTables
+    """fhetorch._ring.RingTables on the CPU and on the GPU (same primes)."""
+    from fhetorch._ring import RingTables
 
     p = primes_for(log_n, L)
     return RingTables(log_n, p, "cpu"), RingTables(log_n, p, GPU)
@@ -146,7 +146,7 @@ def test_ntt_unaligned_and_in_place_rows(rng, log_n):
 
 # --- base conversion ------------------------------------------------------------------------
 def bconv_args(gen, La, Lb, batch, n, offset=False):
-    from fhetorch.ring import ntt_primes
+    from fhetorch._ring import ntt_primes
 
     pin = ntt_primes(10, 30.9, La)
     pout = ntt_primes(10, 29.5, Lb, exclude=pin)
@@ -251,34 +251,37 @@ def test_automorphism(rng, log_n, L, batch):
         both("automorphism", seed, x, g, what=f"galois={g}")
 
 
+@pytest.mark.parametrize("batch", [(), (3,)])
 @pytest.mark.parametrize("log_n,beta,Lq,K,Lq_key,digits,q_start,digit_start", [
     (10, 1, 1, 1, 1, 1, 0, 0), (12, 3, 4, 2, 9, 5, 3, 2), (12, 2, 0, 3, 4, 2, 0, 0), (16, 4, 48, 12, 48, 4, 0, 0),
     (16, 2, 20, 12, 48, 4, 17, 1),
 ])
-def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit_start):
+def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit_start, batch):
     gen, seed = rng
     n = 1 << log_n
     primes = primes_for(log_n, Lq_key + K)
     pq, pp = primes[:Lq_key], primes[Lq_key:]
     level = pq[q_start:q_start + Lq] + pp  # the limbs of d
-    d = residues(gen, (beta,), level, n)
+    d = residues(gen, (*batch, beta), level, n)
     key_q = residues(gen, (digits, 2), pq, n)
     key_p = residues(gen, (digits, 2), pp, n)
     both("keyswitch_inner", seed, d, key_q, key_p, q_start, digit_start, mod_table(level),
-         what=f"beta={beta} Lq={Lq} K={K} q_start={q_start} digit_start={digit_start}")
+         what=f"beta={beta} Lq={Lq} K={K} q_start={q_start} digit_start={digit_start} batch={batch}")
 
 
-@pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants", [(10, 2, 3, 2, 5, 3, 2), (16, 5, 49, 10, 49, 8, 4),
-                                                                 (16, 3, 24, 10, 30, 16, 8)])
-def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants):
+@pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants,batch", [
+    (10, 2, 3, 2, 5, 3, 2, ()), (16, 5, 49, 10, 49, 8, 4, ()), (16, 3, 24, 10, 30, 16, 8, ()),
+    (12, 3, 9, 3, 9, 5, 3, (3,)), (16, 4, 24, 12, 48, 6, 2, (8,)),
+])
+def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants, batch):
     gen, seed = rng
     n = 1 << log_n
     primes = primes_for(log_n, Lq_key + K)
     pq, pp = primes[:Lq_key], primes[Lq_key:]
     ext = pq[:L] + pp
     digits = beta + 1
-    d = residues(gen, (beta,), ext, n)
-    c = residues(gen, (2,), pq[:L], n)
+    d = residues(gen, (*batch, beta), ext, n)
+    c = residues(gen, (*batch, 2), pq[:L], n)
     gals = [1] + [random.randrange(3, 2 * n, 2) for _ in range(babies - 1)]
     keys_q = [residues(gen, (digits, 2), pq, n) for _ in gals]
     keys_p = [residues(gen, (digits, 2), pp, n) for _ in gals]
@@ -290,7 +293,8 @@ def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants):
     gpu_out = ops.hoisted_mac(to_gpu(d), to_gpu(c), [to_gpu(k) for k in keys_q], [to_gpu(k) for k in keys_p], gals,
                               0, 1, to_gpu(c_p), [to_gpu(p) for p in pts], [b for b, _ in pairs],
                               [g for _, g in pairs], giants, to_gpu(mod_table(ext)))
-    check("hoisted_mac", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} babies={babies} giants={giants}")
+    check("hoisted_mac", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} babies={babies} giants={giants} "
+                                                 f"batch={batch}")
 
 
 # --- conversions ------------------------------------------------------------------------------
@@ -383,12 +387,12 @@ def test_device_mismatch_is_an_error(rng):
 
 _BAD_SHAPES = r"""
 import sys, torch, fhetorch
-from fhetorch.ring import RingTables, ntt_primes
+from fhetorch._ring import RingTables, ntt_primes
 dev = sys.argv[1]
 T = RingTables(10, ntt_primes(10, 30, 2), dev)
 x = torch.zeros(2, 1024, dtype=torch.int32, device=dev)
 for args, want in [((x[:, :-1].contiguous(), T.mod, T.psi), "power of two"),
-                   ((x, T.mod, T.psi[:, :512].contiguous()), "psi must be")]:
+                   ((x, T.mod, T.psi[:, :512].contiguous()), "psi must be (2, N)")]:
     try:
         torch.ops.fhetorch.ntt(*args)
     except RuntimeError as e:

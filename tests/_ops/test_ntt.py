@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import Ring, largest_ntt_primes, ntt_primes, primitive_root_2n
+from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes, primitive_root_2n
 from .reference import R, brev
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fhetorch import _ops
-from fhetorch.ring import Ring, Sampler, largest_ntt_primes, ntt_primes
+from fhetorch._ring import Ring, Sampler, largest_ntt_primes, ntt_primes
 from .reference import mod_table, s32
 
 M32 = 0xFFFFFFFF

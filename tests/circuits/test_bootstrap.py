@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import fhetorch as fhe
+from fhetorch._ckks import Encoder, galois_element
 from fhetorch.circuits import bootstrap as B
 from fhetorch.circuits import dft
-from fhetorch.ckks import evaluator as ev
+from fhetorch._ckks import evaluator as ev
 
 TOY = "toy-n13-bts"
 SPARSE = 4  # a sparse packing whose own circuit the default keys cover
@@ -51,7 +52,7 @@ def test_dft_groups_factor_u(n, groups):
 @pytest.mark.parametrize("slots", [4, 32])
 def test_dft_matches_the_encoder(slots):
     """slots = U (m_k + i m_(k+n)) for the coefficients the encoder produces."""
-    enc = fhe.ckks.Encoder(7)
+    enc = Encoder(7)
     z = torch.complex(torch.rand(slots, dtype=torch.float64), torch.rand(slots, dtype=torch.float64)) - (0.5 + 0.5j)
     m = enc.embed(z, slots, 2.0**40).to(torch.float64) / 2.0**40
     sub = m[:: enc.n // (2 * slots)]
@@ -80,13 +81,13 @@ def test_bootstrap_sparse_real(bctx, assert_close):
     x = _rand(SPARSE)
     ex = bctx.encrypt(x, level=0)
     eb = ex.bootstrap()
-    cfg = bctx.params.bootstrap
+    cfg = bctx.bootstrap_config
     assert eb.level == cfg.user_levels and eb.shape == ex.shape and ex.level == 0
     assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
     assert_close(bctx.decrypt(eb), x, 2**-16, f"toy-n13-bts bootstrap, {SPARSE} slots")
     # n <= N/4: CoeffToSlot ends and SlotToCoeff starts on 2n slots (one EvalMod)
-    assert B.bootstrapper(bctx).plan_slots(SPARSE) == SPARSE
-    cts, stc = B.bootstrapper(bctx).transforms(SPARSE)
+    assert bctx.bootstrapper.packing(SPARSE) == SPARSE
+    cts, stc = bctx.bootstrapper.transforms(SPARSE)
     assert cts[-1].n == stc[0].n == 2 * SPARSE and all(lt.n == SPARSE for lt in cts[:-1] + stc[1:])
 
 
@@ -95,7 +96,7 @@ def test_bootstrap_full_complex(bctx, assert_close):
     z = _rand(bctx.slots, complex_=True)
     ez = bctx.encrypt(z, level=0)
     out = fhe.ckks.bootstrap(ez)
-    assert out.level == bctx.params.bootstrap.user_levels
+    assert out.level == bctx.bootstrap_config.user_levels
     assert_close(bctx.decrypt(out), z, 2**-17, "toy-n13-bts bootstrap, full slots, complex")
 
 
@@ -103,7 +104,7 @@ def test_bootstrap_pair(bctx, assert_close):
     a, b = _rand(SPARSE), _rand(SPARSE)
     ea, eb = bctx.encrypt(a, level=0), bctx.encrypt(b, level=0)
     ua, ub = ea.bootstrap_with(eb)
-    assert ua.level == ub.level == bctx.params.bootstrap.user_levels
+    assert ua.level == ub.level == bctx.bootstrap_config.user_levels
     assert_close(bctx.decrypt(ua), a, 2**-16, "bootstrap pair, first")
     assert_close(bctx.decrypt(ub), b, 2**-16, "bootstrap pair, second")
 
@@ -112,7 +113,7 @@ def test_chain_longer_than_the_levels(bctx, assert_close):
     """x <- (x^2 + x) / 2, 3 levels per step: 3 times more levels than the chain holds,
     possible only because bootstrapping refreshes the ciphertext."""
     x = _rand(SPARSE, seed=7) * 0.9
-    ex = bctx.encrypt(x, level=bctx.params.bootstrap.user_levels)
+    ex = bctx.encrypt(x, level=bctx.bootstrap_config.user_levels)
     want = x.clone()
     used, boots = 0, 0
     while used < 3 * bctx.max_level:
@@ -133,18 +134,18 @@ def test_bootstrap_from_a_higher_level(bctx, assert_close):
 
 
 def test_rotation_plan_and_key_caps(bctx):
-    bt = B.bootstrapper(bctx)
+    bt = bctx.bootstrapper
     cfg = bt.cfg
     steps = bt.rotations(bctx.slots)
     assert steps and all(0 < s < bctx.slots for s in steps)
     low = [s for s, lvl in steps.items() if lvl <= cfg.stc_input_level]
     assert low, "SlotToCoeff's rotations should be level-capped"
     # a capped key refuses a level above its limbs, naming the way out
-    s = next(s for s in low if fhe.ckks.galois_element(s, bctx.n) in bctx.galois_keys
-             and bctx.galois_keys[fhe.ckks.galois_element(s, bctx.n)].key_q.shape[2] < bctx.q_count)
+    s = next(s for s in low if galois_element(s, bctx.n) in bctx.galois_keys
+             and bctx.galois_keys[galois_element(s, bctx.n)].key_q.shape[2] < len(bctx.params.primes))
     ct = bctx.encrypt_vector(torch.zeros(bctx.slots, dtype=torch.complex128))
     with pytest.raises(fhe.MissingKeyError, match="covers levels"):
-        ev.apply_galois(bctx, ct, fhe.ckks.galois_element(s, bctx.n), f"rotate by {s}")
+        ev.apply_galois(bctx, ct, galois_element(s, bctx.n), f"rotate by {s}")
     assert bctx.key_bytes() > 0 and bctx.encapsulation_keys is not None
 
 
@@ -162,9 +163,9 @@ def test_bootstrap_every_size(bctx, n, assert_close):
     x = _rand(n)
     ex = bctx.encrypt(x, level=0)
     eb = ex.bootstrap()
-    assert eb.level == bctx.params.bootstrap.user_levels and eb.shape == ex.shape and eb.slots == ex.slots
+    assert eb.level == bctx.bootstrap_config.user_levels and eb.shape == ex.shape and eb.slots == ex.slots
     assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
-    assert B.bootstrapper(bctx).plan_slots(ex.slots) == (ex.slots if ex.slots <= 4 else bctx.slots)
+    assert bctx.bootstrapper.packing(ex.slots) == (ex.slots if ex.slots <= 4 else bctx.slots)
     assert_close(bctx.decrypt(eb), x, 2**-16, f"bootstrap of {n} values ({ex.slots} slots)")
     # the refreshed tensor computes on: its own packing's rotations and products
     if n > 1:
@@ -173,11 +174,11 @@ def test_bootstrap_every_size(bctx, n, assert_close):
 
 def test_bootstrap_slots_add_a_sparse_circuit(bctx, assert_close):
     """bootstrap_slots=[8] adds 8 slots' own (sparse, faster) circuit to the default keys."""
-    assert B.bootstrapper(bctx).plan_slots(8) == bctx.slots
+    assert bctx.bootstrapper.packing(8) == bctx.slots
     ctx = bctx._copy(bctx.device)  # the same keys in a dict of its own
     before = ctx.key_bytes()
     ctx.keygen(bootstrap=True, bootstrap_slots=[8])
-    assert ctx.key_bytes() > before and B.bootstrapper(ctx).plan_slots(8) == 8
+    assert ctx.key_bytes() > before and ctx.bootstrapper.packing(8) == 8
     x = _rand(8)
     eb = ctx.encrypt(x, level=0).bootstrap()
     assert_close(ctx.decrypt(eb), x, 2**-16, "bootstrap of 8 values in their own circuit")
@@ -193,16 +194,16 @@ def test_bootstrap_without_keys_names_the_call(bctx):
 def test_key_estimate_matches_keygen(bctx):
     """estimate_key_bytes (no keys made; how docs/circuits.md sizes n16-bts40) equals the keys
     keygen(bootstrap=True) made."""
-    assert B.estimate_key_bytes(bctx.params) == bctx.key_bytes()
+    assert B.estimate_key_bytes(bctx.params, bctx.bootstrap_config) == bctx.key_bytes()
     every = [1 << i for i in range(bctx.slots.bit_length())]
-    assert B.estimate_key_bytes(bctx.params, every) > 1.5 * bctx.key_bytes()
+    assert B.estimate_key_bytes(bctx.params, bctx.bootstrap_config, every) > 1.5 * bctx.key_bytes()
 
 
 def test_rotations_after_bootstrap_keys(bctx, assert_close):
     """keygen(bootstrap=True) adds keys holding only SlotToCoeff's low levels (steps 5, 6, 7, 24,
     ... at toy-n13-bts): a rotation above those levels composes +-2^i keys instead, one at or
     below them uses the key directly."""
-    low = {s: lvl for s, lvl in B.key_levels(bctx.params, [bctx.slots]).items() if lvl < bctx.max_level}
+    low = {s: lvl for s, lvl in B.key_levels(bctx.params, bctx.bootstrap_config, [bctx.slots]).items() if lvl < bctx.max_level}
     assert 5 in low, "the issue's case: step 5 has a key for the low levels only"
     steps = [5, -3, 100, max(low), min(low, key=lambda s: low[s])]
     for level in (bctx.max_level, low[5] + 1, low[5], 0):
@@ -217,7 +218,7 @@ def test_rotations_after_bootstrap_keys(bctx, assert_close):
         ev.rotate_hoisted(bctx, bctx.encrypt(_rand(8)).ciphertext, [1, 5])
     # with neither a key nor the powers of two, the error names the call that adds the key
     ctx = bctx._copy(bctx.device)
-    ctx.galois_keys = {galois: k for galois, k in ctx.galois_keys.items() if k.key_q.shape[2] < ctx.q_count}
+    ctx.galois_keys = {galois: k for galois, k in ctx.galois_keys.items() if k.key_q.shape[2] < len(ctx.params.primes)}
     with pytest.raises(fhe.MissingKeyError, match=r"keygen\(rotations=\[5\]\)"):
         ctx.encrypt(_rand(ctx.slots)).rotate(5)
 
@@ -242,7 +243,7 @@ def test_small_packings_precision_from_level_0(bctx):
     (2 pi eps)^2 / 6 of each coefficient with eps = |c| Delta / Q_0, at most
     (2 pi)^2 / 6 (Delta / Q_0)^2 |x|^3 (|c| <= max |x|; a 1-slot packing's coefficient is its
     value), as docs/circuits.md states."""
-    bt = B.bootstrapper(bctx)
+    bt = bctx.bootstrapper
     ratio = bt.q0 / bctx.nominal_scale(0)
     x = torch.tensor([0.97], dtype=torch.float64) * (1 if torch.rand(()) < 0.5 else -1)
     got = bctx.decrypt(bctx.encrypt(x, level=0).bootstrap())
@@ -284,7 +285,7 @@ def test_bootstrappable_chain_scales(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         p = fhe.ckks.preset(name)
-    cfg = p.bootstrap
+    cfg = fhe.ckks.bootstrap_config(name)
     assert p.max_level == cfg.top
     want = cfg.level_bits(p.scale_bits)
     for lvl, s in enumerate(p.level_scales):
@@ -301,7 +302,7 @@ def test_bootstrap_n16_full_slots_cuda(assert_close):
     ctx = fhe.ckks.Context("n16-bts40", "cuda").keygen(bootstrap=True)
     z = _rand(ctx.slots, complex_=True).cuda()
     out = ctx.encrypt(z, level=0).bootstrap()
-    assert out.level == ctx.params.bootstrap.user_levels >= 12
+    assert out.level == ctx.bootstrap_config.user_levels >= 12
     assert_close(ctx.decrypt(out).cpu(), z.cpu(), 2**-16, "n16-bts40 full-slot bootstrap")
 
 
@@ -313,7 +314,7 @@ def test_bootstrap_n16_sparse_cuda(assert_close):
     ctx = fhe.ckks.Context("n16-bts40", "cuda").keygen(bootstrap=True, bootstrap_slots=[n])
     x = _rand(n).cuda()
     out = ctx.encrypt(x, level=0).bootstrap()
-    assert out.level == ctx.params.bootstrap.user_levels
+    assert out.level == ctx.bootstrap_config.user_levels
     assert_close(ctx.decrypt(out).cpu(), x.cpu(), 2**-17, "n16-bts40 sparse 2^14-slot bootstrap")
 
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from fhetorch.circuits.linear import LinearTransform
-from fhetorch.ckks.context import galois_element
-from fhetorch.errors import LevelError, MissingKeyError
+from fhetorch._ckks.context import galois_element
+from fhetorch.errors import LevelError, MissingKeyError, ShapeError, SlotError
 
 BOUND = 1e-6  # |M| entries <= 1/4 (dense) or <= 1, |x| <= 1: measured ~1e-8 on toy-n10/n12
 
@@ -158,10 +158,10 @@ def test_levels_and_caching(ctx_n10, assert_close):
 
 
 def test_bad_shapes(ctx_n10):
-    with pytest.raises(ValueError, match="square"):
+    with pytest.raises(ShapeError, match="square"):
         LinearTransform(ctx_n10, torch.zeros(4, 8))
-    with pytest.raises(ValueError, match="power of two"):
+    with pytest.raises(SlotError, match="power of two"):
         LinearTransform(ctx_n10, torch.zeros(6, 6))
     lt = LinearTransform(ctx_n10, torch.eye(8))
-    with pytest.raises(ValueError, match="8 slots"):
+    with pytest.raises(SlotError, match="8 slots"):
         lt(ctx_n10.encrypt_vector(torch.zeros(16), slots=16))

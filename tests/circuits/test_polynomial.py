@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fhetorch as fhe
-from fhetorch.ckks import evaluator as ev
+from fhetorch._ckks import evaluator as ev
 from fhetorch.circuits import approximations, polynomial as cpoly
 from fhetorch.circuits.chebyshev import Chebyshev, fit_least_squares, interpolate, max_error, remez_odd
 
@@ -154,7 +154,7 @@ def test_shared_power_basis(ctx_n12, assert_close):
     assert planned.basis_mults == 0  # sin's odd baby steps are all there already
     assert_close(ctx.decrypt_vector(out_f).real, f(x), BOUND[(-1.0, 1.0)], "exp on a shared basis")
     assert_close(ctx.decrypt_vector(out_g).real, g(x), BOUND[(-1.0, 1.0)], "sin on a shared basis")
-    with pytest.raises(ValueError, match="interval"):
+    with pytest.raises(fhe.ApproximationError, match="interval"):
         P.chebyshev(torch.exp, (0, 1), 3).evaluate(ctx, basis)
 
 
@@ -308,14 +308,20 @@ def test_sign_relu_encrypted(make_context, assert_close):
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError):
+    with pytest.raises(fhe.ApproximationError, match="a < b"):
         P.chebyshev(torch.exp, (1, -1), 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(fhe.ApproximationError, match="degree must be >= 0"):
         P.chebyshev(torch.exp, (-1, 1), -1)
-    with pytest.raises(ValueError):
+    with pytest.raises(fhe.ApproximationError, match="sigmoid: degree must be 3, 5 or 7"):
         P.sigmoid(4)
-    with pytest.raises(ValueError):
+    with pytest.raises(fhe.ApproximationError, match="not finite"):
         P.chebyshev(lambda x: torch.log(x), (-1, 1), 3)  # not finite at the nodes
+    with pytest.raises(fhe.ApproximationError, match="odd"):
+        P.sign((15, 16))
+    with pytest.raises(fhe.ApproximationError, match="eps"):
+        P.relu(eps=1.5)
+    with pytest.raises(fhe.ApproximationError, match="baby must be a power of two"):
+        cpoly.cost(Chebyshev([1.0, 2.0, 3.0]), baby=3)
     with pytest.raises(TypeError):
         P.power_basis(torch.zeros(3))
     with warnings.catch_warnings():

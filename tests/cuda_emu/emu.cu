@@ -1,112 +1,136 @@
-// Host emulation of the fused key-switching kernels (csrc/cuda/keyswitch_core.cuh): the
-// same programs and pipelines, run block by block and, within a block, step by step with
-// every thread of a step before the next (the __syncthreads() semantics). Built as a
-// shared library with nvcc (host code only, no GPU needed) and driven from
-// tests/_ops/test_fused.py through ctypes against the CPU kernels.
+// Host emulation of the CUDA block programs: the NTT's two phases (csrc/cuda/ntt_core.cuh),
+// base conversion (bconv_core.cuh) and the fused key-switching pipelines (mod_up_core.cuh,
+// keyswitch_inner_core.cuh, switch_modulus_core.cuh): the same programs and pipelines, run by
+// program.cuh's HostExec (block by block and, within a block, step by step with every thread
+// of a step before the next: the __syncthreads() semantics). Built as a shared library with
+// nvcc (host code only, no GPU needed) and driven from tests/_ops/test_emulated.py through
+// ctypes against the CPU ops. Scratch starts poisoned, so a read of a word no program wrote
+// shows up in the results.
 #include <cstring>
 #include <vector>
 
-#include "../../csrc/cuda/keyswitch_core.cuh"
+#include "../../csrc/cuda/keyswitch_inner_core.cuh"
+#include "../../csrc/cuda/sample_core.cuh"
+#include "../../csrc/cuda/switch_modulus_core.cuh"
 
+using namespace fhetorch;
 using namespace fhetorch::cuda;
-using namespace fhetorch::cuda::ks_detail;
 
 namespace {
 
-constexpr uint32_t kPoison = 0x7fffffffu;  // never a canonical residue of a prime < 2^31 - 1
+std::vector<int32_t> poisoned(int64_t words) {
+  return std::vector<int32_t>(static_cast<size_t>(words), static_cast<int32_t>(HostExec::kPoison));
+}
 
-struct EmuExec {
-  long long launches = 0;
-  template <class P>
-  cudaError_t run(const typename P::Args& a) {
-    const int64_t blocks = P::blocks(a);
-    if (blocks <= 0) return cudaSuccess;
-    ++launches;
-    alignas(16) static thread_local uint32_t sm[P::SMEM];
-    std::vector<typename P::State> st(P::THREADS);
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      for (int i = 0; i < P::SMEM; ++i) sm[i] = kPoison;
-      const typename P::Blk b = P::setup(a, blk, sm);
-      for (auto& s : st) s = typename P::State{};
-      const int ns = P::num_steps(a, b);
-      for (int s = 0; s < ns; ++s)
-        for (int tid = 0; tid < P::THREADS; ++tid) P::step(a, b, s, tid, st[tid]);
-    }
-    return cudaSuccess;
-  }
-};
+ModUpArgs mod_up_args(const int32_t* a, const int32_t* b, long long b_stride, long long B, int L, int K, int log_n,
+                      const int32_t* pre, const int32_t* mod_ext, const int32_t* psi_ext, const int32_t* psi_inv_ext,
+                      const int32_t* mats, int alpha_max, const int* bounds, int beta) {
+  ModUpArgs g{};
+  g.a = a;
+  g.b = b;
+  g.b_stride = b_stride;
+  g.pre = pre;
+  g.mod_ext = mod_ext;
+  g.psi_ext = psi_ext;
+  g.psi_inv_ext = psi_inv_ext;
+  g.mats = mats;
+  g.B = B;
+  g.L = L;
+  g.K = K;
+  g.log_n = log_n;
+  g.beta = beta;
+  g.alpha_max = alpha_max;
+  for (int j = 0; j <= beta; ++j) g.lo[j] = bounds[j];
+  return g;
+}
 
-struct ModUpRun {
-  EmuExec& ex;
-  const MuArgs& a;
-  bool fused;
-  template <int LOG_N>
-  cudaError_t operator()() const {
-    return mod_up_pipeline<LOG_N>(ex, a, fused);
+// A table row map of `count` limbs from a host array (null: no map), as the binding's
+// check_table_rows fills it; false if it cannot hold them.
+bool table_rows(const int* rows, int count, TableRows& out) {
+  out = TableRows{};
+  if (!rows) return true;
+  if (count > kMaxTableRows) return false;
+  out.count = count;
+  for (int l = 0; l < count; ++l) {
+    if (rows[l] < 0 || rows[l] > kMaxTableRow) return false;
+    out.row[l] = static_cast<int16_t>(rows[l]);
   }
-};
+  return true;
+}
 
-struct SwitchRun {
-  EmuExec& ex;
-  const SwArgs& a;
-  template <int LOG_N>
-  cudaError_t operator()() const {
-    return switch_pipeline<LOG_N>(ex, a);
-  }
-};
+long long result(cudaError_t err, const HostExec& ex) { return err == cudaSuccess ? ex.launches : -1; }
 
 }  // namespace
 
 extern "C" {
 
-// Each returns the number of kernel launches emulated, or -1 on invalid arguments.
-long long emu_mod_up(const int32_t* a, int32_t* out, int L, int K, int log_n, const int32_t* pre,
-                     const int32_t* mod_ext, const int32_t* psi_ext, const int32_t* psi_inv_ext, const int32_t* mats,
-                     int alpha_max, const int* bounds, int beta) {
-  const int64_t n = int64_t(1) << log_n;
-  std::vector<int32_t> t(static_cast<size_t>(L * n), static_cast<int32_t>(kPoison));
-  std::memset(out, 0x7f, sizeof(int32_t) * beta * (L + K) * n);
-  ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max};
-  MuArgs args;
-  if (!mu_fill(args, a, t.data(), out, L, K, tb, bounds, beta, nullptr, nullptr)) return -1;
-  EmuExec ex;
-  if (dispatch_log_n(log_n, ModUpRun{ex, args, false}) != cudaSuccess) return -1;
-  return ex.launches;
+// Each returns the number of kernel launches emulated, or -1 if the pipeline refused. Every
+// table row map (psi_rows, ...) is a host array of one entry per limb, or null (row l).
+// mod_up with key_q null; else mod_up_keyswitch_inner (b non-null: tensor-product mode).
+long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int32_t* out, long long B, int L, int K,
+                     int log_n, const int32_t* pre, const int32_t* mod_ext, const int32_t* psi_ext,
+                     const int32_t* psi_inv_ext, const int32_t* mats, int alpha_max, const int* bounds, int beta,
+                     const int32_t* key_q, const int32_t* key_p, int Lq_key, int q_start, int digit_start,
+                     const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows) {
+  ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
+                            bounds, beta);
+  if (!table_rows(psi_rows, L + K, g.psi_rows)) return -1;
+  const KeyArgs key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, b ? L : La};
+  std::vector<int32_t> t = poisoned(mod_up_scratch_t(g)), d = poisoned(mod_up_scratch_d(g));
+  const int64_t out_words = B * (key_q ? 2 : beta) * (L + K) << log_n;
+  std::fill(out, out + out_words, static_cast<int32_t>(HostExec::kPoison));
+  HostExec ex;
+  return result(run_mod_up(ex, g, key_q ? &key : nullptr, out, t.data(), d.data()), ex);
 }
 
-long long emu_mod_up_keyswitch(const int32_t* a, int32_t* out, int L, int K, int log_n, const int32_t* pre,
-                               const int32_t* mod_ext, const int32_t* psi_ext, const int32_t* psi_inv_ext,
-                               const int32_t* mats, int alpha_max, const int* bounds, int beta, const int32_t* key_q,
-                               const int32_t* key_p, int Lq_key, int q_start, int digit_start, const int32_t* addend,
-                               const int32_t* c_add, int La, const int32_t* b) {
-  const int64_t n = int64_t(1) << log_n;
-  std::vector<int32_t> t(static_cast<size_t>(L * n), static_cast<int32_t>(kPoison));
-  std::vector<int32_t> d(static_cast<size_t>((int64_t(beta) * (L + K) - L) * n), static_cast<int32_t>(kPoison));
-  std::memset(out, 0x7f, sizeof(int32_t) * 2 * (L + K) * n);
-  ModUpTables tb{pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max};
-  KeyTables key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, La, b};
-  MuArgs args;
-  if (!mu_fill(args, a, t.data(), d.data(), L, K, tb, bounds, beta, &key, out)) return -1;
-  EmuExec ex;
-  if (dispatch_log_n(log_n, ModUpRun{ex, args, true}) != cudaSuccess) return -1;
-  return ex.launches;
+// ntt / intt of `rows` rows (ntt_core.cuh's two phases; 2^10 <= N <= 2^17).
+long long emu_ntt(const int32_t* x, int32_t* y, long long rows, int L, int log_n, const int32_t* mod, const int32_t* tw,
+                  const int32_t* post, int inverse, const int* psi_rows) {
+  TableRows tr;
+  if (!table_rows(psi_rows, L, tr)) return -1;
+  HostExec ex;
+  return result(inverse ? ntt_detail::two_phase<true>(ex, log_n, x, y, rows, L, mod, tw, post, tr)
+                        : ntt_detail::two_phase<false>(ex, log_n, x, y, rows, L, mod, tw, nullptr, tr),
+                ex);
+}
+
+// The bconv op (bconv_core.cuh): x (batch, La, n) -> y (batch, Lb, n).
+long long emu_bconv(const int32_t* x, int32_t* y, long long batch, int La, int Lb, long long n, const int32_t* mod_in,
+                    const int32_t* mod_out, const int32_t* mat) {
+  HostExec ex;
+  return result(run_bconv_batch(ex, x, y, batch, La, Lb, n, mod_in, mod_out, mat), ex);
+}
+
+// The samplers' CUDA thread bodies (sample_core.cuh), every thread of the grid in turn.
+// kind: 0 uniform (out int32 (total), limb (e / n) % L), 1 ternary, 2 CBD (out int64).
+long long emu_sample(int kind, const uint32_t* key, unsigned long long stream, void* out, long long total, int L,
+                     long long n, const int32_t* mod) {
+  using namespace sample_detail;
+  const int per = kind == 0 ? 4 : kind == 1 ? 16 : 8;
+  const SmallArgs small{key, stream, static_cast<int64_t*>(out), total};
+  const UniformArgs uniform{key, stream, static_cast<int32_t*>(out), total, make_limb_of(n, L), mod};
+  for (int64_t t = 0; t * per < total; ++t) {
+    if (kind == 0) uniform_thread(uniform, t);
+    else if (kind == 1) ternary_thread(small, t);
+    else cbd_thread(small, t);
+  }
+  return (total + per - 1) / per;
 }
 
 long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls, int log_n, const int* drop, int D,
                              const int* keep, int Ld, const int32_t* pre, const int32_t* mod_drop,
                              const int32_t* psi_inv_drop, const int32_t* mod_dst, const int32_t* psi_dst,
                              const int32_t* mat, const int32_t* c_keep, const int32_t* c_sub, const int32_t* addend,
-                             long long Ba) {
-  const int64_t n = int64_t(1) << log_n;
-  std::vector<int32_t> t(static_cast<size_t>(B * D * n), static_cast<int32_t>(kPoison));
-  std::vector<int32_t> y(static_cast<size_t>(B * Ld * n), static_cast<int32_t>(kPoison));
-  std::memset(out, 0x7f, sizeof(int32_t) * B * Ld * n);
-  SwitchTables tb{pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub};
-  SwArgs a;
-  if (!sw_fill(a, x, out, t.data(), y.data(), B, Ls, drop, D, keep, Ld, tb, addend, Ba)) return -1;
-  EmuExec ex;
-  if (dispatch_log_n(log_n, SwitchRun{ex, a}) != cudaSuccess) return -1;
-  return ex.launches;
+                             int K, int Ka, const int* psi_inv_drop_rows, const int* psi_dst_rows) {
+  SwitchArgs g{x, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend, B, Ls, D, Ld, log_n, K, Ka,
+               {}, {}, {}, {}};
+  if (!table_rows(psi_inv_drop_rows, D, g.psi_inv_drop_rows) || !table_rows(psi_dst_rows, Ld, g.psi_dst_rows)) return -1;
+  for (int k = 0; k < D; ++k) g.drop[k] = static_cast<int16_t>(drop[k]);
+  for (int i = 0; i < Ld; ++i) g.keep[i] = static_cast<int16_t>(keep[i]);
+  std::vector<int32_t> t = poisoned(switch_scratch_t(g)), y = poisoned(switch_scratch_y(g));
+  std::fill(out, out + (B * Ld << log_n), static_cast<int32_t>(HostExec::kPoison));
+  HostExec ex;
+  return result(run_switch_modulus(ex, g, out, t.data(), y.data()), ex);
 }
 
 }  // extern "C"

@@ -45,7 +45,7 @@ def test_encrypted_helr_lockstep_through_bootstrapping():
     ctx = _ctx("toy-n13-bts", "cpu", z)
     cfg = HELRConfig(iterations=4)
     enc, plain = EncryptedHELR(ctx, z, cfg), PlainHELR(z, cfg, ctx.slots)
-    assert len(enc.z.ciphertexts) in (1, 2)
+    assert enc.z.count in (1, 2)
     for t in range(cfg.iterations):
         enc.step()
         plain.step()
@@ -64,7 +64,7 @@ def test_encrypted_helr_gpu_paper_shape_lockstep():
     ctx = _ctx("n16-bts40", "cuda", z)
     cfg = HELRConfig(iterations=5)
     enc, plain = EncryptedHELR(ctx, z, cfg), PlainHELR(z, cfg, ctx.slots)
-    assert enc.z.multi and len(enc.z.ciphertexts) == 8 and enc.z.shape == (1024, 256)
+    assert enc.z.multi and enc.z.count == 8 and enc.z.shape == (1024, 256)
     for _ in range(cfg.iterations):
         enc.step()
         plain.step()
@@ -80,10 +80,10 @@ def test_training_bootstraps_come_from_the_planner():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        params = fhe.ckks.params.preset("toy-n13-bts")
+        params = fhe.ckks.preset("toy-n13-bts")
     for iterations in (1, 3, 7, 12):
         plan = plan_iterations(params, iterations)
-        top, after = params.max_level, params.info().levels_after_bootstrap
+        top, after = params.max_level, fhe.ckks.presets()["toy-n13-bts"].levels_after_bootstrap
         level, want = top, 0
         for _ in range(iterations):
             if level < LEVELS_PER_ITERATION:

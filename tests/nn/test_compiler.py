@@ -150,13 +150,13 @@ def test_data_dependent_control_flow_is_refused():
 
 def test_bad_arguments():
     model = SmallCNN().eval()
-    with pytest.raises(ValueError, match="calibration_inputs"):
+    with pytest.raises(fhe.ShapeError, match="calibration_inputs"):
         fhe.nn.compile(model, [1, 2, 3], preset="toy-n13-bts")
-    with pytest.raises(ValueError, match="margin"):
+    with pytest.raises(fhe.ApproximationError, match="margin"):
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", margin=0.5)
     with pytest.raises(fhe.LevelError, match="levels without bootstrapping"):
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n12")
-    with pytest.raises(ValueError, match="relu"):
+    with pytest.raises(fhe.ApproximationError, match="relu"):
         fhe.nn.compile(model, torch.randn(4, 1, 16, 16), preset="toy-n13-bts", relu="exact")
 
 

@@ -23,7 +23,7 @@ def test_elementwise_and_sum(ctx_n10, assert_close, gen):
     n = ctx_n10.slots
     x, y = _rand(gen, 3, n - 5), _rand(gen, 3, n - 5)  # 3 n - 15 values: 3 ciphertexts, the last one padded
     ex, ey = ctx_n10.encrypt(x), ctx_n10.encrypt(y)
-    assert len(ex.ciphertexts) == 3 and ex.shape == x.shape
+    assert ex.count == 3 and ex.ciphertext.data.shape[0] == 3 and ex.shape == x.shape  # one batched ciphertext
     row = _rand(gen, n - 5)
     ez = ex * ey + 0.5 * ex - row  # ciphertext x ciphertext, scalar, a broadcast plaintext row
     assert_close(ctx_n10.decrypt(ez), x * y + 0.5 * x - row, 2**-18, "multi-ciphertext arithmetic")
@@ -31,6 +31,8 @@ def test_elementwise_and_sum(ctx_n10, assert_close, gen):
     s = ex.sum()
     assert s.shape == () and not s.multi
     assert_close(ctx_n10.decrypt(s), x.sum(), 2**-10, "sum over chunks")
+    # the last ciphertext's padding slots hold 1 after + 1: the sum must mask them
+    assert_close(ctx_n10.decrypt((ex + 1.0).sum()), (x + 1).sum(), 2**-10, "sum with padding slots not zero")
     dropped = ex.drop_level(2)
     assert dropped.level == ex.level - 2
     assert_close(ctx_n10.decrypt(dropped), x, 2**-20, "drop_level")
@@ -42,8 +44,8 @@ def test_bootstrap_chunks(gen, assert_close):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         ctx = fhe.Context("toy-n13-bts", "cpu").keygen(bootstrap=True)
-    x = _rand(gen, 3 * ctx.slots)  # three chunks: a pair shares one bootstrapping, the third its own
+    x = _rand(gen, 5 * ctx.slots)  # five ciphertexts: two pairs in one batched bootstrapping, the fifth its own
     ex = ctx.encrypt(x, level=0)
     out = ex.bootstrap()
-    assert out.multi and out.level == ctx.params.bootstrap.user_levels
+    assert out.multi and out.level == ctx.bootstrap_config.user_levels
     assert_close(ctx.decrypt(out), x, 2**-15, "bootstrapped chunks")

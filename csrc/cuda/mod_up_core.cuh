@@ -1,0 +1,177 @@
+// ModUp on the GPU, for mod_up and mod_up_keyswitch_inner (CPU oracle: csrc/cpu/keyswitch.cpp;
+// semantics: csrc/bind/schema.cpp), as a pipeline of block programs (program.cuh) over the
+// whole batch:
+//  1. the inverse NTT of the level, first phase: its load reads the input (a, or a1 * b1 in
+//     tensor-product mode) and, for mod_up, also copies it to the digits' own rows of the
+//     output; last phase with the per-limb BConv constants as post factor;
+//  2. one BConv launch for every (ciphertext, digit), writing straight into the lifted rows;
+//  3. the forward NTT's two phases over exactly the converted rows: a row map enumerates
+//     (ciphertext, digit j, ext limb i) for i outside digit j.
+// mod_up writes the lifted digits in full (B, beta, Lext, N); mod_up_keyswitch_inner keeps
+// only the converted rows (compact) and ends with the inner product (keyswitch_inner.cuh).
+// Values between phases are lazy ([0, 2q)) exactly as in ntt_core.cuh; every store of a
+// result is canonical, so outputs equal the CPU's bit for bit. Ext limb i reads row
+// table_row(psi_rows, i) of psi_ext / psi_inv_ext (csrc/table_rows.h).
+#pragma once
+#include <cstdint>
+
+#include "../keyswitch.h"
+#include "bconv_core.cuh"
+#include "ntt_core.cuh"
+#include "program.cuh"
+
+namespace fhetorch::cuda {
+
+using ntt_detail::Ctx;
+using ntt_detail::Geo;
+using ntt_detail::kCap;
+using ntt_detail::mont_lazy;
+using ntt_detail::NttPhase;
+using ntt_detail::reduce_2q;
+using ntt_detail::row_ctx;
+using ntt_detail::swz;
+
+struct MuArgs {
+  ModUpArgs g;
+  int32_t* t;         // (B, L, N) INTT outputs, standard form
+  int32_t* d;         // lifted digits: full (B, beta, Lext, N), or compact (B, conv rows, N)
+  int32_t* copy_own;  // mod_up: the full output, whose digits' own rows are the input's; else null
+  int Lext, compact;
+  BcGrid grid;
+  KeyArgs key;        // mod_up_keyswitch_inner: the key and addend
+  int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
+};
+
+FT_HD bool mu_own(const MuArgs& a, int j, int i) { return i >= a.g.lo[j] && i < a.g.lo[j + 1]; }
+FT_HD int mu_own_digit(const MuArgs& a, int i) {
+  int j = 0;
+  while (j + 1 < a.g.beta && i >= a.g.lo[j + 1]) ++j;
+  return j;
+}
+FT_HD int64_t mu_conv_rows(const MuArgs& a) { return static_cast<int64_t>(a.g.beta) * a.Lext - a.g.L; }
+// Converted rows are enumerated digit by digit, ext limbs in order, skipping the digit's own:
+// digit j starts at j * Lext - lo[j].
+FT_HD int64_t mu_conv_index(const MuArgs& a, int j, int i) {
+  return static_cast<int64_t>(j) * a.Lext - a.g.lo[j] + (i < a.g.lo[j] ? i : i - mod_up_size(a.g, j));
+}
+// Inverse of mu_conv_index: converted row r -> (digit, ext limb i).
+FT_HD int mu_conv_digit(const MuArgs& a, int64_t r, int& i) {
+  int j = 0;
+  while (j + 1 < a.g.beta && r >= static_cast<int64_t>(j + 1) * a.Lext - a.g.lo[j + 1]) ++j;
+  const int k = static_cast<int>(r - (static_cast<int64_t>(j) * a.Lext - a.g.lo[j]));
+  i = k < a.g.lo[j] ? k : k + mod_up_size(a.g, j);
+  return j;
+}
+// Row of d holding digit j, ext limb i of ciphertext bb.
+FT_HD int64_t mu_drow(const MuArgs& a, int64_t bb, int j, int i) {
+  if (a.compact) return bb * mu_conv_rows(a) + mu_conv_index(a, j, i);
+  return (bb * a.g.beta + j) * a.Lext + i;
+}
+
+// 4 values of ciphertext bb's ModUp input at limb i, coefficients x..x+3: a[i], or a1[i] * b1[i].
+FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint32_t q, uint32_t nqinv) {
+  const int64_t L = a.g.L;
+  if (!a.g.b) return ldg4(a.g.a + (bb * L + i) * n + x);
+  const int4 u = ldg4(a.g.a + ((2 * bb + 1) * L + i) * n + x), v = ldg4(a.g.b + bb * a.g.b_stride + (L + i) * n + x);
+  int4 r;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+    elem(r, m) = static_cast<int32_t>(
+        reduce_2q(mont_lazy(static_cast<uint32_t>(elem(u, m)), static_cast<uint32_t>(elem(v, m)), q, nqinv), q));
+  return r;
+}
+
+// INTT rows: (ciphertext, level limb), row r = bb * L + i. The first (small) phase loads the
+// input itself; the last (large) phase multiplies by pre[i].
+template <int LOG_N, bool LARGE>
+struct MuInttRows {
+  using Args = MuArgs;
+  using G = Geo<LOG_N, false, kCap>;  // the first phase's tiles
+  static constexpr bool LOAD = !LARGE, STORE = false;
+  static constexpr int64_t N = int64_t(1) << LOG_N;
+  FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.L; }
+  FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    const int i = static_cast<int>(r % a.g.L);
+    int32_t* t = a.t + r * N;
+    return row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, table_row(a.g.psi_rows, i), N,
+                   LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
+  }
+  FT_HD static void load(const Args& a, int64_t r, const Ctx& c, int tid) {
+    const int64_t bb = r / a.g.L;
+    const int i = static_cast<int>(r % a.g.L);
+    int32_t* own = a.copy_own ? a.copy_own + mu_drow(a, bb, mu_own_digit(a, i), i) * N : nullptr;
+    for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
+      const int e = 4 * ch, x = G::x_of(e, c.blk);
+      const int4 v = mu_input4(a, bb, i, x, N, c.q, c.nqinv);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) c.sm[swz(e + m)] = static_cast<uint32_t>(elem(v, m));
+      if (own) st4(own + x, v);
+    }
+  }
+};
+
+// The converted rows of d, in place: (ciphertext, digit j, ext limb i outside digit j).
+template <int LOG_N>
+struct MuConvRows {
+  using Args = MuArgs;
+  static constexpr bool LOAD = false, STORE = false;
+  static constexpr int64_t N = int64_t(1) << LOG_N;
+  FT_HD static int64_t rows(const Args& a) { return a.g.B * mu_conv_rows(a); }
+  FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    int i;
+    const int64_t per = mu_conv_rows(a), bb = r / per;
+    const int j = mu_conv_digit(a, r - bb * per, i);
+    int32_t* row = a.d + mu_drow(a, bb, j, i) * N;
+    return row_ctx(sm, row, row, a.g.mod_ext, a.g.psi_ext, i, table_row(a.g.psi_rows, i), N, 0u, blk);
+  }
+};
+
+// ModUp's base conversion: group = (ciphertext bb, digit j); inputs t[bb][lo_j + k]; outputs
+// o -> ext limb i = o < lo_j ? o : o + size_j, row mu_drow(bb, j, i); matrix row mats[j][i].
+struct MuBcMap {
+  using Args = MuArgs;
+  FT_HD static BcGrid grid(const Args& a) { return a.grid; }
+  FT_HD static int groups(const Args& a) { return static_cast<int>(a.g.B * a.g.beta); }
+  FT_HD static int64_t n(const Args& a) { return int64_t(1) << a.g.log_n; }
+  FT_HD static bool vec(const Args&) { return true; }
+  FT_HD static int digit(const Args& a, int g) { return g % a.g.beta; }
+  FT_HD static int n_in(const Args& a, int g) { return mod_up_size(a.g, digit(a, g)); }
+  FT_HD static int n_out(const Args& a, int g) { return a.Lext - n_in(a, g); }
+  FT_HD static int out_limb(const Args& a, int g, int o) { return o < a.g.lo[digit(a, g)] ? o : o + n_in(a, g); }
+  FT_HD static const int32_t* in_row(const Args& a, int g, int k) {
+    return a.t + (static_cast<int64_t>(g / a.g.beta) * a.g.L + a.g.lo[digit(a, g)] + k) * n(a);
+  }
+  FT_HD static const int32_t* in_mod(const Args& a, int g, int k) { return a.g.mod_ext + 2 * (a.g.lo[digit(a, g)] + k); }
+  FT_HD static int32_t* out_row(const Args& a, int g, int o) {
+    return a.d + mu_drow(a, g / a.g.beta, digit(a, g), out_limb(a, g, o)) * n(a);
+  }
+  FT_HD static const int32_t* out_mod(const Args& a, int g, int o) { return a.g.mod_ext + 2 * out_limb(a, g, o); }
+  FT_HD static const int32_t* mat_row(const Args& a, int g, int o) {
+    return a.g.mats + (static_cast<int64_t>(digit(a, g)) * a.Lext + out_limb(a, g, o)) * a.g.alpha_max;
+  }
+};
+
+// Steps 1-3 for every ciphertext of the batch (a.t, a.d set by the caller).
+template <int LOG_N, class Exec>
+cudaError_t mod_up_pipeline(Exec& ex, MuArgs& a) {
+  int widest = 0, narrowest = a.g.L;
+  for (int j = 0; j < a.g.beta; ++j) {
+    widest = mod_up_size(a.g, j) > widest ? mod_up_size(a.g, j) : widest;
+    narrowest = mod_up_size(a.g, j) < narrowest ? mod_up_size(a.g, j) : narrowest;
+  }
+  a.grid = bconv_grid(a.g.B * a.g.beta, int64_t(1) << LOG_N, a.Lext - narrowest);
+  FT_TRY((ex.template run<NttPhase<LOG_N, false, true, MuInttRows<LOG_N, false>>>(a)));
+  FT_TRY((ex.template run<NttPhase<LOG_N, true, true, MuInttRows<LOG_N, true>>>(a)));
+  if (mu_conv_rows(a) == 0) return cudaSuccess;
+  FT_TRY((run_bconv<MuBcMap>(ex, a, widest)));
+  FT_TRY((ex.template run<NttPhase<LOG_N, true, false, MuConvRows<LOG_N>>>(a)));
+  return ex.template run<NttPhase<LOG_N, false, false, MuConvRows<LOG_N>>>(a);
+}
+
+// Scratch words run_mod_up needs: t, then (with a key) the compact converted rows.
+inline int64_t mod_up_scratch_t(const ModUpArgs& g) { return g.B * g.L << g.log_n; }
+inline int64_t mod_up_scratch_d(const ModUpArgs& g) {
+  return g.B * (static_cast<int64_t>(g.beta) * (g.L + g.K) - g.L) << g.log_n;
+}
+
+}  // namespace fhetorch::cuda

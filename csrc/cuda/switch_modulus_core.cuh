@@ -1,0 +1,128 @@
+// switch_modulus on the GPU (rescale, ModDown, both; CPU oracle: csrc/cpu/keyswitch.cpp;
+// semantics: csrc/bind/schema.cpp) as a pipeline of block programs (program.cuh) over all B
+// polynomials: the inverse NTT's first phase reads the dropped rows of x itself, its last
+// phase multiplies by pre; one BConv launch; the forward NTT, whose last phase combines
+// x[keep] * c_keep + ntt * c_sub (+ addend) in its store. Values between phases are lazy
+// ([0, 2q)) as in ntt_core.cuh; the stored results are canonical. Dropped limb k and
+// destination limb i read the twiddle rows table_row(psi_inv_drop_rows, k) and
+// table_row(psi_dst_rows, i) (csrc/table_rows.h).
+#pragma once
+#include <cstdint>
+
+#include "../keyswitch.h"
+#include "bconv_core.cuh"
+#include "ntt_core.cuh"
+#include "program.cuh"
+
+namespace fhetorch::cuda {
+
+struct SwArgs {
+  SwitchArgs g;
+  int32_t* t;    // (B, D, N) scratch
+  int32_t* y;    // (B, Ld, N) scratch
+  int32_t* out;  // (B, Ld, N)
+  BcGrid grid;
+};
+
+// The dropped rows (polynomial p, dropped limb k), row r = p * D + k, into t: the first
+// (small) inverse phase reads them from x, the last (large) one multiplies by pre[k].
+template <int LOG_N, bool LARGE>
+struct SwDropRows {
+  using Args = SwArgs;
+  static constexpr bool LOAD = false, STORE = false;
+  static constexpr int64_t N = int64_t(1) << LOG_N;
+  FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.D; }
+  FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    const int k = static_cast<int>(r % a.g.D);
+    int32_t* t = a.t + r * N;
+    const int32_t* in = LARGE ? t : a.g.x + ((r / a.g.D) * a.g.Ls + a.g.drop[k]) * N;
+    return ntt_detail::row_ctx(sm, in, t, a.g.mod_drop, a.g.psi_inv_drop, k, table_row(a.g.psi_inv_drop_rows, k), N,
+                               LARGE ? static_cast<uint32_t>(ldg(a.g.pre + k)) : 0u, blk);
+  }
+};
+
+// The converted rows y (polynomial p, destination limb i), row r = p * Ld + i, forward: the
+// last (small) phase stores out = x[keep] * c_keep + ntt * c_sub (+ addend).
+template <int LOG_N, bool LARGE>
+struct SwDstRows {
+  using Args = SwArgs;
+  using G = ntt_detail::Geo<LOG_N, false, ntt_detail::kCap>;  // the last phase's tiles
+  static constexpr bool LOAD = false, STORE = !LARGE;
+  static constexpr int64_t N = int64_t(1) << LOG_N;
+  FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.Ld; }
+  FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    const int i = static_cast<int>(r % a.g.Ld);
+    return ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst, i,
+                               table_row(a.g.psi_dst_rows, i), N, 0u, blk);
+  }
+  FT_HD static void store(const Args& a, int64_t r, const ntt_detail::Ctx& c, int tid) {
+    using ntt_detail::mont_lazy;
+    using ntt_detail::reduce_2q;
+    const int64_t p = r / a.g.Ld;
+    const int i = static_cast<int>(r % a.g.Ld), kr = a.g.keep[i];
+    const int32_t* keep = kr >= 0 ? a.g.x + (p * a.g.Ls + kr) * N : nullptr;
+    const int64_t k = p % a.g.K;
+    const int32_t* add = a.g.addend && k < a.g.Ka ? a.g.addend + (((p / a.g.K) * a.g.Ka + k) * a.g.Ld + i) * N : nullptr;
+    const uint32_t q = c.q, nqinv = c.nqinv, ck = static_cast<uint32_t>(ldg(a.g.c_keep + i));
+    const uint32_t cs = static_cast<uint32_t>(ldg(a.g.c_sub + i));
+    constexpr int CH = G::T / 4 / G::THREADS;
+    int4 kvs[CH], avs[CH];  // every load of this step issued first
+#pragma unroll
+    for (int h = 0; h < CH; ++h) {
+      const int x = G::x_of(4 * (tid + h * G::THREADS), c.blk);
+      kvs[h] = keep ? ldg4(keep + x) : make_int4(0, 0, 0, 0);
+      avs[h] = add ? ldg4(add + x) : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int h = 0; h < CH; ++h) {
+      const int e = 4 * (tid + h * G::THREADS);
+      int4 res;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        uint32_t v = reduce_2q(mont_lazy(c.sm[ntt_detail::swz(e + m)], cs, q, nqinv), q);
+        if (keep) v = reduce_2q(reduce_2q(mont_lazy(static_cast<uint32_t>(elem(kvs[h], m)), ck, q, nqinv), q) + v, q);
+        if (add) v = reduce_2q(v + static_cast<uint32_t>(elem(avs[h], m)), q);
+        elem(res, m) = static_cast<int32_t>(v);
+      }
+      st4(c.out + G::x_of(e, c.blk), res);
+    }
+  }
+};
+
+// switch_modulus's base conversion: group = polynomial p; inputs t[p][k]; outputs y[p][o].
+struct SwBcMap {
+  using Args = SwArgs;
+  FT_HD static BcGrid grid(const Args& a) { return a.grid; }
+  FT_HD static int groups(const Args& a) { return static_cast<int>(a.g.B); }
+  FT_HD static int64_t n(const Args& a) { return int64_t(1) << a.g.log_n; }
+  FT_HD static bool vec(const Args&) { return true; }
+  FT_HD static int n_in(const Args& a, int) { return a.g.D; }
+  FT_HD static int n_out(const Args& a, int) { return a.g.Ld; }
+  FT_HD static const int32_t* in_row(const Args& a, int p, int k) { return a.t + (static_cast<int64_t>(p) * a.g.D + k) * n(a); }
+  FT_HD static const int32_t* in_mod(const Args& a, int, int k) { return a.g.mod_drop + 2 * k; }
+  FT_HD static int32_t* out_row(const Args& a, int p, int o) { return a.y + (static_cast<int64_t>(p) * a.g.Ld + o) * n(a); }
+  FT_HD static const int32_t* out_mod(const Args& a, int, int o) { return a.g.mod_dst + 2 * o; }
+  FT_HD static const int32_t* mat_row(const Args& a, int, int o) { return a.g.mat + static_cast<int64_t>(o) * a.g.D; }
+};
+
+// Scratch words run_switch_modulus needs: t, then y.
+inline int64_t switch_scratch_t(const SwitchArgs& g) { return g.B * g.D << g.log_n; }
+inline int64_t switch_scratch_y(const SwitchArgs& g) { return g.B * g.Ld << g.log_n; }
+
+template <class Exec>
+cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int32_t* t, int32_t* y) {
+  if (g.B <= 0) return cudaSuccess;
+  if (!table_rows_fit(g.psi_inv_drop_rows, g.D) || !table_rows_fit(g.psi_dst_rows, g.Ld)) return cudaErrorInvalidValue;
+  SwArgs a{g, t, y, out, bconv_grid(g.B, int64_t(1) << g.log_n, g.Ld)};
+  return dispatch_log_n(g.log_n, [&](auto log_n) {
+    constexpr int LOG_N = decltype(log_n)::value;
+    using ntt_detail::NttPhase;
+    FT_TRY((ex.template run<NttPhase<LOG_N, false, true, SwDropRows<LOG_N, false>>>(a)));
+    FT_TRY((ex.template run<NttPhase<LOG_N, true, true, SwDropRows<LOG_N, true>>>(a)));
+    FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D)));
+    FT_TRY((ex.template run<NttPhase<LOG_N, true, false, SwDstRows<LOG_N, true>>>(a)));
+    return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>>>(a);
+  });
+}
+
+}  // namespace fhetorch::cuda

@@ -1,0 +1,50 @@
+// The device API: one function per op of csrc/bind/schema.cpp (where the semantics are
+// stated), on raw pointers, torch-free, declared once for both devices. csrc/cpu/kernels.h
+// declares it with a cpu::Threads context returning void, csrc/cuda/kernels.h with a
+// cuda::Stream context returning the first launch error (cudaSuccess otherwise). Counts may
+// be zero; the bindings (csrc/bind/ops.h) have checked every argument.
+#pragma once
+#include <cstdint>
+
+#include "elementwise.h"
+#include "hoisted_mac.h"
+#include "keyswitch.h"
+#include "table_rows.h"
+
+#define FHETORCH_DECLARE_KERNELS(R, CTX)                                                                              \
+  /* x, y: (rows, N = 2^log_n), row r with limb l = r % L of mod and row table_row(psi_rows, l) of the twiddle    \
+     table (L, N), or (R, N) through the map; y may equal x. */                                                    \
+  R ntt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod, const int32_t* psi,      \
+        const TableRows& psi_rows, const CTX& ctx);                                                                 \
+  R intt(const int32_t* x, int32_t* y, int64_t rows, int L, int log_n, const int32_t* mod, const int32_t* psi_inv, \
+         const int32_t* post, const TableRows& psi_rows, const CTX& ctx);                                           \
+  /* x: (batch, La, n) standard form -> y: (batch, Lb, n) Montgomery form. La <= 256. */                           \
+  R bconv(const int32_t* x, int32_t* y, int64_t batch, int La, int Lb, int64_t n, const int32_t* mod_in,           \
+          const int32_t* mod_out, const int32_t* mat, const CTX& ctx);                                             \
+  /* out[i] = a[i] (op) b[i % nb] (Axpby: a[i] * ca[l] + b[i % nb] * cb[l]; MulConst: a[i] * ca[l]; Neg: -a[i]),   \
+     i < total, limb l = (i / n) % L. */                                                                            \
+  R elementwise(EwOp op, const int32_t* a, const int32_t* ca, const int32_t* b, const int32_t* cb, int32_t* out,  \
+                int64_t total, int64_t nb, int64_t n, int L, const int32_t* mod, const CTX& ctx);                  \
+  /* a: (batch, 2, L, n), b: (batch, or 1 if b_broadcast, 2, L, n) -> out (batch, 3, L, n). */                     \
+  R tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast, int64_t n,  \
+                   int L, const int32_t* mod, const CTX& ctx);                                                      \
+  /* x, out: (rows, 2^log_n) NTT-domain rows; out must not alias x. */                                              \
+  R automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois, const CTX& ctx);        \
+  R keyswitch_inner(const InnerArgs& g, const CTX& ctx);                                                           \
+  R hoisted_mac(const MacArgs& g, const CTX& ctx);                                                                 \
+  /* The fused key-switching ops: out (B, beta, L + K, n) for mod_up, (B, 2, L + K, n) for                          \
+     mod_up_keyswitch_inner, (B, Ld, n) for switch_modulus; 2^10 <= N <= 2^17. */                                  \
+  R mod_up(const ModUpArgs& g, int32_t* out, const CTX& ctx);                                                      \
+  R mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out, const CTX& ctx);                  \
+  R switch_modulus(const SwitchArgs& g, int32_t* out, const CTX& ctx);                                             \
+  /* x: (rows, n) int64 -> out (rows, L, n) Montgomery form. */                                                     \
+  R to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod, const int32_t* r2,  \
+           const CTX& ctx);                                                                                         \
+  /* x: (rows, L, n) standard form -> centred mixed-radix digits (rows, L, n). L <= 256. */                        \
+  R crt_digits(const int32_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,                 \
+               const int32_t* garner, const CTX& ctx);                                                              \
+  /* key: 8 words. Uniform: out (total = rows * L * n) residues, limb (e / n) % L; ternary, CBD: int64. */         \
+  R sample_uniform(const uint32_t* key, uint64_t stream, int32_t* out, int64_t total, int L, int64_t n,            \
+                   const int32_t* mod, const CTX& ctx);                                                             \
+  R sample_ternary(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, const CTX& ctx);             \
+  R sample_cbd(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, const CTX& ctx);

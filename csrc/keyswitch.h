@@ -1,0 +1,74 @@
+// Arguments of the fused key-switching ops (mod_up, mod_up_keyswitch_inner, switch_modulus;
+// semantics in csrc/bind/schema.cpp): filled by the argument checks (csrc/bind/common.h),
+// taken by the CPU implementation (csrc/cpu/keyswitch.cpp) and the CUDA one
+// (csrc/cuda/keyswitch.cu). Torch-free. Small host tables (digit bounds, dropped and kept
+// rows, table row maps) are held inline, so the CUDA launches take them by value and need no
+// device copy.
+#pragma once
+#include <cstdint>
+
+#include "arith.h"
+#include "table_rows.h"
+
+namespace fhetorch {
+
+// Ring sizes of the fused ops, on every device: N = 2^log_n with log_n in this range.
+constexpr int kFusedMinLogN = 10;
+constexpr int kFusedMaxLogN = 17;
+constexpr int kMaxDigits = 64;        // mod_up: beta <= 64
+constexpr int kMaxDigitLimbs = 256;   // mod_up: limbs per digit (alpha_max)
+constexpr int kMaxSwitchRows = 256;   // switch_modulus: dropped rows D and destination limbs Ld
+constexpr int kMaxSwitchSrc = 32767;  // switch_modulus: source limbs Ls (row indices fit int16)
+
+// ModUp of B polynomials (or, in tensor-product mode, of a1 * b1 for B ciphertext pairs)
+// from the level (L limbs) to ext = level + K special primes, digit j = limbs [lo[j], lo[j+1]).
+struct ModUpArgs {
+  const int32_t* a;            // (B, L, n); tensor-product mode: (B, 2, L, n)
+  const int32_t* b;            // tensor-product mode: (B, 2, L, n) or, b_stride = 0, (2, L, n); else null
+  int64_t b_stride;            // words between b's ciphertexts
+  const int32_t* pre;          // (L,)
+  const int32_t* mod_ext;      // (L + K, 2)
+  const int32_t* psi_ext;      // (L + K, n), or any (R, n) read through psi_rows
+  const int32_t* psi_inv_ext;  // (L + K, n), or any (R, n) read through psi_rows
+  const int32_t* mats;         // (beta, L + K, alpha_max)
+  int64_t B;
+  int L, K, log_n, beta, alpha_max;
+  int lo[kMaxDigits + 1];
+  TableRows psi_rows;          // the psi_ext / psi_inv_ext row of each ext limb (count 0: row i)
+};
+
+// The key of mod_up_keyswitch_inner and its addend (relinearisation's P * (d0, d1)).
+struct KeyArgs {
+  const int32_t* key_q;  // (digits, 2, Lq_key, n)
+  const int32_t* key_p;  // (digits, 2, K, n)
+  int Lq_key, q_start, digit_start;
+  const int32_t* addend;  // (B, 2, La, n), or null (tensor-product mode: computed, La = L)
+  const int32_t* c_add;   // (La,), or null when La = 0
+  int La;
+};
+
+// Modulus switch of B polynomials (..., Ls, n) -> (..., Ld, n). The addend is added per
+// group of K consecutive polynomials (a ciphertext: K = 2): addend (B / K, Ka, Ld, n) onto the
+// first Ka polynomials of each group.
+struct SwitchArgs {
+  const int32_t* x;             // (B, Ls, n)
+  const int32_t* pre;           // (D,)
+  const int32_t* mod_drop;      // (D, 2)
+  const int32_t* psi_inv_drop;  // (D, n), or any (R, n) read through psi_inv_drop_rows
+  const int32_t* mod_dst;       // (Ld, 2)
+  const int32_t* psi_dst;       // (Ld, n), or any (R, n) read through psi_dst_rows
+  const int32_t* mat;           // (Ld, D)
+  const int32_t* c_keep;        // (Ld,)
+  const int32_t* c_sub;         // (Ld,)
+  const int32_t* addend;        // or null
+  int64_t B;
+  int Ls, D, Ld, log_n, K, Ka;
+  int16_t drop[kMaxSwitchRows];  // rows of x dropped
+  int16_t keep[kMaxSwitchRows];  // per destination limb: its row of x, or -1
+  TableRows psi_inv_drop_rows;   // the psi_inv_drop row of each dropped limb (count 0: row k)
+  TableRows psi_dst_rows;        // the psi_dst row of each destination limb (count 0: row i)
+};
+
+FT_HD int mod_up_size(const ModUpArgs& a, int j) { return a.lo[j + 1] - a.lo[j]; }
+
+}  // namespace fhetorch

@@ -1,0 +1,92 @@
+"""The operations a polynomial evaluation runs on Ciphertexts of one CKKSContext, counting
+what they cost. LevelSimulator (simulator.py) runs the same interface on levels only, so one
+evaluation code path both plans and computes.
+
+Levels and scales: every value stays on its level's nominal scale (_ckks/evaluator.py), so
+additions never lose a level to scale matching: products of nominal operands are nominal,
+integer constants multiply without a level, real constants are folded into one rescale per
+linear combination, and `drop_level` lands on the nominal scale.
+"""
+from __future__ import annotations
+
+from ... import _ops
+from ..._ckks import evaluator as ev
+from ...errors import LevelError
+
+INT_LIMIT = 2**31  # integer constants below this multiply without a level (evaluator.mul_scalar)
+
+
+def is_free_constant(c: float) -> bool:
+    """Whether multiplying by c costs no level (an integer below INT_LIMIT)."""
+    return float(c).is_integer() and abs(c) < INT_LIMIT
+
+
+def ceil_log2(i: int) -> int:
+    return (int(i) - 1).bit_length() if i > 0 else 0
+
+
+class CiphertextOps:
+    """Operations on Ciphertexts of one CKKSContext, counting ciphertext products, rescales of
+    linear combinations and levels dropped to match operands."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.mults = 0  # ciphertext-ciphertext multiplications (relinearised, rescaled)
+        self.rescales = 0  # rescales of scalar linear combinations
+        self.drops = 0  # levels dropped to match operands
+
+    @staticmethod
+    def level(a) -> int:
+        return a.level
+
+    def nominal(self, a) -> bool:
+        return ev.same_scale(a.scale, self.ctx.nominal_scale(a.level))
+
+    def mul(self, a, b):
+        self.mults += 1
+        self.drops += abs(a.level - b.level)
+        return ev.multiply(self.ctx, a, b)
+
+    def add(self, a, b):
+        self.drops += abs(a.level - b.level)
+        return ev.add(self.ctx, a, b)
+
+    def sub(self, a, b):
+        self.drops += abs(a.level - b.level)
+        return ev.sub(self.ctx, a, b)
+
+    def add_const(self, a, c: float):
+        return a if c == 0 else ev.add_scalar(self.ctx, a, float(c))
+
+    def drop(self, a, level: int):
+        if a.level == level:
+            return a
+        self.drops += a.level - level
+        return ev.drop_level(self.ctx, a, a.level - level)
+
+    def lincomb(self, terms, c0: float):
+        """sum c_i a_i + c0, all a_i at one level. Integer c_i (nominal a_i): no level; else one rescale."""
+        ctx = self.ctx
+        level = terms[0][1].level
+        assert all(a.level == level for _, a in terms)
+        terms = [(c, ev.relinearize(ctx, a)) for c, a in terms]
+        b = ctx.basis(level)
+        if all(is_free_constant(c) for c, _ in terms) and all(self.nominal(a) for _, a in terms):
+            acc = None
+            for c, a in terms:  # one pass per term: acc = a * c + acc
+                k = b.scalar(int(c))
+                acc = _ops.mul_const(a.data, k, b.mod) if acc is None else _ops.axpby(a.data, k, acc, b.one, b.mod)
+            return self.add_const(terms[0][1].replace(data=acc), c0)
+        if level < 1:
+            raise LevelError("polynomial: a scalar multiplication needs a level but the operand is at level 0; "
+                             "bootstrap first or start from a higher level")
+        # each term's constant at the scale that puts c_i a_i, rescaled, on level-1's nominal scale
+        acc, scale = None, None
+        for c, a in terms:
+            s = ev._target_scale_factor(ctx, a)
+            k = b.scalar(ev._round_scaled(c, s, "polynomial"))
+            acc = _ops.mul_const(a.data, k, b.mod) if acc is None else _ops.axpby(a.data, k, acc, b.one, b.mod)
+            scale = a.scale * s if scale is None else scale
+        self.rescales += 1
+        out = ev.rescale(ctx, terms[0][1].replace(data=acc, scale=scale))
+        return self.add_const(out, c0)

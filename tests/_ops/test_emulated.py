@@ -1,0 +1,220 @@
+"""The CUDA block programs (csrc/cuda/program.cuh) run on the host by tests/cuda_emu/emu.cu,
+against the CPU ops, bit for bit, on fresh random inputs: the NTT's two phases (every size
+2^10 .. 2^17, forward and inverse, unaligned rows), the base conversion of the bconv op
+(register and memory paths, odd N), and the fused key-switching pipelines (mod_up,
+mod_up_keyswitch_inner with addends and the tensor-product mode, switch_modulus with its
+addend forms), single and batched, on dense tables and on the ring's full tables read through
+table row maps (csrc/table_rows.h); the samplers' thread bodies (one ChaCha20 block per
+thread for several elements) against the CPU's one block per element. Needs nvcc (no GPU); marked slow. The element-wise CUDA
+kernels share their arithmetic with the CPU (csrc/elementwise.h) and are not emulated.
+"""
+import ctypes
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+from fhetorch import _ops
+from fhetorch._ring import ntt_primes
+from fhetorch._rlwe import keyswitch as ks
+
+from .inputs import expect_equal, make_ring, mod_up_args, rand_key, rand_res, switch_args
+from .reference import mod_table
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def emu():
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = os.path.join(tempfile.mkdtemp(prefix="ftemu"), "libftemu.so")
+    r = subprocess.run([nvcc, "-O2", "-std=c++17", "-Xcompiler", "-fPIC", "-shared", "-o", out,
+                        os.path.join(root, "tests", "cuda_emu", "emu.cu")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lib = ctypes.CDLL(out)
+    for f in ("emu_mod_up", "emu_switch_modulus", "emu_ntt", "emu_bconv", "emu_sample"):
+        getattr(lib, f).restype = ctypes.c_longlong
+    return lib
+
+
+def _rows(v):
+    """A table row map for emu.cu (None: row l)."""
+    return None if v is None else _ints(v)
+
+
+def _p(t):
+    return None if t is None else ctypes.c_void_p(t.data_ptr())
+
+
+def _ints(v):
+    return (ctypes.c_int * len(v))(*v)
+
+
+def _ll(v):
+    return ctypes.c_longlong(int(v))
+
+
+def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False):
+    """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host; with
+    full_tables, on the ring's tables through the row of each ext limb (what fhetorch._rlwe passes)."""
+    pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
+    rows = None
+    if full_tables:
+        psi, psi_inv, rows = plan.ring.psi, plan.ring.psi_inv, plan.psi_rows
+    L, n = a.shape[-2], a.shape[-1]
+    tensor = b is not None
+    B = int(np.prod(a.shape[:-3 if tensor else -2]))
+    shape = (*a.shape[:-3 if tensor else -2], 2 if key else len(bounds) - 1, mod.shape[0], n)
+    out = torch.empty(shape, dtype=torch.int32)
+    b_stride = 0 if not tensor or b.dim() == 3 else 2 * L * n
+    La = 0 if addend is None else addend.shape[-2]
+    launches = emu.emu_mod_up(_p(a), _p(b), _ll(b_stride), _p(out), _ll(B), L, K, n.bit_length() - 1, _p(pre),
+                              _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
+                              _p(key.key_q) if key else None, _p(key.key_p) if key else None,
+                              key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La,
+                              _rows(rows))
+    assert launches > 0
+    return out
+
+
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop,batch", [
+    (10, 8, 3, 3, 1, 8, ()), (11, 6, 2, 2, 0, 6, ()), (12, 9, 4, 4, 2, 9, ()), (13, 40, 2, 20, 3, 40, ()),
+    (10, 4, 1, 1, 0, 4, ()), (14, 6, 2, 3, 0, 6, ()), (15, 6, 2, 3, 0, 6, ()), (16, 6, 2, 3, 1, 6, ()),
+    (17, 4, 2, 2, 0, 4, ()), (11, 10, 2, 2, 0, 10, ()), (10, 7, 1, 1, 1, 7, ()),
+    (10, 6, 2, 2, 1, 6, (3,)), (11, 8, 3, 3, 0, 8, (2, 2)),  # batches of ciphertexts
+])
+def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
+    ring = make_ring(log_n, n_q, K)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    L = stop - start
+    plan = ks.mod_up_plan(ring, lvl, sp, alpha)
+    args = mod_up_args(plan)
+    a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
+    want = _ops.mod_up(a, *args)
+    expect_equal(emulate_mod_up(emu, a, plan, K), want, "emulated mod_up", seed)
+    expect_equal(emulate_mod_up(emu, a, plan, K, full_tables=True), want, "emulated mod_up, table rows", seed)
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    e = plan.ext
+    # the modes alternate between dense tables and the ring's through the row map
+    for k, La in enumerate((0, L + K, random.randint(1, L + K))):
+        addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add)
+        got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, full_tables=k % 2 == 1)
+        expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}, table rows: {k % 2 == 1}", seed)
+    bl = ring.basis(tuple(lvl))
+    x = rand_res((*batch, 2, L, ring.n), bl.primes)
+    c_add = bl.const([random.randrange(q) for q in bl.primes])
+    for k, y in enumerate((rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes))):
+        want = _ops.mod_up_keyswitch_inner(x, *args, key.key_q, key.key_p, start, plan.digit_start, None, c_add, y)
+        got = emulate_mod_up(emu, x, plan, K, key, start, None, c_add, y, full_tables=k == 0)
+        expect_equal(got, want, f"emulated tensor-product mode, b={tuple(y.shape)}, table rows: {k == 0}", seed)
+
+
+@pytest.mark.parametrize("log_n,src,dst,batch,Ka", [
+    (10, tuple(range(6)), tuple(range(5)), (2,), 0),
+    (11, tuple(range(8)), (0, 1, 2, 3, 4, 8), (3,), 2),
+    (12, tuple(range(6)), (8, 0, 1, 2, 3), (2, 3), 1),
+    (10, tuple(range(6)), (3, 0, 2, 1), (), 0),
+    (13, (0, 1, 2), (8, 9), (2,), 2),
+    (10, tuple(range(26)), tuple(range(5)), (2,), 0),  # 21 dropped: the > 16-input BConv
+    (17, tuple(range(4)), (0, 1, 2, 5), (1,), 1),
+    (10, tuple(range(8)), tuple(range(5)), (3, 2), 2),  # a batch of ciphertexts, each with (d0, d1)
+])
+def test_emulated_switch_modulus(emu, seed, log_n, src, dst, batch, Ka):
+    ring = make_ring(log_n, max(max(src), max(dst)) + 1, 0)
+    p = ks.switch_plan(ring, src, dst)
+    x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
+    B = int(np.prod(batch)) if batch else 1
+    K = batch[-1] if batch else 1
+    addend = rand_res((*batch[:-1], Ka, len(dst), ring.n), p.b_dst.primes) if Ka else None
+    want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
+    pre, mod_drop, _, mod_dst, _, mat, c_keep, c_sub = switch_args(p)
+    # dense tables, then the ring's through the rows of the dropped and destination limbs
+    for tables, rows in [(switch_args(p), (None, None)),
+                         ((pre, mod_drop, ring.psi_inv, mod_dst, ring.psi, mat, c_keep, c_sub),
+                          (p.psi_inv_drop_rows, p.psi_dst_rows))]:
+        got = torch.empty_like(want)
+        assert emu.emu_switch_modulus(_p(x), _p(got), _ll(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
+                                      _ints(p.keep_rows), len(dst), *[_p(t) for t in tables], _p(addend), K, Ka,
+                                      *[_rows(r) for r in rows]) > 0
+        expect_equal(got, want, f"emulated switch_modulus, table rows: {rows[0] is not None}", seed)
+
+
+@pytest.mark.parametrize("log_n,L,batch", [(10, 3, (2,)), (11, 2, ()), (12, 5, (2, 2)), (13, 2, ()), (14, 1, ()),
+                                           (15, 1, ()), (16, 2, ()), (17, 1, ())])
+def test_emulated_ntt(emu, seed, log_n, L, batch):
+    ring = make_ring(log_n, L + 2, 0)
+    limbs = random.sample(range(L + 2), L)  # through the row map: L of the ring's limbs, in no order
+    b = ring.basis(tuple(range(L)))
+    x = rand_res((*batch, L, ring.n), b.primes)
+    rows = x.numel() // ring.n
+    for inverse, tw, post in [(0, b.psi, None), (1, b.psi_inv, b.n_inv_mont), (1, b.psi_inv, b.n_inv)]:
+        want = _ops.intt(x, b.mod, tw, post) if inverse else _ops.ntt(x, b.mod, tw)
+        for src in (x, unaligned(x)):
+            got = torch.empty_like(x)
+            assert emu.emu_ntt(_p(src), _p(got), _ll(rows), L, log_n, _p(b.mod), _p(tw), _p(post), inverse, None) > 0
+            expect_equal(got, want, f"emulated {'intt' if inverse else 'ntt'} (offset {src.storage_offset()})", seed)
+        y = x.clone()  # in place
+        assert emu.emu_ntt(_p(y), _p(y), _ll(rows), L, log_n, _p(b.mod), _p(tw), _p(post), inverse, None) > 0
+        expect_equal(y, want, "emulated, in place", seed)
+    bm = ring.basis(limbs)
+    xm = rand_res((*batch, L, ring.n), bm.primes)
+    for inverse, tw in [(0, ring.psi), (1, ring.psi_inv)]:
+        post = bm.n_inv_mont if inverse else None
+        want = _ops.intt(xm, bm.mod, tw, post, limbs) if inverse else _ops.ntt(xm, bm.mod, tw, limbs)
+        got = torch.empty_like(xm)
+        assert emu.emu_ntt(_p(xm), _p(got), _ll(rows), L, log_n, _p(bm.mod), _p(tw), _p(post), inverse,
+                           _rows(limbs)) > 0
+        expect_equal(got, want, f"emulated {'intt' if inverse else 'ntt'}, table rows {limbs}", seed)
+
+
+def unaligned(x: torch.Tensor) -> torch.Tensor:
+    """x's values in a contiguous tensor whose data starts 4 bytes past a 16-byte boundary."""
+    buf = torch.empty(x.numel() + 1, dtype=x.dtype)
+    y = buf[1:].view(x.shape)
+    y.copy_(x)
+    return y
+
+
+@pytest.mark.parametrize("La,Lb,batch,n", [(1, 1, 1, 1024), (3, 17, 2, 4096), (12, 70, 2, 1024), (16, 5, 1, 512),
+                                           (17, 9, 2, 1024), (40, 3, 1, 2048), (5, 7, 2, 100), (3, 2, 1, 6)])
+def test_emulated_bconv(emu, seed, La, Lb, batch, n):
+    pin = ntt_primes(10, 30.9, La)
+    pout = ntt_primes(10, 29.5, Lb, exclude=pin)
+    x = torch.stack([rand_res((La, n), pin) for _ in range(batch)])
+    mat = torch.stack([torch.randint(-(p // 2), p // 2 + 1, (La,), dtype=torch.int32) for p in pout])
+    want = _ops.bconv(x, mod_table(pin), mod_table(pout), mat)
+    for src in (x, unaligned(x)):
+        got = torch.empty_like(want)
+        assert emu.emu_bconv(_p(src), _p(got), _ll(batch), La, Lb, _ll(n), _p(mod_table(pin)), _p(mod_table(pout)),
+                             _p(mat)) > 0
+        expect_equal(got, want, f"emulated bconv La={La} Lb={Lb} n={n} offset {src.storage_offset()}", seed)
+
+
+@pytest.mark.parametrize("total", [1, 5, 1000, 4099])
+def test_emulated_samplers(emu, seed, total):
+    key = torch.randint(-(2**31), 2**31 - 1, (8,), dtype=torch.int32)
+    stream = random.getrandbits(63)
+    primes = ntt_primes(10, 30, 3) + [3, 5]  # small primes: many rejections
+    mod = mod_table(primes)
+    n = max(1, total // len(primes))
+    rows = -(-total // (len(primes) * n))
+    want = _ops.sample_uniform(key, stream, mod, rows, n).flatten()
+    got = torch.empty_like(want)
+    assert emu.emu_sample(0, _p(key), ctypes.c_ulonglong(stream), _p(got), _ll(want.numel()), len(primes), _ll(n),
+                          _p(mod)) > 0
+    expect_equal(got, want, "emulated sample_uniform", seed)
+    for kind, op in [(1, _ops.sample_ternary), (2, _ops.sample_cbd)]:
+        want = op(key, stream, total)
+        got = torch.empty_like(want)
+        assert emu.emu_sample(kind, _p(key), ctypes.c_ulonglong(stream), _p(got), _ll(total), 1, _ll(total), None) > 0
+        expect_equal(got, want, f"emulated {op.__name__}", seed)

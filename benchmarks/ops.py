@@ -122,15 +122,15 @@ def make_op(ctx, op: str, a, b):
         x = a.data.contiguous()
         return lambda: ring.intt(x, basis)
     if op == "hmult":
-        return lambda: ev.multiply(ctx, a, b, rescale_result=False)
+        return lambda: ev.mul(ctx, a, b, rescale_result=False)
     if op == "hmult_rescale":
-        return lambda: ev.multiply(ctx, a, b)
+        return lambda: ev.mul(ctx, a, b)
     if op == "hrot":
         return lambda: ev.rotate(ctx, a, 1)
     if op == "hadd":
         return lambda: ev.add(ctx, a, b)
     if op == "rescale":  # of a product (its rescale deferred): a fresh ciphertext's rescale is refused
-        ab = ev.multiply(ctx, a, b, rescale_result=False)
+        ab = ev.mul(ctx, a, b, rescale_result=False)
         return lambda: ev.rescale(ctx, ab)
     raise ValueError(op)
 
@@ -139,7 +139,7 @@ def _check(ctx, a, b, va, vb) -> dict:
     """Decrypted precision (log2 of the max error) of HMult+rescale and HRot: a sanity check."""
     out = {}
     try:
-        m = ctx.decrypt_vector(ev.multiply(ctx, a, b)).cpu()
+        m = ctx.decrypt_vector(ev.mul(ctx, a, b)).cpu()
         out["hmult_precision_bits"] = round(-math.log2(max((m - va * vb).abs().max().item(), 2.0**-60)), 2)
     except Exception as e:  # noqa: BLE001 - recorded, the timing goes on
         out["hmult_check_error"] = common.error_text(e, 500)

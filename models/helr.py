@@ -236,7 +236,7 @@ class EncryptedHELR:
         step below acts on all of them in one kernel launch per step."""
         ctx, L = self.ctx, self.layout
         z = self._z_at(v.level)
-        a = ev.multiply(ctx, z, _broadcast(v, z))
+        a = ev.mul(ctx, z, _broadcast(v, z))
         k = 1
         while k < L.f:  # row sums at each row's first slot
             a = ev.add(ctx, a, ev.rotate(ctx, a, k))
@@ -250,7 +250,7 @@ class EncryptedHELR:
             a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
             k *= 2
         g = evaluate(ctx, a, self._q.series)
-        total = ev.sum_batch(ctx, ev.multiply(ctx, g, self._z_at(g.level)))
+        total = ev.sum_batch(ctx, ev.mul(ctx, g, self._z_at(g.level)))
         k = L.f
         while k < ctx.slots:  # column sums over the rows, once for all ciphertexts
             total = ev.add(ctx, total, ev.rotate(ctx, total, k))

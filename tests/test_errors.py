@@ -23,11 +23,11 @@ def test_error_hierarchy():
 
 
 # --- levels and scales ------------------------------------------------------------------------
-@pytest.mark.parametrize("op", ["mul", "square", "mul_plain", "mul_scalar"])
+@pytest.mark.parametrize("op", ["mul", "square", "mul_values", "mul_scalar"])
 def test_level_exhausted(ctx_n12, op):
     x = _rand(20)
     ex, ey = ctx_n12.encrypt(x, level=0), ctx_n12.encrypt(x, level=0)
-    call = {"mul": lambda: ex * ey, "square": lambda: ex.square(), "mul_plain": lambda: ex * x,
+    call = {"mul": lambda: ex * ey, "square": lambda: ex.square(), "mul_values": lambda: ex * x,
             "mul_scalar": lambda: 0.5 * ex}[op]
     with pytest.raises(fhe.LevelError) as e:
         call()

@@ -106,7 +106,7 @@ def test_rescale_of_a_deferred_product(ctx_n10):
     """The meaningful rescale still works: a product whose rescale was deferred."""
     x, y = _rand(ctx_n10.slots), _rand(ctx_n10.slots)
     a, b = ctx_n10.encrypt_vector(x, level=4), ctx_n10.encrypt_vector(y, level=4)
-    prod = ev.multiply(ctx_n10, a, b, rescale_result=False)
+    prod = ev.mul(ctx_n10, a, b, rescale_result=False)
     et = fhe.EncryptedTensor(ctx_n10, prod, (ctx_n10.slots,)).rescale()
     assert et.level == 3 and ev.same_scale(et.scale, ctx_n10.nominal_scale(3))
     torch.testing.assert_close(ctx_n10.decrypt(et).cpu(), x * y, rtol=0, atol=1e-6)
@@ -115,7 +115,7 @@ def test_rescale_of_a_deferred_product(ctx_n10):
 def test_drop_level_of_a_scale_it_cannot_land_on(ctx_n10):
     """Two unrescaled products (scale ~2^105): dropping would multiply by round(2^-35) = 0."""
     a = ctx_n10.encrypt_vector(_rand(ctx_n10.slots), level=4)
-    p = ev.multiply(ctx_n10, ev.multiply(ctx_n10, a, a, rescale_result=False), a, rescale_result=False)
+    p = ev.mul(ctx_n10, ev.mul(ctx_n10, a, a, rescale_result=False), a, rescale_result=False)
     with pytest.raises(fhe.ScaleError, match="drop_level: .* rescale it first"):
         ev.drop_level(ctx_n10, p)
 

@@ -17,7 +17,7 @@ import torch
 from ..errors import EncodingError, MissingKeyError, ScaleError, warn
 from .._ring import Ring, Sampler
 from .._ring.memory import MemoryReport
-from .._rlwe import ModulusPlans, PublicKey, SecretKey, SwitchingKey
+from .._rlwe import ModulusTables, PublicKey, SecretKey, SwitchingKey
 from .arguments import as_level, check_dense
 from .ciphertext import Ciphertext, Plaintext
 from .decryptor import Decryptor, check_ciphertext_scale  # noqa: F401  (check_ciphertext_scale: re-exported)
@@ -46,7 +46,7 @@ def normalize_device(device) -> torch.device:
 
 class CKKSContext:
     """The shared state of CKKS on one device: validated Params, the Ring's tables and each
-    level's view of them (`basis(level)`), the ModulusPlans of rescaling and key switching,
+    level's view of them (`basis(level)`), the ModulusTables of rescaling and key switching,
     the encoder, the sampler and the keys. Keys are made by KeyGenerator (`keygen`),
     encryption and decryption are Encryptor's and Decryptor's (`encrypt_plaintext`,
     `decrypt_vector`)."""
@@ -73,7 +73,7 @@ class CKKSContext:
         self.ring = Ring(p.log_n, p.primes + p.special_primes, device)
         self._levels = [self.ring.basis(p.limbs(level)) for level in range(p.max_level + 1)]
         self.special_basis = self.ring.basis(p.special_limbs)
-        self.modulus_plans = ModulusPlans(self.ring)
+        self.modulus_tables = ModulusTables(self.ring)
         self._monomial_i = None
 
     # --- shape of the chain ------------------------------------------------------------
@@ -211,7 +211,7 @@ class CKKSContext:
         r.add("ring tables (every limb)", self.ring.tables)
         bases = self.ring.bases
         r.add("limb-subset tables (bases)", [t for b in bases for t in b.tensors])
-        r.add("modulus plans (rescale, ModUp, ModDown)", self.modulus_plans.tensors)
+        r.add("modulus plans (rescale, ModUp, ModDown)", self.modulus_tables.tensors)
         r.add("scalar constants", [t for b in bases for t in b.scalars])
         r.add("encoder tables", self.encoder.tensors)
         r.add("constants (X^(N/2))", [] if self._monomial_i is None else [self._monomial_i])

@@ -125,7 +125,7 @@ def neg(ctx, a: Ciphertext) -> Ciphertext:
     return a.replace(data=_ops.neg(a.data, _mod(ctx, a.level)))
 
 
-def add_plain(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False) -> Ciphertext:
+def add_values(ctx, a: Ciphertext, values: torch.Tensor, *, subtract=False) -> Ciphertext:
     """a + values (a - values with subtract) for a slot vector of values."""
     return add_plaintext(ctx, a, ctx.encode(values, level=a.level, scale=a.scale, slots=a.slots), subtract=subtract)
 
@@ -149,7 +149,7 @@ def add_scalar(ctx, a: Ciphertext, c: complex, what: str = "add") -> Ciphertext:
     check_ciphertext_scale(a, what)
     c = complex(c)
     if c.imag != 0:
-        return add_plain(ctx, a, torch.full((a.slots,), c, dtype=torch.complex128))
+        return add_values(ctx, a, torch.full((a.slots,), c, dtype=torch.complex128))
     b = ctx.basis(a.level)
     k = _round_scaled(c.real, a.scale, what)
     ctx.check_fits(abs(k), a.level, a.scale, what, "constant")
@@ -192,7 +192,7 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
     r = ctx.params.limbs(a.level)
     # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
-    u = keyswitch(ctx.modulus_plans, a.component(2).contiguous(), ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
+    u = keyswitch(ctx.modulus_tables, a.component(2).contiguous(), ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
                    addend=a.data.narrow(-3, 0, 2))
     return a.replace(data=u)
 
@@ -208,7 +208,7 @@ def rescale(ctx, a: Ciphertext) -> Ciphertext:
     src, dst = tuple(ctx.params.limbs(a.level)), tuple(ctx.params.limbs(a.level - 1))
     scale = a.scale * _ratio(ctx, src, dst)
     _check_rescaled(ctx, a, scale, "rescale")
-    data = switch_modulus(ctx.modulus_plans, a.data, src, dst)
+    data = switch_modulus(ctx.modulus_tables, a.data, src, dst)
     return a.replace(data=data, level=a.level - 1, scale=scale)
 
 
@@ -222,7 +222,7 @@ def _check_rescaled(ctx, a: Ciphertext, scale: float, what: str):
     if scale < math.sqrt(nominal):
         if what == "rescale":
             cause = (f"the ciphertext's 2^{_bits(a.scale)} divided by the 2^{_bits(a.scale / scale)} a rescale removes")
-            hint = ("Rescale only a product whose rescale was deferred (evaluator.multiply(..., rescale_result=False)); "
+            hint = ("Rescale only a product whose rescale was deferred (evaluator.mul(..., rescale_result=False)); "
                     "tensor operations rescale by themselves, and drop_level() moves down a level keeping the values")
         else:
             cause = "the operands' scales are too small for a product"
@@ -238,7 +238,7 @@ def _ratio(ctx, src, dst) -> float:
     return num / den
 
 
-def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ciphertext:
+def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ciphertext:
     """a * b with relinearisation, then (by default) rescale.
 
     With the rescale, ModDown and rescaling are one modulus switch (Cheddar Seq. fusion):
@@ -257,12 +257,12 @@ def multiply(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) 
     ext = tuple(r) + tuple(ctx.params.special_limbs)
     # The tensor product d, ModUp of d2, the inner product with the key and + P * (d0, d1) on
     # the level's limbs: one op.
-    u = mod_up_keyswitch_inner(ctx.modulus_plans, a.data, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
+    u = mod_up_keyswitch_inner(ctx.modulus_tables, a.data, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
                                c_add=_special_product_consts(ctx, a.level), b=b.data)
     dst = tuple(ctx.params.limbs(a.level - 1))
     scale = a.scale * b.scale * _ratio(ctx, tuple(r), dst)
     _check_rescaled(ctx, a, scale, "multiply")
-    data = switch_modulus(ctx.modulus_plans, u, ext, dst)
+    data = switch_modulus(ctx.modulus_tables, u, ext, dst)
     return a.replace(data=data, level=a.level - 1, scale=scale)
 
 
@@ -272,7 +272,7 @@ def _special_product_consts(ctx, level: int) -> torch.Tensor:
 
 
 def square(ctx, a: Ciphertext) -> Ciphertext:
-    return multiply(ctx, a, a)
+    return mul(ctx, a, a)
 
 
 def _target_scale_factor(ctx, a: Ciphertext) -> float:
@@ -281,7 +281,7 @@ def _target_scale_factor(ctx, a: Ciphertext) -> float:
     return ctx.nominal_scale(a.level - 1) / _ratio(ctx, src, dst) / a.scale
 
 
-def mul_plain(ctx, a: Ciphertext, values: torch.Tensor, *, rescale_result: bool = True) -> Ciphertext:
+def mul_values(ctx, a: Ciphertext, values: torch.Tensor, *, rescale_result: bool = True) -> Ciphertext:
     _need_level(a, "multiply")
     return mul_plaintext(ctx, a, encode_multiplicand(ctx, a, values), rescale_result=rescale_result)
 
@@ -367,7 +367,7 @@ def _naf(k: int) -> list:
     return out
 
 
-def rotation_plan(ctx, step: int, slots: int, level: int | None = None) -> list:
+def decompose_rotation(ctx, step: int, slots: int, level: int | None = None) -> list:
     """Steps with keys covering `level` (default: the top) whose composition rotates `slots`
     slots left by `step`: a direct key if one covers the level, else the fewest +-2^i keys
     (a key made for bootstrapping's low levels is never picked above them)."""
@@ -395,14 +395,14 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str, step: int | None = None)
     r = ctx.params.limbs(a.level)
     c0 = _ops.automorphism(a.component(0).contiguous(), g)
     c1 = _ops.automorphism(a.component(1).contiguous(), g)
-    u = keyswitch(ctx.modulus_plans, c1, key, r, ctx.params.special_limbs, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
+    u = keyswitch(ctx.modulus_tables, c1, key, r, ctx.params.special_limbs, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
     return a.replace(data=u)
 
 
 def rotate(ctx, a: Ciphertext, step: int) -> Ciphertext:
     """Left rotation of the slot vector: slot i takes slot i + step (cyclic over a.slots)."""
     step = as_int(step, "rotate", "the step")
-    for s in rotation_plan(ctx, step, a.slots, a.level):
+    for s in decompose_rotation(ctx, step, a.slots, a.level):
         a = apply_galois(ctx, a, galois_element(s, ctx.n), f"rotate by {s}", s)
     return a
 
@@ -411,7 +411,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
     """{step: rotate(a, step)} sharing one ModUp of a's second component (keys needed for each step)."""
     a = relinearize(ctx, a)
     r = ctx.params.limbs(a.level)
-    d = mod_up(ctx.modulus_plans, a.component(1).contiguous(), r, ctx.params.special_limbs, ctx.params.alpha)
+    d = mod_up(ctx.modulus_tables, a.component(1).contiguous(), r, ctx.params.special_limbs, ctx.params.alpha)
     ext = tuple(r) + tuple(ctx.params.special_limbs)
     out = {}
     for s in steps:
@@ -420,11 +420,11 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
             continue
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
-        u = keyswitch_inner(ctx.modulus_plans, _ops.automorphism(d, g), key, r, ctx.params.special_limbs, ctx.params.alpha)
-        u = switch_modulus(ctx.modulus_plans, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
+        u = keyswitch_inner(ctx.modulus_tables, _ops.automorphism(d, g), key, r, ctx.params.special_limbs, ctx.params.alpha)
+        u = switch_modulus(ctx.modulus_tables, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
         out[s] = a.replace(data=u)
     return out
 
 
-def conjugate(ctx, a: Ciphertext) -> Ciphertext:
+def conj(ctx, a: Ciphertext) -> Ciphertext:
     return apply_galois(ctx, a, 2 * ctx.n - 1, "conjugate")

@@ -115,26 +115,26 @@ def switching_key_bytes(n: int, q_stop: int, special: int, alpha: int) -> int:
     return -(-q_stop // alpha) * 2 * (q_stop + special) * n * 4
 
 
-def gen_switching_level(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: torch.Tensor, level_idx: range,
-                        special_idx: range) -> SwitchingKey:
-    """A one-digit key switching s_from -> sk.s for ciphertexts on the limbs `level_idx` only,
-    with the special primes `special_idx` (a subset of P, enough to exceed the level's modulus).
+def gen_switching_level(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: torch.Tensor, limbs: range,
+                        special_limbs: range) -> SwitchingKey:
+    """A one-digit key switching s_from -> sk.s for ciphertexts on the limbs `limbs` only,
+    with the special primes `special_limbs` (a subset of P, enough to exceed the level's modulus).
 
-    Used by keyswitch(..., level_idx, special_idx, alpha=level_idx.stop): the digit is the
+    Used by keyswitch(..., limbs, special_limbs, alpha=limbs.stop): the digit is the
     whole level. Its modulus is only Q_level * P' (bootstrapping's switch to the sparse
     ephemeral secret at level 0 lives at ~110 bits, Bossuat et al. 2022)."""
-    idx = tuple(level_idx) + tuple(special_idx)
+    idx = tuple(limbs) + tuple(special_limbs)
     b = ring.basis(idx)
     sel = torch.tensor(idx, device=sk.s.device)
     s_to, s_fr = sk.s.index_select(0, sel), s_from.index_select(0, sel)
-    P = ring.basis(tuple(special_idx)).product
+    P = ring.basis(tuple(special_limbs)).product
     a = sampler.uniform(b, 1, ring.n)[0]
     e = small_poly(ring, sampler, idx)
     body = _ops.sub(e, _ops.mul(a, s_to, b.mod), b.mod)
     body = _ops.add(body, _ops.mul_const(s_fr, b.scalar(P), b.mod), b.mod)  # gadget P on every level limb
-    L = len(level_idx)
-    key_q = torch.zeros((1, 2, level_idx.stop, ring.n), dtype=torch.int32, device=body.device)
-    key_q[0, 0, level_idx.start:] = body[:L]
-    key_q[0, 1, level_idx.start:] = a[:L]
+    L = len(limbs)
+    key_q = torch.zeros((1, 2, limbs.stop, ring.n), dtype=torch.int32, device=body.device)
+    key_q[0, 0, limbs.start:] = body[:L]
+    key_q[0, 1, limbs.start:] = a[:L]
     key_p = torch.stack([body[L:], a[L:]]).unsqueeze(0).contiguous()
     return SwitchingKey(key_q, key_p)

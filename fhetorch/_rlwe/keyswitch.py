@@ -4,10 +4,10 @@ Limbs are named by their index in `ring.primes` = Q_max primes then special prim
 A level is a contiguous run of Q_max indices; key-switching digit j is the run
 [j*alpha, (j+1)*alpha) of Q_max, intersected with the level.
 
-Every function takes the context's ModulusPlans (fhetorch/_rlwe/plans.py): each (source,
+Every function takes the context's ModulusTables (fhetorch/_rlwe/tables.py): each (source,
 destination) pair's tables are built once, so a switch makes no host-to-device copy (it can
 be captured in a CUDA graph) and little Python work. The ops read the ring's own NTT tables
-through the table row of each limb, so no plan copies a table.
+through the table row of each limb, so no precomputation copies a table.
 
 Every switch is one fused op (csrc/bind/schema.cpp) over any number of leading batch
 dimensions: `mod_up` lifts every digit in one INTT, one BConv and one NTT launch;
@@ -23,10 +23,10 @@ from __future__ import annotations
 import torch
 
 from .. import _ops
-from .plans import ModulusPlans, digits, mod_up_plan, switch_plan  # noqa: F401  (digits, *_plan: re-exported)
+from .tables import ModulusTables, digits, mod_up_tables, switch_modulus_tables  # noqa: F401  (digits, *_tables: re-exported)
 
 
-def switch_modulus(plans: ModulusPlans, x: torch.Tensor, src: tuple, dst: tuple,
+def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tuple,
                    addend: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., len(src), N) over limbs src -> x * A / D over limbs dst, NTT form.
 
@@ -37,30 +37,30 @@ def switch_modulus(plans: ModulusPlans, x: torch.Tensor, src: tuple, dst: tuple,
     added to the first k polynomials of each ciphertext of x (..., c, len(src), N)
     (relinearisation's (d0, d1)); (..., len(dst), N) to the first one (a rotation's sigma(c0)).
     """
-    p = plans.switch(src, dst)
-    ring = plans.ring
+    p = tables.switch(src, dst)
+    ring = tables.ring
     return _ops.switch_modulus(x.contiguous(), p.drop_rows, p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv,
                                p.b_dst.mod, ring.psi, p.matrix, p.c_keep, p.c_sub,
                                None if addend is None else addend.contiguous(), p.psi_inv_drop_rows, p.psi_dst_rows)
 
 
-def mod_up(plans: ModulusPlans, a: torch.Tensor, level_idx: range, special_idx: range, alpha: int) -> torch.Tensor:
+def mod_up(tables: ModulusTables, a: torch.Tensor, limbs: range, special_limbs: range, alpha: int) -> torch.Tensor:
     """a (..., L, N) over the level -> (..., beta, L + K, N) over level + P, one lift per digit."""
-    plan = plans.mod_up(level_idx, special_idx, alpha)
-    ring = plans.ring
-    return _ops.mod_up(a.contiguous(), plan.pre, plan.ext.mod, ring.psi, ring.psi_inv, plan.mats, plan.bounds,
-                       plan.psi_rows)
+    tab = tables.mod_up(limbs, special_limbs, alpha)
+    ring = tables.ring
+    return _ops.mod_up(a.contiguous(), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats, tab.bounds,
+                       tab.psi_rows)
 
 
-def keyswitch_inner(plans: ModulusPlans, d: torch.Tensor, key, level_idx: range, special_idx: range,
+def keyswitch_inner(tables: ModulusTables, d: torch.Tensor, key, limbs: range, special_limbs: range,
                     alpha: int) -> torch.Tensor:
     """sum_j d_j * key_j over level + P: d (..., beta, L + K, N) -> (..., 2, L + K, N)."""
-    ext = plans.mod_up(level_idx, special_idx, alpha).ext
-    return _ops.keyswitch_inner(d.contiguous(), key.key_q, key.key_p, level_idx.start, level_idx.start // alpha,
+    ext = tables.mod_up(limbs, special_limbs, alpha).ext
+    return _ops.keyswitch_inner(d.contiguous(), key.key_q, key.key_p, limbs.start, limbs.start // alpha,
                                 ext.mod)
 
 
-def mod_up_keyswitch_inner(plans: ModulusPlans, a: torch.Tensor, key, level_idx: range, special_idx: range,
+def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range,
                            alpha: int, addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None,
                            b: torch.Tensor | None = None) -> torch.Tensor:
     """keyswitch_inner(mod_up(a)) over level + P: a (..., L, N) -> (..., 2, L + K, N), one op.
@@ -70,20 +70,20 @@ def mod_up_keyswitch_inner(plans: ModulusPlans, a: torch.Tensor, key, level_idx:
     product fused in): a and b are ciphertexts (..., 2, L, N) over the level (b may also be
     one ciphertext (2, L, N) for the whole batch), d = a (tensor) b, and the result is
     keyswitch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs (no addend then)."""
-    plan = plans.mod_up(level_idx, special_idx, alpha)
-    ring = plans.ring
-    return _ops.mod_up_keyswitch_inner(a.contiguous(), plan.pre, plan.ext.mod, ring.psi, ring.psi_inv, plan.mats,
-                                       plan.bounds, key.key_q, key.key_p, level_idx.start, plan.digit_start,
+    tab = tables.mod_up(limbs, special_limbs, alpha)
+    ring = tables.ring
+    return _ops.mod_up_keyswitch_inner(a.contiguous(), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
+                                       tab.bounds, key.key_q, key.key_p, limbs.start, tab.digit_start,
                                        None if addend is None else addend.contiguous(), c_add,
-                                       None if b is None else b.contiguous(), plan.psi_rows)
+                                       None if b is None else b.contiguous(), tab.psi_rows)
 
 
-def keyswitch(plans: ModulusPlans, a: torch.Tensor, key, level_idx: range, special_idx: range, alpha: int,
+def keyswitch(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range, alpha: int,
               dst_idx: tuple | None = None, addend: torch.Tensor | None = None) -> torch.Tensor:
     """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).
 
     a (..., L, N) -> (..., 2, len(dst), N). addend: as switch_modulus's (added to u0 when
     (..., len(dst), N), to u0 and u1 when (..., 2, len(dst), N))."""
-    u = mod_up_keyswitch_inner(plans, a, key, level_idx, special_idx, alpha)
-    return switch_modulus(plans, u, tuple(level_idx) + tuple(special_idx),
-                          tuple(level_idx) if dst_idx is None else dst_idx, addend)
+    u = mod_up_keyswitch_inner(tables, a, key, limbs, special_limbs, alpha)
+    return switch_modulus(tables, u, tuple(limbs) + tuple(special_limbs),
+                          tuple(limbs) if dst_idx is None else dst_idx, addend)

@@ -187,7 +187,7 @@ class Bootstrapper:
             if enc is None or enc.weight != cfg.ephemeral_weight:
                 raise MissingKeyError("bootstrap: no sparse-secret encapsulation keys; generate the bootstrapping "
                                       "keys with ctx.keygen(bootstrap=True) on the client")
-            c = keyswitch(ctx.modulus_plans, c.select(-3, 1), enc.to_sparse, lvl0, enc.special, lvl0.stop,
+            c = keyswitch(ctx.modulus_tables, c.select(-3, 1), enc.to_sparse, lvl0, enc.special, lvl0.stop,
                           addend=c.select(-3, 0))
         b0 = ctx.basis(0)
         digits = ctx.ring.crt_digits(c, b0).to(torch.int64)  # centred mixed radix, Q_0 < 2^62
@@ -197,7 +197,7 @@ class Bootstrapper:
         top = cfg.top
         data = ctx.ring.from_integers(x.contiguous(), ctx.basis(top))
         if cfg.ephemeral_weight:
-            data = keyswitch(ctx.modulus_plans, data.select(-3, 1), enc.to_dense, ctx.params.limbs(top),
+            data = keyswitch(ctx.modulus_tables, data.select(-3, 1), enc.to_dense, ctx.params.limbs(top),
                              ctx.params.special_limbs, ctx.params.alpha, addend=data.select(-3, 0))
         return Ciphertext(data, top, float(self.q0), ctx.slots)
 
@@ -217,12 +217,12 @@ class Bootstrapper:
             ct = lt(ct.replace(slots=lt.n))  # an n-slot ciphertext is also a replicated 2n-slot one
         if ct.slots == n:
             return self._split(ct)
-        return (ev.add(self.ctx, ct, ev.conjugate(self.ctx, ct)),)
+        return (ev.add(self.ctx, ct, ev.conj(self.ctx, ct)),)
 
     def _split(self, ct: Ciphertext) -> tuple:
         """(2 Re, 2 Im) of the slots: ct + conj(ct) and i (conj(ct) - ct); no level used."""
         ctx = self.ctx
-        conj = ev.conjugate(ctx, ct)
+        conj = ev.conj(ctx, ct)
         return ev.add(ctx, ct, conj), ev.mul_i(ctx, ev.sub(ctx, conj, ct))
 
     def eval_mod(self, y: Ciphertext) -> Ciphertext:
@@ -230,7 +230,7 @@ class Bootstrapper:
         ctx = self.ctx
         p = evaluate(ctx, y, self.cos)
         for _ in range(self.cfg.double_angles):
-            p = ev.add_scalar(ctx, ev.mul_scalar(ctx, ev.multiply(ctx, p, p), 2), -1.0)
+            p = ev.add_scalar(ctx, ev.mul_scalar(ctx, ev.mul(ctx, p, p), 2), -1.0)
         if self.arcsine is not None:
             p = evaluate(ctx, p, self.arcsine)
         return p

@@ -288,14 +288,14 @@ class LinearTransform:
 
     def _fused(self, ct):
         ctx = self.ctx
-        plans, special, alpha = ctx.modulus_plans, ctx.params.special_limbs, ctx.params.alpha
+        tables, special, alpha = ctx.modulus_tables, ctx.params.special_limbs, ctx.params.alpha
         s = self._scale_factor(ct.level, ct.scale)
         r = ctx.params.limbs(ct.level)
         ext = tuple(r) + tuple(special)
         ext_mod = ctx.ring.basis(ext).mod
         c = ct.data.contiguous()
         c_p = ev._special_product_consts(ctx, ct.level)
-        d = mod_up(plans, c.select(-3, 1), r, special, alpha)
+        d = mod_up(tables, c.select(-3, 1), r, special, alpha)
         giants = sorted(self._by_giant)
         total = None
         for lo in range(0, len(giants), MAC_GIANTS):
@@ -309,16 +309,16 @@ class LinearTransform:
             for gi, g in enumerate(chunk):
                 term = accs.select(-4, gi).contiguous()
                 if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
-                    y = switch_modulus(plans, term, ext, tuple(r))
+                    y = switch_modulus(tables, term, ext, tuple(r))
                     gel = self._direct(g, ct.level)
                     addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
                     y1 = addend.select(-3, 1).clone()
                     addend.select(-3, 1).zero_()
-                    term = mod_up_keyswitch_inner(plans, y1, ctx.galois_keys[gel], r, special, alpha,
+                    term = mod_up_keyswitch_inner(tables, y1, ctx.galois_keys[gel], r, special, alpha,
                                                    addend=addend, c_add=c_p)
                 total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))
-        data = switch_modulus(plans, total.contiguous(), ext, dst)
+        data = switch_modulus(tables, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))
 
     def _mac(self, ct, d, c, c_p, r, enc, chunk, babies, ext_mod):

@@ -88,7 +88,7 @@ def _layer_map(layer, module, lin: Layout, n: int | None):
         return pad_channels_map(n, lin, pad[4], pad[5])
     if op == "mul_const":
         c = next(a for a in node.args if not hasattr(a, "op"))
-        return (None if n is None else gather_map(n, torch.arange(lin.slots().numel()), lin, lin, float(c))), lin
+        return (None if n is None else gather_map(n, torch.arange(lin.slot_indices().numel()), lin, lin, float(c))), lin
     raise UnsupportedLayerError(f"nn: {layer.name} ({op}) has no encrypted form yet")
 
 

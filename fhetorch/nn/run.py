@@ -262,7 +262,7 @@ class Program:
                 vals[src] = refresh(vals[src])
             if ("product", "y") in boots:
                 y = refresh(y)
-            y = ev.multiply(ctx, _need(vals[src], 1, l.name), _need(y, 1, l.name))
+            y = ev.mul(ctx, _need(vals[src], 1, l.name), _need(y, 1, l.name))
         return y
 
 

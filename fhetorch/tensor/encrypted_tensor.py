@@ -246,7 +246,7 @@ class EncryptedTensor:
         if isinstance(p, complex):
             ct = ev.add_scalar(self.ctx, self.ciphertext, sign * p, what)
         else:
-            ct = ev.add_plain(self.ctx, self.ciphertext, p, subtract=sign < 0)
+            ct = ev.add_values(self.ctx, self.ciphertext, p, subtract=sign < 0)
         return self._like(ct, self._complex or is_c)
 
     def _sub(self, other) -> "EncryptedTensor":
@@ -259,12 +259,12 @@ class EncryptedTensor:
     def _mul(self, other) -> "EncryptedTensor":
         if isinstance(other, EncryptedTensor):
             self._check_partner(other, "mul")
-            return self._like(ev.multiply(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
+            return self._like(ev.mul(self.ctx, self.ciphertext, other.ciphertext), self._complex or other._complex)
         p, is_c = self._plain(other, "mul")
         if isinstance(p, complex):
             ct = ev.mul_scalar(self.ctx, self.ciphertext, p)
         else:
-            ct = ev.mul_plain(self.ctx, self.ciphertext, p)
+            ct = ev.mul_values(self.ctx, self.ciphertext, p)
         return self._like(ct, self._complex or is_c)
 
     def __neg__(self):
@@ -316,7 +316,7 @@ class EncryptedTensor:
         """The complex conjugate (a real tensor is its own).
 
         Raises MissingKeyError without the conjugation key."""
-        return self._like(ev.conjugate(self.ctx, self.ciphertext)) if self._complex else self
+        return self._like(ev.conj(self.ctx, self.ciphertext)) if self._complex else self
 
     # --- levels -----------------------------------------------------------------------
     def drop_level(self, levels: int = 1) -> "EncryptedTensor":
@@ -418,7 +418,7 @@ class EncryptedTensor:
         return a._add(b)
 
     def _mul_mask(self, mask: torch.Tensor) -> "EncryptedTensor":
-        return self._like(ev.mul_plain(self.ctx, self.ciphertext, mask.to(self.device)))
+        return self._like(ev.mul_values(self.ctx, self.ciphertext, mask.to(self.device)))
 
     # --- linear algebra (fhetorch/tensor/linear.py) --------------------------------------
     def __matmul__(self, w):

@@ -70,7 +70,7 @@ def _apply(x, m: SlotMap, lout: Layout, shape: tuple):
         ct = ev.add(ctx, ct, ev.rotate(ctx, ct, k))
     ct = LinearTransform.from_diagonals(ctx, m.diagonals(), n)(ct)
     if bool(m.bias.any()):
-        ct = ev.add_plain(ctx, ct, m.bias.to(ctx.device))
+        ct = ev.add_values(ctx, ct, m.bias.to(ctx.device))
     if flat:  # the flat packing again
         return x._like(ct.replace(slots=lout.period(n)), shape=shape).with_layout(None)
     return x._like(ct, shape=shape).with_layout(lout)
@@ -85,7 +85,7 @@ def _apply_blocks(x, m: SlotMap, lout: Layout, shape: tuple, flat: bool):
         m = m.expanded()  # rotations would cross ciphertexts: the sums go into the matrix
     cts = [ct.replace(slots=n) for ct in x.ciphertexts]
     p_out = lout.period(m.n)
-    k_out = 1 if p_out <= n else -(-(int(lout.slots().max()) + 1) // n)
+    k_out = 1 if p_out <= n else -(-(int(lout.slot_indices().max()) + 1) // n)
     keep = m.rows < k_out * n
     rows, cols, vals = m.rows[keep], m.cols[keep], m.vals[keep]
     bi, bj = rows // n, cols // n
@@ -103,7 +103,7 @@ def _apply_blocks(x, m: SlotMap, lout: Layout, shape: tuple, flat: bool):
             raise LayoutError(f"image layer: output block {i} reads nothing (an empty map)")
         bias = m.bias[i * n : (i + 1) * n]
         if bool(bias.any()):
-            acc = ev.add_plain(ctx, acc, bias.to(ctx.device))
+            acc = ev.add_values(ctx, acc, bias.to(ctx.device))
         out.append(acc)
     if k_out == 1:
         ct = out[0].replace(slots=lout.period(n)) if flat else out[0]

@@ -63,7 +63,7 @@ class Layout:
         """Slots from 0 to the last one used, + 1."""
         if not self.is_image:
             return self.shape[0]
-        return int(self.slots().max()) + 1
+        return int(self.slot_indices().max()) + 1
 
     def period(self, n: int) -> int:
         """The slots one copy occupies: the span rounded up to a power of two (n for vectors)."""
@@ -71,7 +71,7 @@ class Layout:
             return n
         return 1 << max(0, (self.span - 1).bit_length())
 
-    def slots(self) -> torch.Tensor:
+    def slot_indices(self) -> torch.Tensor:
         """Slot index of every value (copy 0), in the natural (C, H, W) / (F,) order (int64)."""
         if not self.is_image:
             return torch.arange(self.shape[0])
@@ -97,11 +97,11 @@ class Layout:
         """(C, H, W) / (F,) values -> an n-slot vector, repeated every period (zeros elsewhere)."""
         p = self.period(n)
         out = torch.zeros(p, dtype=torch.float64)
-        out[self.slots()] = values.reshape(-1).to(torch.float64)
+        out[self.slot_indices()] = values.reshape(-1).to(torch.float64)
         return out.repeat(n // p)
 
     def unpack(self, slots: torch.Tensor) -> torch.Tensor:
-        return slots[self.slots().to(slots.device)].reshape(self.shape)
+        return slots[self.slot_indices().to(slots.device)].reshape(self.shape)
 
 
 @dataclass
@@ -245,7 +245,7 @@ def conv_map(n, w, b, stride, padding, lin: Layout, lout: Layout, dilation=1, gr
     cin = (co // (Co // groups)) * Cg + ci  # output channel co reads its group's input channels
     iy, ix = y * sh + dy * dh - ph, x * sw + dx * dw - pw
     ok = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W) & (w[co, ci, dy, dx] != 0)
-    sin, sout = lin.slots().view(lin.shape[0], H, W), lout.slots().view(Co, Ho, Wo)
+    sin, sout = lin.slot_indices().view(lin.shape[0], H, W), lout.slot_indices().view(Co, Ho, Wo)
     rows = sout[co[ok], y[ok], x[ok]]
     cols = sin[cin[ok], iy[ok], ix[ok]]
     vals = w.to(torch.float64)[co[ok], ci[ok], dy[ok], dx[ok]]
@@ -271,7 +271,7 @@ def global_pool_map(n, lin: Layout, lout: Layout):
     C, H, W = lin.shape
     g, row = lin.gap, lin.grid[1]
     steps = tuple(g << i for i in range(W.bit_length() - 1)) + tuple(row * g << i for i in range(H.bit_length() - 1))
-    sc = lout.slots()
+    sc = lout.slot_indices()
     m = coo_map(n, sc, sc, torch.full((C,), 1.0 / (H * W), dtype=torch.float64), lin, lout)
     m.presum = steps
     return m
@@ -280,7 +280,7 @@ def global_pool_map(n, lin: Layout, lout: Layout):
 def matrix_map(n, m: torch.Tensor, b, lin: Layout, lout: Layout):
     """out[lout slot i] = sum_j m[i, j] in[lin slot j] (m dense, natural order)."""
     rows, cols = torch.nonzero(m, as_tuple=True)
-    sin, sout = lin.slots(), lout.slots()
+    sin, sout = lin.slot_indices(), lout.slot_indices()
     bias = None
     if b is not None:
         bias = torch.zeros(n, dtype=torch.float64)
@@ -290,7 +290,7 @@ def matrix_map(n, m: torch.Tensor, b, lin: Layout, lout: Layout):
 
 def gather_map(n, src_index: torch.Tensor, lin: Layout, lout: Layout, scale: float = 1.0):
     """out value i = scale * in value src_index[i] (natural order; -1: zero)."""
-    sin, sout = lin.slots(), lout.slots()
+    sin, sout = lin.slot_indices(), lout.slot_indices()
     ok = src_index >= 0
     return coo_map(n, sout[ok], sin[src_index[ok]], torch.full((int(ok.sum()),), scale, dtype=torch.float64), lin, lout)
 

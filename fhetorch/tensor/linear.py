@@ -79,7 +79,7 @@ def sum_all(x, keepdim=False):
     if x.numel() < x.count * x.slots:
         mask = torch.zeros(x.count * x.slots, dtype=torch.float64)
         mask[: x.numel()] = 1
-        ct = ev.mul_plain(ctx, ct, mask.view(ct.batch_shape + (x.slots,)).to(x.device))
+        ct = ev.mul_values(ctx, ct, mask.view(ct.batch_shape + (x.slots,)).to(x.device))
     ct = ev.sum_batch(ctx, ct)
     step = 1
     while step < ct.slots:

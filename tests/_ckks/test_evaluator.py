@@ -13,7 +13,7 @@ import torch
 import fhetorch as fhe
 from fhetorch._ckks import galois_element
 from fhetorch._ckks import CKKSContext, evaluator as ev
-from fhetorch._ckks.evaluator import rotation_plan
+from fhetorch._ckks.evaluator import decompose_rotation
 
 # max-abs-error bounds per preset: fresh/linear ops, one multiplication or rotation (key switch)
 BOUND = {  # measured maxima in comments
@@ -76,10 +76,10 @@ def test_add_sub_neg(sctx, complex_, assert_close):
 def test_add_plain(sctx, complex_, assert_close):
     (x, cx), p = _enc(sctx), _rand(sctx.slots, complex_, sctx.device)
     b = _bound(sctx, "fresh")
-    r = ev.add_plain(sctx, cx, p)
+    r = ev.add_values(sctx, cx, p)
     assert r.level == cx.level and r.scale == cx.scale
-    assert_close(_dec(sctx, r), x + p, b, "add_plain")
-    assert_close(_dec(sctx, ev.add_plain(sctx, cx, p, subtract=True)), x - p, b, "add_plain subtract")
+    assert_close(_dec(sctx, r), x + p, b, "add_values")
+    assert_close(_dec(sctx, ev.add_values(sctx, cx, p, subtract=True)), x - p, b, "add_values subtract")
 
 
 @pytest.mark.parametrize("c", [0.75, -3, 1234.5, 0.25 - 1.5j, 2j])
@@ -112,13 +112,13 @@ def test_mul_raw_relinearize_rescale(sctx, assert_close):
 def test_multiply_and_square(sctx, complex_, assert_close):
     (x, cx), (y, cy) = _enc(sctx, complex_), _enc(sctx, complex_)
     b = _bound(sctx, "mul")
-    r = ev.multiply(sctx, cx, cy)
+    r = ev.mul(sctx, cx, cy)
     assert r.size == 2 and r.level == cx.level - 1 and _nominal(sctx, r)
     assert_close(_dec(sctx, r), x * y, b, "multiply")
     s = ev.square(sctx, cx)
     assert s.level == cx.level - 1 and _nominal(sctx, s)
     assert_close(_dec(sctx, s), x * x, b, "square")
-    n = ev.multiply(sctx, cx, cy, rescale_result=False)
+    n = ev.mul(sctx, cx, cy, rescale_result=False)
     assert n.level == cx.level and n.size == 2
     assert_close(_dec(sctx, n), x * y, b, "multiply without rescale")
 
@@ -126,9 +126,9 @@ def test_multiply_and_square(sctx, complex_, assert_close):
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 def test_mul_plain(sctx, complex_, assert_close):
     (x, cx), p = _enc(sctx), _rand(sctx.slots, complex_, sctx.device)
-    r = ev.mul_plain(sctx, cx, p)
+    r = ev.mul_values(sctx, cx, p)
     assert r.level == cx.level - 1 and _nominal(sctx, r)
-    assert_close(_dec(sctx, r), x * p, _bound(sctx, "mul"), "mul_plain")
+    assert_close(_dec(sctx, r), x * p, _bound(sctx, "mul"), "mul_values")
 
 
 @pytest.mark.parametrize("c", [3, -5, 0, 1000])
@@ -195,16 +195,16 @@ def test_drop_level_errors(sctx):
         ev.drop_level(sctx, cx, -1)
 
 
-@pytest.mark.parametrize("op", ["add", "sub", "multiply"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
 def test_match_different_levels(sctx, op, assert_close):
     (x, cx), (y, cy) = _enc(sctx, True), _enc(sctx, True, level=sctx.max_level - 3)
-    want = {"add": x + y, "sub": x - y, "multiply": x * y}[op]
+    want = {"add": x + y, "sub": x - y, "mul": x * y}[op]
     f = getattr(ev, op)
     for a, b in ((cx, cy), (cy, cx)):
         r = f(sctx, a, b)
-        assert r.level == cy.level - (op == "multiply")
+        assert r.level == cy.level - (op == "mul")
         assert _nominal(sctx, r)
-        w = want if a is cx else {"add": want, "sub": -want, "multiply": want}[op]
+        w = want if a is cx else {"add": want, "sub": -want, "mul": want}[op]
         assert_close(_dec(sctx, r), w, _bound(sctx, "mul"), f"{op} of levels {a.level} and {b.level}")
 
 
@@ -247,13 +247,13 @@ def test_rotation_plan_direct_and_composed(ctx_n12):
     s = ctx_n12.slots
     # direct keys (keygen(rotations=[5, -3, 7]) and the powers of two)
     for k in (5, -3, 7, 1, -1, 4, -1024):
-        plan = rotation_plan(ctx_n12, k, s)
+        plan = decompose_rotation(ctx_n12, k, s)
         assert len(plan) == 1 and (plan[0] - k) % s == 0, (k, plan)
-    assert len(rotation_plan(ctx_n12, s - 3, s)) == 1  # the key of -3 (same Galois element)
-    assert rotation_plan(ctx_n12, 0, s) == [] and rotation_plan(ctx_n12, s, s) == []
+    assert len(decompose_rotation(ctx_n12, s - 3, s)) == 1  # the key of -3 (same Galois element)
+    assert decompose_rotation(ctx_n12, 0, s) == [] and decompose_rotation(ctx_n12, s, s) == []
     # composed from +-2^i
     for k in (3, 11, -13, 1365, -683):
-        plan = rotation_plan(ctx_n12, k, s)
+        plan = decompose_rotation(ctx_n12, k, s)
         assert len(plan) >= 2
         assert all(abs(p) & (abs(p) - 1) == 0 for p in plan), plan
         assert sum(plan) % s == k % s
@@ -278,7 +278,7 @@ def test_rotate_hoisted_needs_direct_keys(sctx):
 
 def test_conjugate(sctx, assert_close):
     x, cx = _enc(sctx, True)
-    r = ev.conjugate(sctx, cx)
+    r = ev.conj(sctx, cx)
     assert r.level == cx.level and r.scale == cx.scale
     assert_close(_dec(sctx, r), x.conj(), _bound(sctx, "rot"), "conjugate")
     # real part and imaginary part from x and conj(x)
@@ -295,7 +295,7 @@ def test_public_key_encryption(sctx, assert_close):
     cx, cy = pub.encrypt_vector(x), pub.encrypt_vector(y)
     assert_close(_dec(sctx, cx), x, _bound(sctx, "pk"), "public-key encryption")
     # the server computes with evaluation keys only
-    r = ev.rotate(pub, ev.multiply(pub, cx, cy), 3)
+    r = ev.rotate(pub, ev.mul(pub, cx, cy), 3)
     assert_close(_dec(sctx, r), torch.roll(x * y, -3), _bound(sctx, "pk"), "server multiply + rotate")
     with pytest.raises(fhe.ContextError, match="decrypt"):
         pub.decrypt_vector(cx)
@@ -336,7 +336,7 @@ def test_chain_uses_all_levels(sctx, assert_close):
     want = x.clone()
     while c.level > 0:
         y = _rand(sctx.slots, True, sctx.device) / math.sqrt(2)  # |y| <= 1
-        c = ev.multiply(sctx, c, sctx.encrypt_vector(y, level=c.level))
+        c = ev.mul(sctx, c, sctx.encrypt_vector(y, level=c.level))
         want = want * y
         assert _nominal(sctx, c)
     assert c.level == 0
@@ -355,19 +355,19 @@ def test_square_chain_mixed_levels(sctx, assert_close):
     assert_close(_dec(sctx, c), want, _bound(sctx, "chain"), "square chain with adds")
 
 
-@pytest.mark.parametrize("op", ["multiply", "square", "mul_plain", "mul_scalar", "rescale", "drop_level"])
+@pytest.mark.parametrize("op", ["multiply", "square", "mul_values", "mul_scalar", "rescale", "drop_level"])
 def test_level_error_at_level_0(sctx, op):
     x, c0 = _enc(sctx, level=0)
     _, d0 = _enc(sctx, level=0)
     call = {
-        "multiply": lambda: ev.multiply(sctx, c0, d0),
+        "multiply": lambda: ev.mul(sctx, c0, d0),
         "square": lambda: ev.square(sctx, c0),
-        "mul_plain": lambda: ev.mul_plain(sctx, c0, x),
+        "mul_values": lambda: ev.mul_values(sctx, c0, x),
         "mul_scalar": lambda: ev.mul_scalar(sctx, c0, 0.5),
         "rescale": lambda: ev.rescale(sctx, c0),
         "drop_level": lambda: ev.drop_level(sctx, c0, 1),
     }[op]
-    name = {"square": "multiply", "mul_plain": "multiply", "mul_scalar": "multiply"}.get(op, op)
+    name = {"square": "multiply", "mul_values": "multiply", "mul_scalar": "multiply"}.get(op, op)
     with pytest.raises(fhe.LevelError, match=name) as e:
         call()
     assert "level 0" in str(e.value)
@@ -381,7 +381,7 @@ def test_level_0_ops_without_levels(sctx, assert_close):
     assert_close(_dec(sctx, ev.mul_i(sctx, c0)), 1j * x, b, "mul_i at level 0")
     assert_close(_dec(sctx, ev.add_scalar(sctx, c0, 0.5 - 0.25j)), x + 0.5 - 0.25j, b, "add_scalar at level 0")
     assert_close(_dec(sctx, ev.rotate(sctx, c0, 3)), torch.roll(x, -3), b, "rotate at level 0")
-    assert_close(_dec(sctx, ev.conjugate(sctx, c0)), x.conj(), b, "conjugate at level 0")
+    assert_close(_dec(sctx, ev.conj(sctx, c0)), x.conj(), b, "conjugate at level 0")
 
 
 # --- the scheme context on its own ------------------------------------------------------------------
@@ -392,7 +392,7 @@ def test_scheme_context_standalone(device, assert_close):
     ctx.keygen(rotations=[3], power_of_two_rotations=False)
     assert set(ctx.galois_keys) == {galois_element(3, ctx.n), 2 * ctx.n - 1}
     x, cx = _enc(ctx, True)
-    r = ev.rotate(ctx, ev.multiply(ctx, cx, cx), 3)
+    r = ev.rotate(ctx, ev.mul(ctx, cx, cx), 3)
     assert_close(_dec(ctx, r), torch.roll(x * x, -3), BOUND["toy-n10"]["rot"], "CKKSContext multiply + rotate")
     with pytest.raises(fhe.MissingKeyError, match="step 1"):
         ev.rotate(ctx, cx, 1)

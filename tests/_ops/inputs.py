@@ -83,5 +83,5 @@ SWITCH_CASES = [
 
 
 def switch_args(p):
-    """switch_modulus's table arguments from a fhetorch._rlwe.keyswitch.SwitchPlan."""
+    """switch_modulus's table arguments from a fhetorch._rlwe.keyswitch.SwitchModulusTables."""
     return (p.pre, p.b_drop.mod, p.b_drop.psi_inv, p.b_dst.mod, p.b_dst.psi, p.matrix, p.c_keep, p.c_sub)

@@ -19,7 +19,7 @@ import torch
 from fhetorch import _ops
 from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
 from fhetorch._ring.ring import bconv_matrix
-from fhetorch._rlwe import ModulusPlans, digits, mod_up, switch_modulus
+from fhetorch._rlwe import ModulusTables, digits, mod_up, switch_modulus
 from .inputs import SWITCH_CASES
 from .reference import R, mod_table
 
@@ -200,7 +200,7 @@ def test_switch_modulus(name, src, dst):
         if kmax:
             k = random.randint(-kmax, kmax)
             flat[random.randrange(flat.size)] = k * D + D // 2 + random.randint(-2, 2)
-    y = switch_modulus(ModulusPlans(ring), to_ntt(ring, x, src), src, dst)
+    y = switch_modulus(ModulusTables(ring), to_ntt(ring, x, src), src, dst)
     assert y.shape == (2, len(dst), N)
     got = ring.to_integers(y, ring.basis(dst))
     for r in range(2):
@@ -221,16 +221,16 @@ def test_mod_up(L, alpha, level):
     big = largest_ntt_primes(log_n, K + 4)
     qs = ntt_primes(log_n, 30, L, exclude=big)
     ring = Ring(log_n, qs + random.sample(big, K))
-    level_idx, special_idx = range(level), range(L, L + K)
-    ext = tuple(level_idx) + tuple(special_idx)
-    a = rand_centred(ring.basis(tuple(level_idx)).product, (N,))
-    a_ntt = to_ntt(ring, a, tuple(level_idx))
-    d = mod_up(ModulusPlans(ring), a_ntt, level_idx, special_idx, alpha)
-    parts = digits(level_idx, alpha)
+    limbs, special_limbs = range(level), range(L, L + K)
+    ext = tuple(limbs) + tuple(special_limbs)
+    a = rand_centred(ring.basis(tuple(limbs)).product, (N,))
+    a_ntt = to_ntt(ring, a, tuple(limbs))
+    d = mod_up(ModulusTables(ring), a_ntt, limbs, special_limbs, alpha)
+    parts = digits(limbs, alpha)
     assert d.shape == (len(parts), level + K, N)
     for j, (_, rng) in enumerate(parts):
         # the digit's own limbs are a's, untouched
-        lo = rng.start - level_idx.start
+        lo = rng.start - limbs.start
         assert torch.equal(d[j, lo : lo + len(rng)], a_ntt[lo : lo + len(rng)])
         Qd = ring.basis(tuple(rng)).product
         v = ring.to_integers(d[j].contiguous(), ring.basis(ext))

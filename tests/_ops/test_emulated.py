@@ -95,7 +95,7 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
-    plan = ks.mod_up_plan(ring, lvl, sp, alpha)
+    plan = ks.mod_up_tables(ring, lvl, sp, alpha)
     args = mod_up_args(plan)
     a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
     want = _ops.mod_up(a, *args)
@@ -131,7 +131,7 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
 ])
 def test_emulated_switch_modulus(emu, seed, log_n, src, dst, batch, Ka):
     ring = make_ring(log_n, max(max(src), max(dst)) + 1, 0)
-    p = ks.switch_plan(ring, src, dst)
+    p = ks.switch_modulus_tables(ring, src, dst)
     x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
     B = int(np.prod(batch)) if batch else 1
     K = batch[-1] if batch else 1

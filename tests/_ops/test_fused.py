@@ -25,7 +25,7 @@ import torch
 
 from fhetorch import _ops
 from fhetorch._ring import Ring
-from fhetorch._rlwe import ModulusPlans, keyswitch as ks
+from fhetorch._rlwe import ModulusTables, keyswitch as ks
 from _rlwe.reference import mod_up_keyswitch_inner_reference, mod_up_reference, switch_modulus_reference
 
 from .inputs import SWITCH_CASES, expect_equal, make_ring, mod_up_args, rand_key, rand_res, stacked, switch_args
@@ -53,25 +53,25 @@ MOD_UP_CASES = [
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
 def test_mod_up_matches_composition(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
-    plans = ModulusPlans(ring)
+    tables = ModulusTables(ring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     a = rand_res((*batch, stop - start, ring.n), ring.basis(tuple(lvl)).primes)
     want = mod_up_reference(ring, a, lvl, sp, alpha)
-    args = mod_up_args(ks.mod_up_plan(ring, lvl, sp, alpha))
+    args = mod_up_args(ks.mod_up_tables(ring, lvl, sp, alpha))
     got = _ops.mod_up(a, *args)
     expect_equal(got, want, "mod_up", seed)
     expect_equal(got, stacked(lambda x: _ops.mod_up(x, *args), batch, a), "mod_up batched vs stacked", seed)
-    expect_equal(ks.mod_up(plans, a, lvl, sp, alpha), want, "rlwe.mod_up", seed)
+    expect_equal(ks.mod_up(tables, a, lvl, sp, alpha), want, "rlwe.mod_up", seed)
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=BATCH_IDS)
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
 def test_mod_up_keyswitch_inner_matches_composition(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
-    plans = ModulusPlans(ring)
+    tables = ModulusTables(ring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
-    plan = ks.mod_up_plan(ring, lvl, sp, alpha)
+    plan = ks.mod_up_tables(ring, lvl, sp, alpha)
     e = plan.ext
     key = rand_key(ring, n_q, K, -(-n_q // alpha))
     a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
@@ -88,7 +88,7 @@ def test_mod_up_keyswitch_inner_matches_composition(seed, log_n, n_q, K, alpha, 
         expect_equal(got, want, f"mod_up_keyswitch_inner La={La}", seed)
         expect_equal(got, stacked(lambda x, y: op(x, y, c_add), batch, a, addend), f"batched vs stacked La={La}",
                      seed)
-        got = ks.mod_up_keyswitch_inner(plans, a, key, lvl, sp, alpha, addend, c_add)
+        got = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add)
         expect_equal(got, want, f"rlwe.mod_up_keyswitch_inner La={La}", seed)
 
 
@@ -98,10 +98,10 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
     """b=...: tensor_product, then ModUp of d2 + inner product + d[:2] * c_add; b of a's shape
     or one ciphertext for the whole batch."""
     ring = make_ring(log_n, n_q, K)
-    plans = ModulusPlans(ring)
+    tables = ModulusTables(ring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
-    plan = ks.mod_up_plan(ring, lvl, sp, alpha)
+    plan = ks.mod_up_tables(ring, lvl, sp, alpha)
     bl = ring.basis(tuple(lvl))
     key = rand_key(ring, n_q, K, -(-n_q // alpha))
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
@@ -117,7 +117,7 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
         expect_equal(got, want, f"b={tuple(y.shape)}", seed)
         yb = y if y.shape == x.shape else y.expand(x.shape)
         expect_equal(got, stacked(op, batch, x, yb), f"b={tuple(y.shape)} batched vs stacked", seed)
-        expect_equal(ks.mod_up_keyswitch_inner(plans, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
+        expect_equal(ks.mod_up_keyswitch_inner(tables, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
 
 
 def addends(batch, Ld, ring, primes):
@@ -133,31 +133,31 @@ def addends(batch, Ld, ring, primes):
 @pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_switch_modulus_matches_composition(seed, name, src, dst, batch):
     ring = make_ring(random.choice([10, 11]), 8, 2)
-    plans = ModulusPlans(ring)
-    p = ks.switch_plan(ring, src, dst)
+    tables = ModulusTables(ring)
+    p = ks.switch_modulus_tables(ring, src, dst)
     x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
     want = switch_modulus_reference(ring, x, src, dst)
     got = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p))
     expect_equal(got, want, name, seed)
     per_item = stacked(lambda y: _ops.switch_modulus(y, p.drop_rows, p.keep_rows, *switch_args(p)), batch, x)
     expect_equal(got, per_item, f"{name}: batched vs stacked", seed)
-    expect_equal(ks.switch_modulus(plans, x, src, dst), want, "rlwe." + name, seed)
+    expect_equal(ks.switch_modulus(tables, x, src, dst), want, "rlwe." + name, seed)
     for addend in addends(batch, len(dst), ring, p.b_dst.primes):
         want_add = switch_modulus_reference(ring, x, src, dst, addend)
         got = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
         expect_equal(got, want_add, f"{name} + addend {tuple(addend.shape)}", seed)
-        expect_equal(ks.switch_modulus(plans, x, src, dst, addend=addend), want_add, f"rlwe.{name} + addend", seed)
+        expect_equal(ks.switch_modulus(tables, x, src, dst, addend=addend), want_add, f"rlwe.{name} + addend", seed)
 
 
 def test_switch_modulus_unaligned_and_strided_inputs(seed):
     ring = make_ring(10, 8, 2)
-    plans = ModulusPlans(ring)
+    tables = ModulusTables(ring)
     src, dst = tuple(range(8)), (0, 1, 2, 3, 4, 9)
-    p = ks.switch_plan(ring, src, dst)
+    p = ks.switch_modulus_tables(ring, src, dst)
     x3 = rand_res((3, 8, ring.n), ring.basis(src).primes)
     want = switch_modulus_reference(ring, x3[:2], src, dst)
     expect_equal(_ops.switch_modulus(x3[:2], p.drop_rows, p.keep_rows, *switch_args(p)), want, "slice", seed)
-    expect_equal(ks.switch_modulus(plans, x3[1:], src, dst), switch_modulus_reference(ring, x3[1:], src, dst),
+    expect_equal(ks.switch_modulus(tables, x3[1:], src, dst), switch_modulus_reference(ring, x3[1:], src, dst),
                  "offset view", seed)
 
 
@@ -185,7 +185,7 @@ def test_sizes_outside_the_fused_range_refused(log_n):
 def test_argument_errors():
     ring = make_ring(10, 6, 2)
     lvl, sp = range(0, 6), range(6, 8)
-    plan = ks.mod_up_plan(ring, lvl, sp, 2)
+    plan = ks.mod_up_tables(ring, lvl, sp, 2)
     pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
     a = rand_res((6, ring.n), ring.basis(tuple(lvl)).primes)
     for bad, msg in [([0, 2, 2, 6], "increase"), ([0, 2, 4], "from 0 to L"), ([1, 4, 6], "from 0 to L"),
@@ -211,7 +211,7 @@ def test_argument_errors():
         ops.mod_up_keyswitch_inner(a, *kargs[1:], 0, None, pre, a)
     with pytest.raises(RuntimeError, match="ciphertexts"):  # b neither a's shape nor one ciphertext
         ops.mod_up_keyswitch_inner(torch.stack([ct, ct, ct]), *kargs[1:], 0, None, pre, torch.stack([ct, ct]))
-    p = ks.switch_plan(ring, tuple(range(6)), tuple(range(5)))
+    p = ks.switch_modulus_tables(ring, tuple(range(6)), tuple(range(5)))
     x = rand_res((2, 6, ring.n), ring.basis(tuple(range(6))).primes)
     for drop, keep, msg in [([6], list(range(5)), "drop row"), ([5], [0, 1, 2, 3, -2], "keep row"),
                             ([], list(range(5)), "1 to"), ([5, 4], list(range(5)), "pre must")]:
@@ -265,10 +265,10 @@ def _gpu_key(key):
 ])
 def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring, gring = rings(log_n, n_q, K)
-    plans, gplans = ModulusPlans(ring), ModulusPlans(gring)
+    tables, gplans = ModulusTables(ring), ModulusTables(gring)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
-    plan, gplan = ks.mod_up_plan(ring, lvl, sp, alpha), ks.mod_up_plan(gring, lvl, sp, alpha)
+    plan, gplan = ks.mod_up_tables(ring, lvl, sp, alpha), ks.mod_up_tables(gring, lvl, sp, alpha)
     a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
     want = _ops.mod_up(a, *mod_up_args(plan))
     expect_equal(_ops.mod_up(a.to(GPU), *mod_up_args(gplan)), want, "cuda mod_up", seed)
@@ -278,7 +278,7 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
     for La in (0, L, L + K):
         addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
         c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
-        want = ks.mod_up_keyswitch_inner(plans, a, key, lvl, sp, alpha, addend, c_add)
+        want = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add)
         got = ks.mod_up_keyswitch_inner(gplans, a.to(GPU), gkey, lvl, sp, alpha,
                                         None if addend is None else addend.to(GPU),
                                         None if c_add is None else c_add.to(GPU))
@@ -287,7 +287,7 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
     for y in (rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes)):
-        want = ks.mod_up_keyswitch_inner(plans, x, key, lvl, sp, alpha, c_add=c_add, b=y)
+        want = ks.mod_up_keyswitch_inner(tables, x, key, lvl, sp, alpha, c_add=c_add, b=y)
         got = ks.mod_up_keyswitch_inner(gplans, x.to(GPU), gkey, lvl, sp, alpha, c_add=c_add.to(GPU), b=y.to(GPU))
         expect_equal(got, want, f"cuda tensor-product mode, b={tuple(y.shape)}", seed)
 
@@ -297,11 +297,11 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
 @pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_cuda_switch_modulus(seed, log_n, name, src, dst):
     ring, gring = rings(log_n, 8, 2)
-    plans, gplans = ModulusPlans(ring), ModulusPlans(gring)
+    tables, gplans = ModulusTables(ring), ModulusTables(gring)
     for batch in [(2,), (3,), (2, 3)]:
         x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
         for addend in [None] + addends(batch, len(dst), ring, ring.basis(dst).primes):
-            want = ks.switch_modulus(plans, x, src, dst, addend=addend)
+            want = ks.switch_modulus(tables, x, src, dst, addend=addend)
             got = ks.switch_modulus(gplans, x.to(GPU), src, dst, addend=None if addend is None else addend.to(GPU))
             expect_equal(got, want, f"cuda {name} batch={batch}", seed)
 
@@ -310,12 +310,12 @@ def test_cuda_switch_modulus(seed, log_n, name, src, dst):
 def test_cuda_benchmark_shape_switch(seed):
     """HMult's switch at 48 x 12: (2, 60, N) from Q_48 P to Q_46, and 8 ciphertexts at once."""
     ring, gring = rings(16, 48, 12)
-    plans, gplans = ModulusPlans(ring), ModulusPlans(gring)
+    tables, gplans = ModulusTables(ring), ModulusTables(gring)
     src, dst = tuple(range(60)), tuple(range(46))
     for batch in [(), (8,)]:
         x = rand_res((*batch, 2, 60, ring.n), ring.primes)
         addend = rand_res((*batch, 2, 46, ring.n), ring.basis(dst).primes)
-        want = ks.switch_modulus(plans, x, src, dst, addend=addend)
+        want = ks.switch_modulus(tables, x, src, dst, addend=addend)
         expect_equal(ks.switch_modulus(gplans, x.to(GPU), src, dst, addend=addend.to(GPU)), want, f"48x12 {batch}",
                      seed)
 
@@ -328,7 +328,7 @@ def test_cuda_refuses_what_the_cpu_refuses(seed, log_n):
     ring, _ = rings(log_n, 6, 2)
     lvl, sp = range(0, 6), range(6, 8)
     a = rand_res((6, ring.n), ring.basis(tuple(lvl)).primes)
-    args = mod_up_args(ks.mod_up_plan(ring, lvl, sp, 2))
+    args = mod_up_args(ks.mod_up_tables(ring, lvl, sp, 2))
     messages = []
     for dev in ("cpu", GPU):
         x = a.to(dev)
@@ -345,7 +345,7 @@ def test_cuda_refuses_what_the_cpu_refuses(seed, log_n):
 def test_cuda_graph_capture(seed):
     """The fused ops are capturable: a replayed graph gives the eager result."""
     ring, gring = rings(12, 9, 3)
-    gplans = ModulusPlans(gring)  # built once: the captured graph holds its tensors
+    gplans = ModulusTables(gring)  # built once: the captured graph holds its tensors
     lvl, sp = range(0, 9), range(9, 12)
     gkey = _gpu_key(rand_key(ring, 9, 3, 3))
     a = rand_res((4, 9, ring.n), ring.basis(tuple(lvl)).primes).to(GPU)

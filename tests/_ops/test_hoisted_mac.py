@@ -44,7 +44,7 @@ def test_hoisted_mac_matches_composition(seed, log_n, n_q, K, alpha, start, stop
     ring = make_ring(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L, n = stop - start, ring.n
-    e = ks.mod_up_plan(ring, lvl, sp, alpha).ext
+    e = ks.mod_up_tables(ring, lvl, sp, alpha).ext
     beta = len(ks.digits(lvl, alpha))
     c = rand_res((*batch, 2, L, n), ring.basis(tuple(lvl)).primes)
     d = rand_res((*batch, beta, L + K, n), e.primes)  # any lifted digits: the op does not care how they came
@@ -72,7 +72,7 @@ def test_hoisted_mac_matches_composition(seed, log_n, n_q, K, alpha, start, stop
 def test_hoisted_mac_argument_errors():
     ring = make_ring(4, 4, 2)
     lvl, sp = range(0, 4), range(4, 6)
-    e = ks.mod_up_plan(ring, lvl, sp, 2).ext
+    e = ks.mod_up_tables(ring, lvl, sp, 2).ext
     c = rand_res((2, 4, 16), ring.primes[:4])
     d = rand_res((2, 6, 16), e.primes)
     key = rand_key(ring, 4, 2, 2)

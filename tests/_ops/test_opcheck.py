@@ -21,7 +21,7 @@ def cases(batch: tuple) -> list:
     ring = make_ring(10, 6, 2)
     lvl, sp = range(0, 6), range(6, 8)
     bl = ring.basis(tuple(lvl))
-    plan = ks.mod_up_plan(ring, lvl, sp, 2)
+    plan = ks.mod_up_tables(ring, lvl, sp, 2)
     ext = plan.ext
     full = (plan.pre, ext.mod, ring.psi, ring.psi_inv, plan.mats, plan.bounds)  # mod_up's, the ring's tables
     key = rand_key(ring, 6, 2, 3)
@@ -30,7 +30,7 @@ def cases(batch: tuple) -> list:
     ct = rand_res((*batch, 2, 6, n), bl.primes)
     d = rand_res((*batch, 3, 8, n), ext.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
-    sw = ks.switch_plan(ring, tuple(range(8)), tuple(range(5)))
+    sw = ks.switch_modulus_tables(ring, tuple(range(8)), tuple(range(5)))
     u = rand_res((*batch, 2, 8, n), ring.primes[:8])
     garner = torch.zeros(6, 6, dtype=torch.int32)
     key_words = torch.randint(-(2**31), 2**31 - 1, (8,), dtype=torch.int32)

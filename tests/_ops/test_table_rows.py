@@ -64,7 +64,7 @@ def test_ntt_with_table_rows(seed, log_n, batch):
 def _mod_up_inputs(ring, plan, key, batch) -> dict:
     """Random inputs of mod_up and of every mode of mod_up_keyswitch_inner, with the plan's
     tensors and the key (CPU tensors)."""
-    bl, e = ring.basis(plan.level_idx), plan.ext
+    bl, e = ring.basis(plan.limbs), plan.ext
     L, n = len(bl), ring.n
     La = random.randint(1, len(e))
     return {
@@ -82,7 +82,7 @@ def _mod_up_outputs(plan, t: dict, psi, psi_inv, rows) -> dict:
     head = (t["pre"], t["mod"], psi, psi_inv, t["mats"], plan.bounds)
 
     def inner(u, addend=None, c_add=None, b=None):
-        return _ops.mod_up_keyswitch_inner(u, *head, t["key_q"], t["key_p"], plan.level_idx.start,
+        return _ops.mod_up_keyswitch_inner(u, *head, t["key_q"], t["key_p"], plan.limbs.start,
                                            plan.digit_start, addend, c_add, b, rows)
 
     return {"mod_up": _ops.mod_up(t["a"], *head, rows), "mod_up_keyswitch_inner": inner(t["a"]),
@@ -94,7 +94,7 @@ def _mod_up_outputs(plan, t: dict, psi, psi_inv, rows) -> dict:
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [(10, 8, 3, 3, 1, 8), (11, 9, 2, 4, 2, 7), (10, 5, 1, 1, 0, 5)])
 def test_mod_up_with_table_rows(seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
-    plan = ks.mod_up_plan(ring, range(start, stop), range(n_q, n_q + K), alpha)
+    plan = ks.mod_up_tables(ring, range(start, stop), range(n_q, n_q + K), alpha)
     t = _mod_up_inputs(ring, plan, rand_key(ring, n_q, K, -(-n_q // alpha)), batch)
     got = _mod_up_outputs(plan, t, ring.psi, ring.psi_inv, plan.psi_rows)
     want = _mod_up_outputs(plan, t, *_gathered(ring, plan.psi_rows), None)
@@ -107,7 +107,7 @@ def test_mod_up_with_table_rows(seed, log_n, n_q, K, alpha, start, stop, batch):
                                            (tuple(range(8)) + (9, 10), tuple(range(2, 6)), ())])
 def test_switch_modulus_with_table_rows(seed, src, dst, batch):
     ring = make_ring(10, 9, 2)
-    p = ks.switch_plan(ring, src, dst)
+    p = ks.switch_modulus_tables(ring, src, dst)
     x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
     addend = rand_res((*batch[:-1], min(2, batch[-1]) if batch else 1, len(dst), ring.n), p.b_dst.primes)
     if not batch:
@@ -129,7 +129,7 @@ def test_bad_table_rows_are_refused(dev):
     if dev == GPU:
         _skip_without_cuda()
     ring = make_ring(10, 6, 2)
-    plan = ks.mod_up_plan(ring, range(1, 6), range(6, 8), 3)
+    plan = ks.mod_up_tables(ring, range(1, 6), range(6, 8), 3)
     a = rand_res((5, ring.n), ring.basis(range(1, 6)).primes)
     args = _on(dev, a, plan.pre, plan.ext.mod, ring.psi, ring.psi_inv, plan.mats, plan.bounds)
     rows = plan.psi_rows
@@ -147,7 +147,7 @@ def test_bad_table_rows_are_refused(dev):
     with pytest.raises(RuntimeError, match="fhetorch.mod_up_keyswitch_inner: psi_ext row 9 outside"):
         _ops.mod_up_keyswitch_inner(*args, *_on(dev, key.key_q, key.key_p), 1, plan.digit_start,
                                     psi_rows=rows[:-1] + [9])
-    p = ks.switch_plan(ring, tuple(range(6)), tuple(range(4)))
+    p = ks.switch_modulus_tables(ring, tuple(range(6)), tuple(range(4)))
     x = rand_res((2, 6, ring.n), ring.basis(range(6)).primes)
     sw = _on(dev, x, p.drop_rows, p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv, p.b_dst.mod, ring.psi, p.matrix,
              p.c_keep, p.c_sub)
@@ -177,14 +177,14 @@ def test_table_rows_cuda_matches_cpu(seed, log_n, batch):
     _skip_without_cuda()
     ring = make_ring(log_n, 9, 3)
     gring = Ring(log_n, ring.primes, GPU)
-    plan = ks.mod_up_plan(ring, range(2, 8), range(9, 12), 3)
+    plan = ks.mod_up_tables(ring, range(2, 8), range(9, 12), 3)
     t = _mod_up_inputs(ring, plan, rand_key(ring, 9, 3, 3), batch)
     want = _mod_up_outputs(plan, t, ring.psi, ring.psi_inv, plan.psi_rows)
     got = _mod_up_outputs(plan, {k: v.to(GPU) for k, v in t.items()}, gring.psi, gring.psi_inv, plan.psi_rows)
     for name in want:
         expect_equal(got[name], want[name], f"cuda {name}", seed)
     src, dst = tuple(range(2, 8)) + (9, 10, 11), tuple(range(3, 6))
-    p = ks.switch_plan(ring, src, dst)
+    p = ks.switch_modulus_tables(ring, src, dst)
     x = rand_res((*batch, 2, 9, ring.n), ring.basis(src).primes)
     tabs = (p.pre, p.b_drop.mod, p.b_dst.mod, p.matrix, p.c_keep, p.c_sub)
     want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, tabs[0], tabs[1], ring.psi_inv, tabs[2], ring.psi,

@@ -89,21 +89,21 @@ def test_memory_report_counts_each_storage_once():
 def plan_every_level(ctx):
     """Every table a run can ask for: each level's rescale, ModUp, ModDown and ModDown with the
     rescale, HMult's P mod q, bootstrapping's encapsulation switches, mul_i's monomial."""
-    p, plans = ctx.params, ctx.modulus_plans
+    p, tables = ctx.params, ctx.modulus_tables
     special = p.special_limbs
     for level in range(p.max_level + 1):
         r = tuple(p.limbs(level))
-        plans.mod_up(p.limbs(level), special, p.alpha)
-        plans.switch(r + tuple(special), r)
+        tables.mod_up(p.limbs(level), special, p.alpha)
+        tables.switch(r + tuple(special), r)
         ev._special_product_consts(ctx, level)
         if level:
             dst = tuple(p.limbs(level - 1))
-            plans.switch(r, dst)
-            plans.switch(r + tuple(special), dst)
+            tables.switch(r, dst)
+            tables.switch(r + tuple(special), dst)
     lvl0 = p.limbs(0)
     enc = range(special.start, special.start + min(len(lvl0) + 1, len(special)))
-    plans.mod_up(lvl0, enc, lvl0.stop)
-    plans.switch(tuple(lvl0) + tuple(enc), tuple(lvl0))
+    tables.mod_up(lvl0, enc, lvl0.stop)
+    tables.switch(tuple(lvl0) + tuple(enc), tuple(lvl0))
     ctx.monomial_i(0)
 
 

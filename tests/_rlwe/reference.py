@@ -1,6 +1,6 @@
 """Specifications of the fused key-switching ops: compositions of the unfused ops (ntt, intt,
 bconv, keyswitch_inner, tensor_product, axpby, add), built from the Ring alone (not from the
-plans fhetorch._rlwe.keyswitch hands to the fused ops), digit by digit. Used only by tests.
+tables fhetorch._rlwe.keyswitch hands to the fused ops), digit by digit. Used only by tests.
 Each takes any number of leading batch dimensions, as the fused ops do.
 """
 import torch
@@ -10,13 +10,13 @@ from fhetorch._ring.ring import bconv_matrix, bconv_pre
 from fhetorch._rlwe import digits
 
 
-def mod_up_reference(ring, a, level_idx: range, special_idx: range, alpha: int) -> torch.Tensor:
+def mod_up_reference(ring, a, limbs: range, special_limbs: range, alpha: int) -> torch.Tensor:
     """a (..., L, N) over the level -> (..., beta, L + K, N): digit j lifted to level + P."""
-    ext = tuple(level_idx) + tuple(special_idx)
+    ext = tuple(limbs) + tuple(special_limbs)
     out = []
-    for _, d in digits(level_idx, alpha):
+    for _, d in digits(limbs, alpha):
         bd, bo = ring.basis(tuple(d)), ring.basis(tuple(i for i in ext if i not in d))
-        lo = d.start - level_idx.start
+        lo = d.start - limbs.start
         part = a.narrow(-2, lo, len(d)).contiguous()
         t = ring.intt(part, bd, post=bconv_pre(bd))
         y = ring.ntt(_ops.bconv(t, bd.mod, bo.mod, bconv_matrix(bd, bo)), bo)
@@ -56,16 +56,16 @@ def switch_modulus_reference(ring, x, src: tuple, dst: tuple, addend=None) -> to
     return out if addend is None else add_to_front(out, addend, b_dst.mod)
 
 
-def mod_up_keyswitch_inner_reference(ring, a, key, level_idx: range, special_idx: range, alpha: int,
+def mod_up_keyswitch_inner_reference(ring, a, key, limbs: range, special_limbs: range, alpha: int,
                                      addend=None, c_add=None, b=None) -> torch.Tensor:
     """keyswitch_inner(mod_up(a)) + addend * c_add on the first La limbs; with b, of the tensor
     product d = a x b: ModUp of d2 and the addend (d0, d1)."""
-    ext = tuple(level_idx) + tuple(special_idx)
+    ext = tuple(limbs) + tuple(special_limbs)
     if b is not None:
-        d = _ops.tensor_product(a.contiguous(), b.contiguous(), ring.basis(tuple(level_idx)).mod)
+        d = _ops.tensor_product(a.contiguous(), b.contiguous(), ring.basis(tuple(limbs)).mod)
         a, addend = d.select(-3, 2), d.narrow(-3, 0, 2)
-    lifted = mod_up_reference(ring, a, level_idx, special_idx, alpha)
-    u = _ops.keyswitch_inner(lifted, key.key_q, key.key_p, level_idx.start, level_idx.start // alpha,
+    lifted = mod_up_reference(ring, a, limbs, special_limbs, alpha)
+    u = _ops.keyswitch_inner(lifted, key.key_q, key.key_p, limbs.start, limbs.start // alpha,
                              ring.basis(ext).mod)
     if addend is None:
         return u
@@ -75,9 +75,9 @@ def mod_up_keyswitch_inner_reference(ring, a, key, level_idx: range, special_idx
     return torch.cat([head, u.narrow(-2, La, u.shape[-2] - La)], dim=-2)
 
 
-def keyswitch_reference(ring, a, key, level_idx: range, special_idx: range, alpha: int, dst_idx=None,
+def keyswitch_reference(ring, a, key, limbs: range, special_limbs: range, alpha: int, dst_idx=None,
                         addend=None) -> torch.Tensor:
     """The whole key switch: ModUp, inner product, ModDown to dst_idx (default: the level)."""
-    u = mod_up_keyswitch_inner_reference(ring, a, key, level_idx, special_idx, alpha)
-    dst = tuple(level_idx) if dst_idx is None else tuple(dst_idx)
-    return switch_modulus_reference(ring, u, tuple(level_idx) + tuple(special_idx), dst, addend)
+    u = mod_up_keyswitch_inner_reference(ring, a, key, limbs, special_limbs, alpha)
+    dst = tuple(limbs) if dst_idx is None else tuple(dst_idx)
+    return switch_modulus_reference(ring, u, tuple(limbs) + tuple(special_limbs), dst, addend)

@@ -33,7 +33,7 @@ def test_sparse_secret_with_hamming_weight(h, device):
     assert (c != 0).sum().item() == h and set(c.unique().tolist()) <= {-1, 0, 1}
     x = torch.rand(ctx.slots, dtype=torch.float64, device=device) * 2 - 1
     cx = ctx.encrypt_vector(x)
-    z = ctx.decrypt_vector(ev.rotate(ctx, ev.multiply(ctx, cx, cx), 3)).real
+    z = ctx.decrypt_vector(ev.rotate(ctx, ev.mul(ctx, cx, cx), 3)).real
     assert (z - torch.roll(x * x, -3)).abs().max().item() < 1e-6
 
 
@@ -48,6 +48,6 @@ def test_switching_keys_serve_every_level(ctx_n12):
     cx = ctx_n12.encrypt_vector(x)
     for level in range(ctx_n12.max_level, 0, -3):
         c = ev.drop_level(ctx_n12, cx, cx.level - level)
-        r = ev.rotate(ctx_n12, ev.multiply(ctx_n12, c, c), 5)
+        r = ev.rotate(ctx_n12, ev.mul(ctx_n12, c, c), 5)
         assert r.level == level - 1
         assert (ctx_n12.decrypt_vector(r).real - torch.roll(x * x, -5)).abs().max().item() < 1e-6

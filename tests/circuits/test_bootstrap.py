@@ -211,8 +211,8 @@ def test_rotations_after_bootstrap_keys(bctx, assert_close):
         ex = bctx.encrypt(x, level=level)
         for k in steps:
             assert_close(bctx.decrypt(ex.rotate(k)), torch.roll(x, -k), 2**-20, f"rotate({k}) at level {level}")
-    assert ev.rotation_plan(bctx, 5, bctx.slots, low[5]) == [5]
-    assert len(ev.rotation_plan(bctx, 5, bctx.slots, low[5] + 1)) == 2  # 4 + 1
+    assert ev.decompose_rotation(bctx, 5, bctx.slots, low[5]) == [5]
+    assert len(ev.decompose_rotation(bctx, 5, bctx.slots, low[5] + 1)) == 2  # 4 + 1
     # hoisted rotations need the direct key: the error names the call that makes a full one
     with pytest.raises(fhe.MissingKeyError, match=rf"covers levels <= {low[5]} only.*keygen\(rotations=\[5\]\)"):
         ev.rotate_hoisted(bctx, bctx.encrypt(_rand(8)).ciphertext, [1, 5])

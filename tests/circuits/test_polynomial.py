@@ -166,7 +166,7 @@ def test_level_error_before_any_work(ctx_n12, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("work done before the level check")
 
-    monkeypatch.setattr(ev, "multiply", boom)
+    monkeypatch.setattr(ev, "mul", boom)
     monkeypatch.setattr(ev, "rescale", boom)
     with pytest.raises(fhe.LevelError, match=r"needs 4 level\(s\) \(3 for the polynomial \+ 1 .*level 3"):
         f.evaluate(ctx, ct)

@@ -57,12 +57,12 @@ def test_multiplexed_layouts_are_dense():
     stage's map takes C*H*W slots (a 64 x 8 x 8 map at gap 4 on a 32 x 32 grid: 4096)."""
     for C, H, g in [(16, 32, 1), (32, 16, 2), (64, 8, 4), (48, 8, 4)]:
         lay = Layout((C, H, H), g, (32, 32))
-        s = lay.slots()
+        s = lay.slot_indices()
         assert s.unique().numel() == C * H * H  # one value per slot
         assert int(s.max()) < -(-C // (g * g)) * 1024
     lay = Layout.image(16, 32, 32).strided(32, 2).strided(64, 2)
     assert lay.period(1 << 15) == 4096
-    assert lay.pack(torch.arange(4096.0), 1 << 14).view(4, 4096).eq(torch.arange(4096.0)[lay.slots().argsort()]).all()
+    assert lay.pack(torch.arange(4096.0), 1 << 14).view(4, 4096).eq(torch.arange(4096.0)[lay.slot_indices().argsort()]).all()
 
 
 def test_slot_maps_match_torch_layers(seed):

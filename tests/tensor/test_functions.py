@@ -113,7 +113,7 @@ def test_composite_refuses_before_any_work(ctx_n12, monkeypatch):
         raise AssertionError("work done before the level check")
 
     ct = ctx.encrypt_vector(_uniform(8), slots=8, level=3)
-    monkeypatch.setattr(ev, "multiply", boom)
+    monkeypatch.setattr(ev, "mul", boom)
     with pytest.raises(fhe.LevelError, match=r"sign\[15, 15, 27\]: needs 13 level"):
         P.sign().evaluate(ctx, ct)
 

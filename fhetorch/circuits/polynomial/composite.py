@@ -34,7 +34,7 @@ def evaluate_composite(ctx, x, stages: list[Chebyshev], *, times_input: bool = F
     y = basis
     for s in stages:
         y = evaluate(ctx, y, s)
-    return ev.multiply(ctx, x, y) if times_input else y
+    return ev.mul(ctx, x, y) if times_input else y
 
 
 def plain_composite(x, stages: list[Chebyshev], *, times_input: bool = False) -> torch.Tensor:

@@ -45,7 +45,7 @@ class CiphertextOps:
     def mul(self, a, b):
         self.mults += 1
         self.drops += abs(a.level - b.level)
-        return ev.multiply(self.ctx, a, b)
+        return ev.mul(self.ctx, a, b)
 
     def add(self, a, b):
         self.drops += abs(a.level - b.level)

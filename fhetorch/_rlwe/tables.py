@@ -5,10 +5,10 @@ Limbs are named by their index in `ring.primes` = Q_max primes then special prim
 A level is a contiguous run of Q_max indices; key-switching digit j is the run
 [j*alpha, (j+1)*alpha) of Q_max, intersected with the level.
 
-`ModulusPlans` (one per context) builds each plan once and keeps it: a switch makes no
+`ModulusTables` (one per context) builds each table set once and keeps it: a switch makes no
 host-to-device copy (so it can be captured in a CUDA graph) and little Python work. The
 fused ops read the NTT tables of the ring itself, through the table row of each limb
-(`psi_rows`, ...), so no plan copies a table. What only the reference compositions read
+(`psi_rows`, ...), so no table set copies a table. What only the reference compositions read
 (each digit's bases and BConv matrices) is built on first use.
 """
 from __future__ import annotations
@@ -23,18 +23,18 @@ from .._ring.ring import bconv_matrix, bconv_pre, runs
 from ..errors import InternalError
 
 
-def digits(level_idx: range, alpha: int) -> list:
+def digits(limbs: range, alpha: int) -> list:
     """[(digit number, range of limb indices)] covering the level."""
     out = []
-    for j in range(level_idx.start // alpha, (level_idx.stop - 1) // alpha + 1):
-        lo, hi = max(level_idx.start, j * alpha), min(level_idx.stop, (j + 1) * alpha)
+    for j in range(limbs.start // alpha, (limbs.stop - 1) // alpha + 1):
+        lo, hi = max(limbs.start, j * alpha), min(limbs.stop, (j + 1) * alpha)
         if lo < hi:
             out.append((j, range(lo, hi)))
     return out
 
 
 @dataclass
-class SwitchPlan:
+class SwitchModulusTables:
     """round-ish(x * A / D) from limbs src to limbs dst (D = src - dst, A = dst - src)."""
 
     drop_runs: list
@@ -59,9 +59,9 @@ class SwitchPlan:
                 if t is not None]
 
 
-def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
+def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple) -> SwitchModulusTables:
     """The tables of switch_modulus from limbs src to limbs dst (built, not cached:
-    ModulusPlans keeps them)."""
+    ModulusTables keeps them)."""
     pos = {i: k for k, i in enumerate(src)}
     drop = tuple(i for i in src if i not in set(dst))
     added = tuple(i for i in dst if i not in pos)
@@ -74,7 +74,7 @@ def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
     dev = ring.device
     drop_pos, keep_pos = [pos[i] for i in drop], [pos[dst[k]] for k in kept_dst]
     front = kept_dst[0] if kept_dst else len(dst)
-    return SwitchPlan(
+    return SwitchModulusTables(
         drop_runs=runs(drop_pos), drop_index=torch.tensor(drop_pos, device=dev),
         keep_runs=runs(keep_pos), keep_index=torch.tensor(keep_pos, device=dev, dtype=torch.long),
         pad=(front, len(dst) - front - len(kept_dst)), b_drop=b_drop, b_dst=b_dst,
@@ -85,7 +85,7 @@ def switch_plan(ring: Ring, src: tuple, dst: tuple) -> SwitchPlan:
         psi_dst_rows=list(dst))
 
 
-class ModUpPlan:
+class ModUpTables:
     """ModUp of a level to level + P, digit by digit.
 
     ext: basis of level + P; pre (L,): every digit's INTT post-constants, in level order;
@@ -93,22 +93,22 @@ class ModUpPlan:
     bounds [0, ..., L]: digit j is level positions [bounds[j], bounds[j+1]); digit_start:
     the key digit of the level's first digit; psi_rows: the ring's table row of each ext limb."""
 
-    def __init__(self, ring: Ring, level_idx: range, special_idx: range, alpha: int):
-        self.ring, self.level_idx, self.special_idx, self.alpha = ring, level_idx, special_idx, alpha
-        self.ext = ring.basis(tuple(level_idx) + tuple(special_idx))
-        ds = digits(level_idx, alpha)
+    def __init__(self, ring: Ring, limbs: range, special_limbs: range, alpha: int):
+        self.ring, self.limbs, self.special_limbs, self.alpha = ring, limbs, special_limbs, alpha
+        self.ext = ring.basis(tuple(limbs) + tuple(special_limbs))
+        ds = digits(limbs, alpha)
         amax = max(len(d) for _, d in ds)
         self.mats = torch.zeros((len(ds), len(self.ext), amax), dtype=torch.int32, device=ring.device)
         pres, self.bounds = [], [0]
         for j, (_, d) in enumerate(ds):
             bd = ring.basis(tuple(d))
-            lo = d.start - level_idx.start
+            lo = d.start - limbs.start
             pres.append(bconv_pre(bd))
             self.bounds.append(lo + len(d))
             self.mats[j, :, : len(d)] = bconv_matrix(bd, self.ext)
             self.mats[j, lo : lo + len(d)] = 0  # the digit's own limbs are copied, not converted
         self.pre = torch.cat(pres).contiguous()
-        self.digit_start = level_idx.start // alpha
+        self.digit_start = limbs.start // alpha
         self.psi_rows = list(self.ext.limbs)
 
     @cached_property
@@ -117,10 +117,10 @@ class ModUpPlan:
         the digit-by-digit reference composition reads (built on first use)."""
         out = []
         ext = self.ext.limbs
-        for _, d in digits(self.level_idx, self.alpha):
+        for _, d in digits(self.limbs, self.alpha):
             bd = self.ring.basis(tuple(d))
             bo = self.ring.basis(tuple(i for i in ext if i not in d))
-            out.append((d.start - self.level_idx.start, len(d), bd, bo, bconv_pre(bd), bconv_matrix(bd, bo)))
+            out.append((d.start - self.limbs.start, len(d), bd, bo, bconv_pre(bd), bconv_matrix(bd, bo)))
         return out
 
     @property
@@ -131,37 +131,37 @@ class ModUpPlan:
         return own
 
 
-def mod_up_plan(ring: Ring, level_idx: range, special_idx: range, alpha: int) -> ModUpPlan:
-    """The tables of ModUp from level_idx to level_idx + special_idx (built, not cached)."""
-    return ModUpPlan(ring, level_idx, special_idx, alpha)
+def mod_up_tables(ring: Ring, limbs: range, special_limbs: range, alpha: int) -> ModUpTables:
+    """The tables of ModUp from limbs to limbs + special_limbs (built, not cached)."""
+    return ModUpTables(ring, limbs, special_limbs, alpha)
 
 
-class ModulusPlans:
-    """The switch and ModUp plans of one ring, each built on first use and kept for the life
+class ModulusTables:
+    """The switch and ModUp tables of one ring, each built on first use and kept for the life
     of this object (the context's): captured CUDA graphs hold pointers to their tensors."""
 
     def __init__(self, ring: Ring):
         self.ring = ring
-        self._switch: dict[tuple[tuple, tuple], SwitchPlan] = {}
-        self._mod_up: dict[tuple[range, range, int], ModUpPlan] = {}
+        self._switch: dict[tuple[tuple, tuple], SwitchModulusTables] = {}
+        self._mod_up: dict[tuple[range, range, int], ModUpTables] = {}
 
-    def switch(self, src: tuple, dst: tuple) -> SwitchPlan:
-        """The plan of switch_modulus from limbs src to limbs dst."""
+    def switch(self, src: tuple, dst: tuple) -> SwitchModulusTables:
+        """The table set of switch_modulus from limbs src to limbs dst."""
         key = (tuple(src), tuple(dst))
         p = self._switch.get(key)
         if p is None:
-            p = self._switch[key] = switch_plan(self.ring, *key)
+            p = self._switch[key] = switch_modulus_tables(self.ring, *key)
         return p
 
-    def mod_up(self, level_idx: range, special_idx: range, alpha: int) -> ModUpPlan:
-        """The plan of ModUp of the level's limbs to level + special_idx with alpha-limb digits."""
-        key = (level_idx, special_idx, int(alpha))
+    def mod_up(self, limbs: range, special_limbs: range, alpha: int) -> ModUpTables:
+        """The table set of ModUp of the level's limbs to level + special_limbs with alpha-limb digits."""
+        key = (limbs, special_limbs, int(alpha))
         p = self._mod_up.get(key)
         if p is None:
-            p = self._mod_up[key] = mod_up_plan(self.ring, *key)
+            p = self._mod_up[key] = mod_up_tables(self.ring, *key)
         return p
 
     @property
     def tensors(self) -> list:
-        """The plans' own tensors (their bases are the ring's; for memory reports)."""
+        """The tables' own tensors (their bases are the ring's; for memory reports)."""
         return [t for p in list(self._switch.values()) + list(self._mod_up.values()) for t in p.tensors]

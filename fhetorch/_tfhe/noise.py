@@ -1,0 +1,271 @@
+"""The TFHE noise model: the variance of a ciphertext's error after each step, and the failure
+probability of a programmable bootstrap (PBS) that follows from it.
+
+Units. Every variance here is RELATIVE to q^2 (the error divided by q, squared: TFHE-rs's torus
+convention), unless the function name ends in `_abs` (absolute: integers mod q). A relative
+variance v means an error of standard deviation sqrt(v) * q in Z_q.
+
+Conventions the formulas rely on (the core implements them; NOTES-params.md):
+- q = q1 * q2 is odd; values are taken as their centred representatives in (-q/2, q/2).
+- Noise: the sum of 4 independent uniform integers in [-W, W] (variance 4 W (W+1) / 3).
+- Secrets: binary (E[s^2] = 1/2) or ternary uniform in {-1, 0, 1} (E[s^2] = 2/3).
+- Gadget decomposition with base B = 2^beta and l levels: x = round(a / 2^t) with t = s - beta*l
+  (s = ceil(log2 q) = 62), balanced digits d_j in [-B/2, B/2), gadget g_j = 2^(s - beta*j).
+  The rounding error a - x 2^t is uniform on 2^t consecutive integers: variance (4^t - 1)/12;
+  a digit's second moment is E[d^2] = (B^2 + 2)/12 (uniform on B consecutive values about 0).
+- Classical blind rotation: n CMuxes ACC <- ACC + BSK_i [x] (X^{a_i} ACC - ACC).
+  Multi-bit (grouping g): n/g steps ACC <- (sum over the 2^g subsets S of X^{a_S} GGSW(f_S)) [x] ACC.
+- Modulus switch to 2N: a' = round(2N a / q) per coefficient; multi-bit: per subset sum a_S mod q.
+
+The formulas (Chillotti, Gama, Georgieva, Izabachene, "TFHE: fast fully homomorphic encryption over
+the torus", J. Cryptology 33, 2020, Lemmas on external product, key switching and bootstrapping;
+Bergerat, Boudi, Bourgerie, Chillotti, Ligier, Orfila, Tap, "Parameter optimization and larger
+precision for (T)FHE", J. Cryptology 36, 2023, noise formulas of the atomic pattern, which TFHE-rs's
+parameter sets are optimised with), restated for an odd modulus q and the gadget above:
+
+  fresh LWE / GLWE          v = 4 W (W+1) / 3 / q^2
+  linear combination        v = sum_i w_i^2 v_i
+  decomposition (a, B, l)   v_dec = ((4^t - 1)/12) / q^2,     t = 62 - beta l
+  external product          v_ep = (k+1) l N (B^2+2)/12 * v_bsk  +  (1 + k N E[s^2]) v_dec   (+ v_in)
+  blind rotation            v_br = n v_ep (classical);  (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)
+  sample extraction         adds nothing (one coefficient of the GLWE error)
+  key switch (kN -> n)      v_ks = kN E[s^2] v_dec(ks) + kN l_ks (B_ks^2+2)/12 * v_lwe
+  modulus switch (q -> 2N)  v_ms = (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2)  (classical)
+                            v_ms = (1 + (n/g)(1 - 2^-g)) (1 - 1/q^2) / (12 (2N)^2)  (multi-bit, sums switched)
+  decision (KS-PBS)         v = nu^2 v_pbs + v_ks + v_ms
+  p_fail                    erfc(g / (sqrt(2) sqrt(v))),  g = 2^-(p+2), p = message + carry bits
+
+Why g = 2^-(p+2): with one padding bit the plaintext modulus is 2^(p+1); each of the 2^p messages owns
+a box of 1/2^(p+1) of the torus (N/2^p coefficients of the test polynomial, centred on the message
+after the half-box rotation); the PBS returns the wrong value when the error leaves the box: |e| >
+half a box. The Gaussian tail is the model (the decision error is a sum of thousands of independent
+terms; TFHE-rs states its p_fail the same way).
+
+Model caveats, stated rather than hidden: error means are taken as zero (exact for the modulus switch
+with odd q; the decomposition's tie rule leaves a bias below 1/2 per coefficient, i.e. below 2^-52 of
+q after the key products, far below every standard deviation here); the encoding error of the rounded
+delta (at most 2^p/2 absolute) is neglected; the worst message bit (s_i = 1) is taken in every CMux.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import ParameterError
+
+NOISE_TERMS = 4  # uniform integers summed per noise sample (Irwin-Hall)
+
+
+def decomposition_shift(q: int) -> int:
+    """s = ceil(log2 q), the gadget's top power of two (62 for fhetorch's q, 64 for 2^64)."""
+    return (q - 1).bit_length()
+
+
+# ----------------------------------------------------------------------------- sampler widths
+
+
+def uniform_sum_variance(width: int, terms: int = NOISE_TERMS) -> int:
+    """Exact variance (absolute) of the sum of `terms` independent uniform integers in
+    [-width, width]: terms * width * (width + 1) / 3, an integer for terms = 4 up to the /3
+    (returned as a Fraction-free float only when not an integer). Raises ParameterError for a
+    negative width."""
+    if width < 0:
+        raise ParameterError(f"uniform_sum_variance: width must be >= 0, got {width}")
+    num = terms * width * (width + 1)
+    return num // 3 if num % 3 == 0 else num / 3
+
+
+def noise_width(params_or_std, q: int | None = None, *, which: str = "lwe") -> int:
+    """The sampler width W for a relative standard deviation: the smallest W >= 0 whose variance
+    4 W (W+1) / 3 is >= (std * q)^2 (rounded up: never less noise than asked, so never less
+    security). `noise_width(params)` gives the LWE width (which="glwe": the GLWE one);
+    `noise_width(std, q)` a relative std at modulus q. Raises ParameterError for a negative or
+    non-finite std, or a std without q."""
+    if hasattr(params_or_std, "lwe_noise_std"):
+        p = params_or_std
+        std = p.lwe_noise_std if which == "lwe" else p.glwe_noise_std
+        q = p.q if q is None else q
+    else:
+        std = params_or_std
+        if q is None:
+            raise ParameterError("noise_width: give q with a bare standard deviation")
+    std = float(std)
+    if not math.isfinite(std) or std < 0:
+        raise ParameterError(f"noise_width: the noise standard deviation must be finite and >= 0, got {std}")
+    if std == 0:
+        return 0
+    target = (std * q) ** 2  # absolute variance
+    # 4 W (W+1) / 3 >= target  <=>  W >= (-1 + sqrt(1 + 3 target)) / 2
+    w = max(1, int(math.floor((-1.0 + math.sqrt(1.0 + 3.0 * target)) / 2.0)) - 1)
+    while 4 * w * (w + 1) < 3 * target:
+        w += 1
+    return w
+
+
+def _e_s2(params) -> float:
+    """E[s^2] of a secret coefficient."""
+    dist = getattr(params, "secret_distribution", "binary")
+    return {"binary": 0.5, "ternary": 2.0 / 3.0}[dist]
+
+
+def _digit_second_moment(base_log: int) -> float:
+    b = 1 << base_log
+    return (b * b + 2) / 12.0
+
+
+# ----------------------------------------------------------------------------- step variances
+
+
+def fresh_lwe_variance(params) -> float:
+    """Relative variance of a fresh LWE encryption under the n-dimensional key (and of every
+    key-switching-key entry): 4 W (W+1) / 3 / q^2 with W = params.lwe_noise_width."""
+    return uniform_sum_variance(params.lwe_noise_width) / params.q ** 2
+
+
+def fresh_glwe_variance(params) -> float:
+    """Relative variance of a fresh GLWE encryption (every bootstrapping-key entry, and a fresh LWE
+    encryption under the kN-dimensional extracted key)."""
+    return uniform_sum_variance(params.glwe_noise_width) / params.q ** 2
+
+
+def linear_variance(variances, weights) -> float:
+    """Variance of sum_i w_i c_i for independent errors: sum_i w_i^2 v_i (sums, differences,
+    multiplication by a small integer; adding a constant adds nothing)."""
+    return float(sum(float(w) ** 2 * v for v, w in zip(variances, weights, strict=True)))
+
+
+def decomposition_error_variance(q: int, base_log: int, level: int) -> float:
+    """Relative variance of the gadget-decomposition rounding error a - sum_j d_j g_j for a uniform
+    a in Z_q: (4^t - 1) / 12 / q^2 with t = ceil(log2 q) - base_log * level (0 when t <= 0: exact)."""
+    t = decomposition_shift(q) - base_log * level
+    if t <= 0:
+        return 0.0
+    return ((4.0 ** t - 1.0) / 12.0) / q ** 2
+
+
+def keyswitch_variance(params) -> float:
+    """Variance the LWE key switch (kN -> n) adds: kN E[s^2] v_dec + kN l (B^2+2)/12 v_lwe."""
+    kn = params.glwe_dimension * params.polynomial_size
+    v_dec = decomposition_error_variance(params.q, params.ks_base_log, params.ks_level)
+    v_key = kn * params.ks_level * _digit_second_moment(params.ks_base_log) * fresh_lwe_variance(params)
+    return kn * _e_s2(params) * v_dec + v_key
+
+
+def modulus_switch_variance(params) -> float:
+    """Variance (relative, i.e. in units of the 2N torus) the switch from q to 2N adds:
+    (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2): n + 1 rounding errors, each uniform on the centred
+    residues (q odd, 2N a mod q runs over all of them for a uniform a), the body's with weight 1.
+    Multi-bit (grouping g): each group's 2^g - 1 subset sums a_S = sum_{i in S} a_i are switched
+    as sums (one rounding each), and the group contributes the rounding error of the one selected
+    subset (none when S is empty: probability 2^-g for a uniform binary key):
+    (1 + (n/g)(1 - 2^-g)) (1 - 1/q^2) / (12 (2N)^2)."""
+    n, two_n, g = params.lwe_dimension, 2 * params.polynomial_size, params.grouping_factor
+    terms = n * _e_s2(params) if g == 1 else (n // g) * (1.0 - 2.0 ** -g)
+    return (1.0 + terms) * (1.0 - 1.0 / params.q ** 2) / (12.0 * two_n ** 2)
+
+
+def _ep_key_term(params) -> float:
+    k, big_n = params.glwe_dimension, params.polynomial_size
+    return (k + 1) * params.pbs_level * big_n * _digit_second_moment(params.pbs_base_log) * fresh_glwe_variance(params)
+
+
+def _ep_decomposition_term(params) -> float:
+    kn = params.glwe_dimension * params.polynomial_size
+    return (1.0 + kn * _e_s2(params)) * decomposition_error_variance(params.q, params.pbs_base_log, params.pbs_level)
+
+
+def external_product_variance(params, input_variance: float = 0.0, message_norm2: float = 1.0) -> float:
+    """Variance of GGSW(mu) [x] GLWE: (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec
+    + |mu|^2 v_in (mu a bit or a monomial: |mu|^2 = 1; message_norm2 otherwise)."""
+    return _ep_key_term(params) + message_norm2 * (_ep_decomposition_term(params) + input_variance)
+
+
+def cmux_variance(params, input_variance: float = 0.0) -> float:
+    """Variance after CMux(b, C0, C1) = C0 + BSK(b) [x] (C1 - C0) with C0, C1 of variance
+    input_variance (the blind-rotation case: C1 = X^a C0, the same error rotated): the input's
+    variance plus one external product's key and decomposition terms (worst case b = 1)."""
+    return input_variance + _ep_key_term(params) + _ep_decomposition_term(params)
+
+
+def blind_rotation_variance(params, test_polynomial_variance: float = 0.0) -> float:
+    """Variance after blind rotation of a trivial (noiseless) test polynomial: n CMuxes
+    (classical), or n/g multi-bit steps of 2^g GGSWs each (grouping factor g)."""
+    g = params.grouping_factor
+    if g == 1:
+        return test_polynomial_variance + params.lwe_dimension * (_ep_key_term(params) + _ep_decomposition_term(params))
+    steps = params.lwe_dimension // g
+    return test_polynomial_variance + steps * ((1 << g) * _ep_key_term(params) + _ep_decomposition_term(params))
+
+
+def sample_extraction_variance(glwe_variance: float) -> float:
+    """Sample extraction reads one coefficient of the GLWE error: the variance is unchanged."""
+    return glwe_variance
+
+
+def pbs_variance(params) -> float:
+    """Variance of a PBS output (under the kN-dimensional extracted key): blind rotation of a
+    noiseless test polynomial, then sample extraction. Independent of the input's noise."""
+    return sample_extraction_variance(blind_rotation_variance(params))
+
+
+def decision_variance(params, input_variance: float | None = None) -> float:
+    """Variance at the modulus-switch output, the one that decides whether the next PBS is right.
+    input_variance: the error variance of the ciphertext entering the key switch (under the kN
+    key); None: the worst the parameters allow, max_noise_level^2 times a PBS output's (or a
+    fresh encryption's under the kN key if larger). Then + key switch + modulus switch."""
+    if input_variance is None:
+        nu = getattr(params, "max_noise_level", 1)
+        input_variance = nu * nu * max(pbs_variance(params), fresh_glwe_variance(params))
+    return input_variance + keyswitch_variance(params) + modulus_switch_variance(params)
+
+
+def half_gap(params) -> float:
+    """Half the decision box, relative to q: 2^-(p+2) with p = message + carry bits (one padding bit)."""
+    return 2.0 ** -(params.message_bits + params.carry_bits + 2)
+
+
+# ----------------------------------------------------------------------------- failure probability
+
+
+def log2_erfc(x: float) -> float:
+    """log2(erfc(x)) for x >= 0, accurate where erfc underflows (the asymptotic series)."""
+    if x < 0:
+        raise ParameterError(f"log2_erfc: x must be >= 0, got {x}")
+    if x < 25.0:
+        return math.log2(math.erfc(x))
+    # erfc(x) = exp(-x^2) / (x sqrt(pi)) * (1 - 1/(2x^2) + 3/(4x^4) - 15/(8x^6) + ...)
+    inv = 1.0 / (2.0 * x * x)
+    series = 1.0 - inv + 3.0 * inv ** 2 - 15.0 * inv ** 3
+    return (-x * x) / math.log(2.0) - math.log2(x * math.sqrt(math.pi)) + math.log2(series)
+
+
+def log2_p_fail_of_variance(variance: float, gap: float) -> float:
+    """log2 P(|e| > gap) for a centred Gaussian error of the given variance (same units as gap)."""
+    if variance <= 0:
+        return -math.inf
+    return log2_erfc(gap / math.sqrt(2.0 * variance))
+
+
+def log2_p_fail(params, input_variance: float | None = None) -> float:
+    """log2 of the modelled probability that one PBS (key switch + modulus switch + blind rotation)
+    returns a wrong message, for an input of the worst variance the parameters allow (see
+    decision_variance)."""
+    return log2_p_fail_of_variance(decision_variance(params, input_variance), half_gap(params))
+
+
+def p_fail(params, input_variance: float | None = None) -> float:
+    """2 ** log2_p_fail(params): the modelled failure probability of one PBS."""
+    return 2.0 ** log2_p_fail(params, input_variance)
+
+
+def noise_report(params) -> dict:
+    """Every modelled variance of the parameters (relative to q^2), their log2 standard deviations,
+    and log2 p_fail: a plain dict for docs, tests and debugging."""
+    vs = dict(fresh_lwe=fresh_lwe_variance(params), fresh_glwe=fresh_glwe_variance(params),
+              keyswitch=keyswitch_variance(params), modulus_switch=modulus_switch_variance(params),
+              external_product=external_product_variance(params), pbs=pbs_variance(params),
+              decision=decision_variance(params))
+    out = {f"var_{k}": v for k, v in vs.items()}
+    out.update({f"log2_std_{k}": (0.5 * math.log2(v) if v > 0 else -math.inf) for k, v in vs.items()})
+    out["log2_half_gap"] = math.log2(half_gap(params))
+    out["log2_p_fail"] = log2_p_fail(params)
+    return out

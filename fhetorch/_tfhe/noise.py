@@ -9,9 +9,11 @@ Conventions the formulas rely on (the core implements them; NOTES-params.md):
 - q = q1 * q2 is odd; values are taken as their centred representatives in (-q/2, q/2).
 - Noise: the sum of 4 independent uniform integers in [-W, W] (variance 4 W (W+1) / 3).
 - Secrets: binary (E[s^2] = 1/2) or ternary uniform in {-1, 0, 1} (E[s^2] = 2/3).
-- Gadget decomposition with base B = 2^beta and l levels: x = round(a / 2^t) with t = s - beta*l
-  (s = ceil(log2 q) = 62), balanced digits d_j in [-B/2, B/2), gadget g_j = 2^(s - beta*j).
-  The rounding error a - x 2^t is uniform on 2^t consecutive integers: variance (4^t - 1)/12;
+- Gadget decomposition with base B = 2^beta and l levels (the core's, NOTES-core.md):
+  x = round(a B^l / q) mod B^l in balanced digits d_j in [-B/2, B/2), gadget g_j = round(q / B^j),
+  j = 1..l. The error a - sum_j d_j g_j is (a B^l mod q, centred) / B^l - sum_j d_j delta_j with
+  delta_j = round(q/B^j) - q/B^j: for a uniform a (q odd, so a B^l mod q runs over all centred
+  residues) its variance is (q^2 - 1) / (12 B^2l) + sum_j delta_j^2 (B^2+2)/12, mean zero;
   a digit's second moment is E[d^2] = (B^2 + 2)/12 (uniform on B consecutive values about 0).
 - Classical blind rotation: n CMuxes ACC <- ACC + BSK_i [x] (X^{a_i} ACC - ACC).
   Multi-bit (grouping g): n/g steps ACC <- (sum over the 2^g subsets S of X^{a_S} GGSW(f_S)) [x] ACC.
@@ -25,7 +27,7 @@ parameter sets are optimised with), restated for an odd modulus q and the gadget
 
   fresh LWE / GLWE          v = 4 W (W+1) / 3 / q^2
   linear combination        v = sum_i w_i^2 v_i
-  decomposition (a, B, l)   v_dec = ((4^t - 1)/12) / q^2,     t = 62 - beta l
+  decomposition (a, B, l)   v_dec = ((q^2 - 1)/(12 B^2l) + sum_j delta_j^2 (B^2+2)/12) / q^2
   external product          v_ep = (k+1) l N (B^2+2)/12 * v_bsk  +  (1 + k N E[s^2]) v_dec   (+ v_in)
   blind rotation            v_br = n v_ep (classical);  (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)
   sample extraction         adds nothing (one coefficient of the GLWE error)
@@ -49,29 +51,25 @@ delta (at most 2^p/2 absolute) is neglected; the worst message bit (s_i = 1) is 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from ..errors import ParameterError
 
 NOISE_TERMS = 4  # uniform integers summed per noise sample (Irwin-Hall)
 
 
-def decomposition_shift(q: int) -> int:
-    """s = ceil(log2 q), the gadget's top power of two (62 for fhetorch's q, 64 for 2^64)."""
-    return (q - 1).bit_length()
 
 
 # ----------------------------------------------------------------------------- sampler widths
 
 
-def uniform_sum_variance(width: int, terms: int = NOISE_TERMS) -> int:
+def uniform_sum_variance(width: int, terms: int = NOISE_TERMS) -> Fraction:
     """Exact variance (absolute) of the sum of `terms` independent uniform integers in
-    [-width, width]: terms * width * (width + 1) / 3, an integer for terms = 4 up to the /3
-    (returned as a Fraction-free float only when not an integer). Raises ParameterError for a
+    [-width, width]: terms * width * (width + 1) / 3, as a Fraction. Raises ParameterError for a
     negative width."""
     if width < 0:
         raise ParameterError(f"uniform_sum_variance: width must be >= 0, got {width}")
-    num = terms * width * (width + 1)
-    return num // 3 if num % 3 == 0 else num / 3
+    return Fraction(terms * width * (width + 1), 3)
 
 
 def noise_width(params_or_std, q: int | None = None, *, which: str = "lwe") -> int:
@@ -118,13 +116,13 @@ def _digit_second_moment(base_log: int) -> float:
 def fresh_lwe_variance(params) -> float:
     """Relative variance of a fresh LWE encryption under the n-dimensional key (and of every
     key-switching-key entry): 4 W (W+1) / 3 / q^2 with W = params.lwe_noise_width."""
-    return uniform_sum_variance(params.lwe_noise_width) / params.q ** 2
+    return float(uniform_sum_variance(params.lwe_noise_width) / params.q ** 2)
 
 
 def fresh_glwe_variance(params) -> float:
     """Relative variance of a fresh GLWE encryption (every bootstrapping-key entry, and a fresh LWE
     encryption under the kN-dimensional extracted key)."""
-    return uniform_sum_variance(params.glwe_noise_width) / params.q ** 2
+    return float(uniform_sum_variance(params.glwe_noise_width) / params.q ** 2)
 
 
 def linear_variance(variances, weights) -> float:
@@ -134,12 +132,16 @@ def linear_variance(variances, weights) -> float:
 
 
 def decomposition_error_variance(q: int, base_log: int, level: int) -> float:
-    """Relative variance of the gadget-decomposition rounding error a - sum_j d_j g_j for a uniform
-    a in Z_q: (4^t - 1) / 12 / q^2 with t = ceil(log2 q) - base_log * level (0 when t <= 0: exact)."""
-    t = decomposition_shift(q) - base_log * level
-    if t <= 0:
-        return 0.0
-    return ((4.0 ** t - 1.0) / 12.0) / q ** 2
+    """Relative variance of the gadget-decomposition error a - sum_j d_j g_j for a uniform a in
+    Z_q (g_j = round(q / B^j), digits of round(a B^l / q)): ((q^2 - 1) / (12 B^2l)
+    + sum_j delta_j^2 (B^2+2)/12) / q^2, delta_j = round(q/B^j) - q/B^j."""
+    b = 1 << base_log
+    v = (q * q - 1) / (12.0 * float(b) ** (2 * level))
+    for j in range(1, level + 1):
+        bj = b ** j
+        delta = ((2 * q + bj) // (2 * bj)) - q / bj  # round(q / B^j) - q / B^j
+        v += delta * delta * _digit_second_moment(base_log)
+    return v / float(q) ** 2
 
 
 def keyswitch_variance(params) -> float:

@@ -105,11 +105,11 @@ _LITERAL_FIELDS = tuple(f.name for f in fields(TFHEParamsLiteral))
 class TFHEParams:
     """Validated, immutable TFHE parameters (made by make_params from a TFHEParamsLiteral).
 
-    Besides the literal's fields: primes (q1, q2) and q = q1 * q2; delta = round(q / 2^(bits+1)),
+    Besides the literal's fields: primes (q1, q2; also as `moduli`) and q = q1 * q2;
+    delta = floor(q / 2^(bits+1)),
     the scaling of a message with one padding bit; lwe_noise_width / glwe_noise_width, the
     sampler's W (4 uniform integers in [-W, W]); security_bits (128, or 0 when not shown secure);
-    log2_p_fail, the noise model's failure probability of one PBS (fhetorch/_tfhe/noise.py);
-    decomposition_shift, ceil(log2 q), the gadget's top power of two.
+    log2_p_fail, the noise model's failure probability of one PBS (fhetorch/_tfhe/noise.py).
     """
 
     lwe_dimension: int
@@ -133,7 +133,6 @@ class TFHEParams:
     delta: int
     lwe_noise_width: int
     glwe_noise_width: int
-    decomposition_shift: int
     security_bits: int
     log2_p_fail: float
 
@@ -191,14 +190,19 @@ class TFHEParams:
         return 1 << (self.bits + 1)
 
     @property
-    def lwe_noise_variance(self) -> float:
-        """Absolute variance of the LWE / key-switching-key noise the sampler draws."""
+    def lwe_noise_variance(self):
+        """Exact (Fraction) absolute variance of the LWE / key-switching-key noise the sampler draws."""
         return _noise.uniform_sum_variance(self.lwe_noise_width)
 
     @property
-    def glwe_noise_variance(self) -> float:
-        """Absolute variance of the GLWE / bootstrapping-key noise the sampler draws."""
+    def glwe_noise_variance(self):
+        """Exact (Fraction) absolute variance of the GLWE / bootstrapping-key noise the sampler draws."""
         return _noise.uniform_sum_variance(self.glwe_noise_width)
+
+    @property
+    def moduli(self) -> tuple:
+        """(q1, q2): the two NTT primes of q (the core's name for `primes`)."""
+        return self.primes
 
     @property
     def is_secure(self) -> bool:
@@ -214,7 +218,7 @@ class TFHEParams:
         fields and the derived values). Raises nothing."""
         d = {f: getattr(self, f) for f in _LITERAL_FIELDS}
         d.update(primes=list(self.primes), q=self.q, delta=self.delta, lwe_noise_width=self.lwe_noise_width,
-                 glwe_noise_width=self.glwe_noise_width, decomposition_shift=self.decomposition_shift,
+                 glwe_noise_width=self.glwe_noise_width,
                  security_bits=self.security_bits, log2_p_fail=self.log2_p_fail)
         return d
 
@@ -237,7 +241,7 @@ class TFHEParams:
             raise SecurityError(f"TFHEParams.from_description: parameters {p.name!r} are not 128-bit secure; "
                                 "pass allow_insecure=True to load test parameters")
         mine = p.describe()
-        for key in ("primes", "q", "delta", "lwe_noise_width", "glwe_noise_width", "decomposition_shift"):
+        for key in ("primes", "q", "delta", "lwe_noise_width", "glwe_noise_width"):
             theirs = list(d[key]) if key == "primes" and key in d else d.get(key, mine[key])
             if theirs != mine[key]:
                 raise ParameterError(f"TFHEParams.from_description: {key} = {d[key]} differs from this "
@@ -263,7 +267,7 @@ def lwe_security_ok(dimension: int, std_rel: float, q: int) -> bool:
 
 
 def _sampled_std(width: int, q: int) -> float:
-    return math.sqrt(_noise.uniform_sum_variance(width)) / q
+    return math.sqrt(float(_noise.uniform_sum_variance(width))) / q
 
 
 # ---------------------------------------------------------------------------- validation
@@ -320,7 +324,7 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
 
     q1, q2 = _primes()
     q = q1 * q2
-    shift = _noise.decomposition_shift(q)
+    log2_q = (q - 1).bit_length()  # 62
 
     n = _check_int(op, "lwe_dimension", lit.lwe_dimension, 1, 1 << 14)
     k = _check_int(op, "glwe_dimension", lit.glwe_dimension, 1, 16)
@@ -331,8 +335,8 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
     for what in ("pbs", "ks"):
         bl = _check_int(op, f"{what}_base_log", getattr(lit, f"{what}_base_log"), 1, 30)
         lv = _check_int(op, f"{what}_level", getattr(lit, f"{what}_level"), 1)
-        if bl * lv > shift:
-            raise ParameterError(f"{op}: {what}_base_log * {what}_level = {bl * lv} exceeds log2 q = {shift}; "
+        if bl * lv > log2_q:
+            raise ParameterError(f"{op}: {what}_base_log * {what}_level = {bl * lv} exceeds log2 q = {log2_q}; "
                                  f"use fewer levels or a smaller base")
     g = _check_int(op, "grouping_factor", lit.grouping_factor, 1, MAX_GROUPING_FACTOR)
     if n % g:
@@ -361,7 +365,7 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
 
     lwe_w = _noise.noise_width(lwe_std, q)
     glwe_w = _noise.noise_width(glwe_std, q)
-    delta = (2 * q + (1 << (m + c + 1))) // (2 << (m + c + 1))  # round(q / 2^(bits+1))
+    delta = q >> (m + c + 1)  # floor(q / 2^(bits+1)), the core's encoding
 
     lwe_ok = lwe_security_ok(n, _sampled_std(lwe_w, q), q)
     glwe_ok = lwe_security_ok(k * big_n, _sampled_std(glwe_w, q), q)
@@ -372,7 +376,7 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
                    grouping_factor=g, name=lit.name, max_noise_level=nu,
                    secret_distribution=lit.secret_distribution, log2_p_fail_max=float(lit.log2_p_fail_max),
                    primes=(q1, q2), q=q, delta=delta, lwe_noise_width=lwe_w, glwe_noise_width=glwe_w,
-                   decomposition_shift=shift, security_bits=128 if secure else 0, log2_p_fail=0.0)
+                   security_bits=128 if secure else 0, log2_p_fail=0.0)
     lpf = _noise.log2_p_fail(p)
     p = replace(p, log2_p_fail=lpf)
     if lpf > p.log2_p_fail_max:

@@ -1,0 +1,269 @@
+"""The TFHE noise model (fhetorch/_tfhe/noise.py): exact small cases, a direct simulation of
+the key switch, monotonicity, TFHE-rs's stated p_fail reproduced at q = 2^64, and every secure
+preset's failure-probability claim. Measured PBS noise against the model is the core's test
+(it needs the PBS): NOTES-params.md lists the functions it calls."""
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from dataclasses import replace
+from fractions import Fraction
+from types import SimpleNamespace
+
+import pytest
+
+from fhetorch._tfhe import noise
+from fhetorch._tfhe.params import make_params
+from fhetorch._tfhe.presets import PRESETS, TARGET_LOG2_P_FAIL, is_toy, preset
+from fhetorch.errors import InsecureParametersWarning, ParameterError
+
+SECURE = [name for name in PRESETS if not is_toy(name)]
+
+
+def quiet(lit, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        return make_params(lit, allow_insecure=True, **kw)
+
+
+def centred(x, q):
+    x %= q
+    return x - q if x > q // 2 else x
+
+
+# ----------------------------------------------------------------------------- exact small cases
+
+
+@pytest.mark.parametrize("w", [0, 1, 2, 3, 7])
+def test_uniform_sum_variance_by_enumeration(w):
+    dist = {0: 1}  # distribution of the sum of 4 uniforms on [-w, w], as counts
+    for _ in range(4):
+        nxt = {}
+        for v, c in dist.items():
+            for u in range(-w, w + 1):
+                nxt[v + u] = nxt.get(v + u, 0) + c
+        dist = nxt
+    total = sum(dist.values())
+    var = Fraction(sum(c * v * v for v, c in dist.items()), total)
+    assert sum(c * v for v, c in dist.items()) == 0
+    assert noise.uniform_sum_variance(w) == var == Fraction(4 * w * (w + 1), 3)
+
+
+def test_noise_width_is_the_smallest_width_reaching_the_variance():
+    q = 2**40 + 15
+    for std in (0.0, 1e-12, 3e-11, 1e-9, 2.0**-20, 0.01):
+        w = noise.noise_width(std, q)
+        target = (std * q) ** 2
+        assert noise.uniform_sum_variance(w) >= target * (1 - 1e-12)
+        assert w == 0 or noise.uniform_sum_variance(w - 1) < target
+    with pytest.raises(ParameterError):
+        noise.noise_width(1e-6)
+    with pytest.raises(ParameterError):
+        noise.noise_width(-1.0, q)
+
+
+def test_noise_width_of_params():
+    p = preset("tfhe-4bit")
+    assert noise.noise_width(p) == p.lwe_noise_width
+    assert noise.noise_width(p, which="glwe") == p.glwe_noise_width
+
+
+def decompose(a, q, base_log, level):
+    """The core's gadget: balanced digits of round(a B^l / q) mod B^l, g_j = round(q / B^j)."""
+    b = 1 << base_log
+    x = (a * b**level * 2 + q) // (2 * q) % b**level
+    digits = []
+    for _ in range(level):  # least significant first
+        d = x % b
+        x //= b
+        if d >= b // 2:
+            d -= b
+            x += 1
+        digits.append(d)
+    digits.reverse()  # d_1 (most significant) .. d_l
+    return digits, [(2 * q + b**j) // (2 * b**j) for j in range(1, level + 1)]
+
+
+@pytest.mark.parametrize("q, base_log, level", [(10007, 2, 3), (65521 * 3, 3, 2), (1000003, 4, 3), (1000003, 5, 1)])
+def test_decomposition_error_variance_by_enumeration(q, base_log, level):
+    errs, digit_sq, n_digits = [], 0, 0
+    for a in range(q):
+        d, g = decompose(a, q, base_log, level)
+        errs.append(centred(a - sum(x * y for x, y in zip(d, g)), q))
+        digit_sq += sum(x * x for x in d)
+        n_digits += level
+    mean = sum(errs) / q
+    var = sum(e * e for e in errs) / q - mean * mean
+    assert abs(mean) < 0.05 * math.sqrt(var) + 0.5
+    assert var / q**2 == pytest.approx(noise.decomposition_error_variance(q, base_log, level), rel=0.05)
+    assert digit_sq / n_digits == pytest.approx(((1 << base_log) ** 2 + 2) / 12, rel=0.1)
+
+
+@pytest.mark.parametrize("q, two_n", [(10007, 64), (1000003, 2048)])
+def test_modulus_switch_rounding_by_enumeration(q, two_n):
+    # one coefficient: 2N a / q - round(2N a / q), over every a in Z_q
+    s = sum(centred(two_n * a, q) ** 2 for a in range(q))
+    per_coefficient = s / q / q**2  # in units of the 2N torus element, squared
+    assert per_coefficient == pytest.approx((1 - 1 / q**2) / 12, rel=1e-9)
+    p = SimpleNamespace(lwe_dimension=0, polynomial_size=two_n // 2, grouping_factor=1, q=q,
+                        secret_distribution="binary")
+    assert noise.modulus_switch_variance(p) * two_n**2 == pytest.approx(per_coefficient, rel=1e-9)
+
+
+def test_keyswitch_variance_by_direct_simulation():
+    """A key switch computed with Python integers, its output error's sample variance against
+    keyswitch_variance."""
+    rng = random.Random(12)
+    lit = PRESETS["toy-tfhe-4bit"]
+    p = quiet(lit, lwe_noise_std=2.0**-16, log2_p_fail_max=0.0)
+    q = p.q
+    big, n, bl, lv = 24, 8, p.ks_base_log, 3  # a small instance of the same formula
+    sim = SimpleNamespace(q=q, glwe_dimension=1, polynomial_size=big, lwe_dimension=n, ks_base_log=bl,
+                          ks_level=lv, lwe_noise_width=p.lwe_noise_width, secret_distribution="binary")
+    w = p.lwe_noise_width
+
+    def e():
+        return sum(rng.randint(-w, w) for _ in range(4))
+
+    errors = []
+    for _ in range(300):
+        s_in = [rng.randint(0, 1) for _ in range(big)]
+        s_out = [rng.randint(0, 1) for _ in range(n)]
+        a = [rng.randrange(q) for _ in range(big)]
+        b = sum(x * y for x, y in zip(a, s_in)) % q  # an encryption of 0 without noise
+        out_a, out_b = [0] * n, b
+        for i in range(big):
+            digits, g = decompose(a[i], q, bl, lv)
+            for d, gj in zip(digits, g):
+                if d == 0:
+                    continue
+                ka = [rng.randrange(q) for _ in range(n)]
+                kb = (sum(x * y for x, y in zip(ka, s_out)) + s_in[i] * gj + e()) % q
+                out_a = [(x - d * y) % q for x, y in zip(out_a, ka)]
+                out_b = (out_b - d * kb) % q
+        errors.append(centred(out_b - sum(x * y for x, y in zip(out_a, s_out)), q))
+    sample = sum(x * x for x in errors) / len(errors) / q**2
+    model = noise.keyswitch_variance(sim)
+    assert sample == pytest.approx(model, rel=0.3)
+
+
+def test_linear_variance():
+    assert noise.linear_variance([1.0, 2.0, 3.0], [1, -2, 0]) == 9.0
+    with pytest.raises(ValueError):
+        noise.linear_variance([1.0], [1, 2])
+
+
+def test_log2_erfc_is_continuous_and_matches_math():
+    for x in (0.0, 1.0, 5.0, 20.0, 24.9):
+        assert noise.log2_erfc(x) == pytest.approx(math.log2(math.erfc(x)), rel=1e-12)
+    assert noise.log2_erfc(25.0) == pytest.approx(math.log2(math.erfc(25.0)), rel=1e-6)
+    assert noise.log2_erfc(100.0) < noise.log2_erfc(50.0) < noise.log2_erfc(25.0)
+    with pytest.raises(ParameterError):
+        noise.log2_erfc(-1.0)
+
+
+# ----------------------------------------------------------------------------- model properties
+
+
+def test_steps_compose():
+    p = preset("tfhe-4bit")
+    assert noise.pbs_variance(p) == noise.blind_rotation_variance(p) == noise.sample_extraction_variance(
+        noise.blind_rotation_variance(p))
+    per_cmux = noise.cmux_variance(p) - noise.cmux_variance(p, 0.0) + noise.cmux_variance(p)
+    assert noise.blind_rotation_variance(p) == pytest.approx(p.lwe_dimension * per_cmux)
+    assert noise.external_product_variance(p) == pytest.approx(noise.cmux_variance(p))
+    assert noise.external_product_variance(p, 1e-10) == pytest.approx(noise.cmux_variance(p) + 1e-10)
+    v = noise.decision_variance(p)
+    assert v == pytest.approx(p.max_noise_level**2 * noise.pbs_variance(p) + noise.keyswitch_variance(p)
+                              + noise.modulus_switch_variance(p))
+    assert noise.half_gap(p) == 2.0**-6
+    assert noise.log2_p_fail(p) == pytest.approx(noise.log2_erfc(2.0**-6 / math.sqrt(2 * v)))
+    assert noise.p_fail(p) == pytest.approx(2.0 ** noise.log2_p_fail(p))
+    r = noise.noise_report(p)
+    assert r["log2_p_fail"] == p.log2_p_fail and r["var_decision"] == v
+
+
+def test_multibit_blind_rotation():
+    p = preset("tfhe-4bit-mb4")
+    g = p.grouping_factor
+    one = replace(p, grouping_factor=1)
+    key = noise.external_product_variance(p) - noise._ep_decomposition_term(p)
+    expect = p.lwe_dimension // g * ((1 << g) * key + noise._ep_decomposition_term(p))
+    assert noise.blind_rotation_variance(p) == pytest.approx(expect)
+    assert noise.modulus_switch_variance(p) < noise.modulus_switch_variance(one)
+
+
+@pytest.mark.parametrize("field, factor", [("lwe_noise_std", 2.0), ("glwe_noise_std", 4.0),
+                                           ("max_noise_level", 2), ("message_bits", None)])
+def test_monotonic_in_noise_and_bits(field, factor):
+    base = PRESETS["toy-tfhe-4bit-noisy"]
+    p0 = quiet(base)
+    if field == "message_bits":
+        p1 = quiet(base, message_bits=5)
+    else:
+        value = getattr(base, field) * factor
+        p1 = quiet(base, **{field: value})
+    assert noise.decision_variance(p1) >= noise.decision_variance(p0)
+    assert p1.log2_p_fail > p0.log2_p_fail
+
+
+def test_ternary_secret_adds_noise():
+    p = preset("tfhe-4bit")
+    t = replace(p, secret_distribution="ternary")
+    assert noise.keyswitch_variance(t) > noise.keyswitch_variance(p)
+    assert noise.modulus_switch_variance(t) > noise.modulus_switch_variance(p)
+    assert noise.log2_p_fail(t) > noise.log2_p_fail(p)
+
+
+def test_finer_decomposition_less_rounding():
+    q = preset("tfhe-4bit").q
+    assert noise.decomposition_error_variance(q, 3, 6) < noise.decomposition_error_variance(q, 3, 5)
+    assert noise.decomposition_error_variance(q, 23, 1) > noise.decomposition_error_variance(q, 12, 2)
+
+
+# ----------------------------------------------------------------------------- against TFHE-rs
+
+
+# TFHE-rs Gaussian classical sets with a plain modulus switch (v1_1, KS-PBS, binary keys, q = 2^64):
+# (n, k, N, lwe std, glwe std, pbs (base_log, level), ks (base_log, level), message + carry bits,
+#  2-norm, the p_fail TFHE-rs states)
+TFHE_RS_2M64 = {
+    "V1_1_PARAM_MESSAGE_2_CARRY_2_KS_PBS_GAUSSIAN_2M64":
+        (833, 1, 2048, 3.6158408373309336e-06, 2.845267479601915e-15, (23, 1), (3, 5), 4, 5, -64.014),
+    "V1_1_PARAM_MESSAGE_3_CARRY_3_KS_PBS_GAUSSIAN_2M64":
+        (977, 1, 8192, 3.0144389706858286e-07, 2.168404344971009e-19, (15, 2), (3, 6), 6, 9, -64.177),
+    "V1_1_PARAM_MESSAGE_4_CARRY_4_KS_PBS_GAUSSIAN_2M64":
+        (1110, 1, 32768, 3.038278019865525e-08, 2.168404344971009e-19, (11, 3), (2, 11), 8, 17, -64.014),
+}
+
+
+@pytest.mark.parametrize("name", list(TFHE_RS_2M64))
+def test_model_reproduces_tfhe_rs_p_fail_at_2_64(name):
+    n, k, big_n, sl, sg, pbs, ks, bits, nu, stated = TFHE_RS_2M64[name]
+    q = 2**64
+    p = SimpleNamespace(q=q, lwe_dimension=n, glwe_dimension=k, polynomial_size=big_n, lwe_noise_std=sl,
+                        glwe_noise_std=sg, pbs_base_log=pbs[0], pbs_level=pbs[1], ks_base_log=ks[0],
+                        ks_level=ks[1], message_bits=bits, carry_bits=0, grouping_factor=1, max_noise_level=nu,
+                        secret_distribution="binary")
+    p.lwe_noise_width = noise.noise_width(p)
+    p.glwe_noise_width = noise.noise_width(p, which="glwe")
+    assert noise.log2_p_fail(p) == pytest.approx(stated, abs=0.5)
+
+
+# ----------------------------------------------------------------------------- preset claims
+
+
+@pytest.mark.parametrize("name", SECURE)
+def test_secure_preset_p_fail_claims(name):
+    p = preset(name)
+    assert noise.log2_p_fail(p) == p.log2_p_fail <= TARGET_LOG2_P_FAIL[name] <= -64
+    if name.endswith("p128"):
+        assert p.log2_p_fail <= -128
+
+
+def test_toy_presets_are_flagged_insecure():
+    for name in PRESETS:
+        if is_toy(name):
+            with pytest.warns(InsecureParametersWarning):
+                assert preset(name).security_bits == 0

@@ -10,6 +10,7 @@
 #include "hoisted_mac.h"
 #include "keyswitch.h"
 #include "table_rows.h"
+#include "tfhe.h"
 
 #define FHETORCH_DECLARE_KERNELS(R, CTX)                                                                              \
   /* x, y: (rows, N = 2^log_n), row r with limb l = r % L of mod and row table_row(psi_rows, l) of the twiddle    \
@@ -47,4 +48,20 @@
   R sample_uniform(const uint32_t* key, uint64_t stream, int32_t* out, int64_t total, int L, int64_t n,            \
                    const int32_t* mod, const CTX& ctx);                                                             \
   R sample_ternary(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, const CTX& ctx);             \
-  R sample_cbd(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, const CTX& ctx);
+  R sample_cbd(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, const CTX& ctx);                  \
+  /* ---- TFHE (csrc/tfhe.h): int64 values mod q = q0 * q1 ---- */                                                  \
+  /* out (total,) uniform in [lo, lo + span), 1 <= span <= 2^62. */                                                \
+  R tfhe_sample_int(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, int64_t lo, uint64_t span,   \
+                    const CTX& ctx);                                                                                \
+  /* out[i] = round(x[i] * 2^bits / q) mod 2^bits, x in [0, q), bits <= 62. */                                     \
+  R tfhe_modulus_switch(const int64_t* x, int64_t* out, int64_t total, const TfheMod& m, int bits,                 \
+                        const CTX& ctx);                                                                            \
+  /* out (total, level): balanced digits of tfhe_modulus_switch(x, base_log * level). */                          \
+  R tfhe_decompose(const int64_t* x, int64_t* out, int64_t total, const TfheMod& m, int base_log, int level,        \
+                   const CTX& ctx);                                                                                 \
+  R tfhe_keyswitch(const KeyswitchArgs& g, const CTX& ctx);                                                        \
+  /* glwe, out: (B, k1, N); ggsw (k1, level, k1, 2, N) shared by the batch. */                                     \
+  R tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,    \
+                          const CTX& ctx);                                                                          \
+  /* CMux-level batching: one step per key bit advances every ciphertext of the batch. */                          \
+  R tfhe_blind_rotate(const BlindRotateArgs& g, const CTX& ctx);

@@ -123,4 +123,38 @@ TORCH_LIBRARY(fhetorch, m) {
   m.def("sample_uniform(Tensor key, int stream, Tensor mod, int rows, int n) -> Tensor");
   m.def("sample_ternary(Tensor key, int stream, int n) -> Tensor");
   m.def("sample_cbd(Tensor key, int stream, int n) -> Tensor");
+  // ---- TFHE (csrc/tfhe.h; csrc/cpu/tfhe.cpp, csrc/cuda/tfhe.cu; docs/tfhe.md) ----
+  // The modulus q = q0 * q1, moduli = [q0, q1] (distinct NTT primes below 2^31). Values mod q
+  // are int64 in [0, q). Polynomials have N = 2^log_n coefficients, 2^4 <= N <= 2^16; GLWE
+  // ciphertexts (..., k + 1, N) coefficient form, body last; GGSW (k + 1, level, k + 1, 2, N)
+  // int32 NTT form over (q0, q1), Montgomery: row (p, j) is a GLWE encryption of zero plus
+  // mu * G_j on component p, G_j = round(q / B^(j+1)), B = 2^base_log. Gadget: base_log in
+  // [1, 23], base_log * level <= 60. psi, psi_inv (2, N), post (2,): the ring tables of
+  // (q0, q1) as ntt/intt take them (post = N^-1 * 2^32). Every op takes any leading batch
+  // dimensions in one call; CPU and CUDA agree bit for bit.
+  // Uniform int64 in [lo, hi] (hi - lo < 2^62), ChaCha20, no modulo bias: (n,).
+  m.def("tfhe_sample_int(Tensor key, int stream, int n, int lo, int hi) -> Tensor");
+  // round(x * 2^bits / q) mod 2^bits element-wise (bits in [1, 62]); bits = log2(2N) is
+  // TFHE's modulus switch.
+  m.def("tfhe_modulus_switch(Tensor x, int[] moduli, int bits) -> Tensor");
+  // Gadget decomposition: x (...) -> (..., level) signed digits d_j in [-B/2, B/2), j = 0 the
+  // most significant, balanced digits of v = tfhe_modulus_switch(x, base_log * level):
+  // sum_j d_j * B^(level-1-j) = v mod B^level, so sum_j d_j * G_j = x + small mod q.
+  m.def("tfhe_decompose(Tensor x, int[] moduli, int base_log, int level) -> Tensor");
+  // LWE key switching: ct (..., n_in + 1) -> (..., n_out + 1) = (0, ..., 0, b) -
+  // sum_(i, j) d_ij * ksk[i, j], d_ij = tfhe_decompose(a_i)[j]; ksk (n_in, level, 2, n_out + 1)
+  // int32 standard-form residues of LWE encryptions of s_in[i] * G_j under s_out.
+  m.def("tfhe_keyswitch(Tensor ct, Tensor ksk, int[] moduli, int base_log, int level) -> Tensor");
+  // External product: glwe (..., k + 1, N) -> ggsw x glwe = sum_(p, j) d_pj * row(p, j), d_pj
+  // the digit polynomials of glwe's component p (tfhe_decompose), same shape as glwe.
+  m.def("tfhe_external_product(Tensor glwe, Tensor ggsw, Tensor psi, Tensor psi_inv, Tensor post, int[] moduli, "
+        "int base_log, int level) -> Tensor");
+  // Blind rotation, CMux-level batched (one step per key bit over the whole batch): ct (..., n + 1)
+  // LWE under the key of bsk (n, k + 1, level, k + 1, 2, N) (GGSW of each key bit); luts (T, N)
+  // test polynomials; lut_index (ct's batch shape) picks each ciphertext's LUT (None: LUT 0;
+  // indices outside [0, T) are clamped into it). Returns the accumulators (..., k + 1, N):
+  // acc = X^(-~b) * lut, then for i < n: acc = acc + bsk_i x ((X^(~a_i) - 1) * acc), with
+  // ~x = tfhe_modulus_switch(x, log2(2N)).
+  m.def("tfhe_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor psi, Tensor psi_inv, "
+        "Tensor post, int[] moduli, int base_log, int level) -> Tensor");
 }

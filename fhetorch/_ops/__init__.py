@@ -21,6 +21,8 @@ __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product", "automorphism",
     "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
+    "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
+    "tfhe_blind_rotate",
 ]
 
 
@@ -229,3 +231,9 @@ def sample_cbd(key: Tensor, stream: int, n: int) -> Tensor:
 
 for _name in ("sample_ternary", "sample_cbd"):
     _fake(f"fhetorch::{_name}")(lambda key, stream, n: key.new_empty((n,), dtype=torch.int64))
+
+
+# --- TFHE (fhetorch/_ops/tfhe.py) ----------------------------------------------------------------
+from .tfhe import (  # noqa: E402  (after the CKKS ops: one registration order)
+    tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_keyswitch, tfhe_modulus_switch, tfhe_sample_int,
+)

@@ -1,0 +1,238 @@
+// The bindings of the TFHE ops (schema.cpp, "tfhe_*"), written once for both devices as
+// ops.h's are: check the arguments, allocate the output, call the device's implementation.
+// Values mod q are int64 in [0, q); the kernels never read outside their tensors whatever the
+// values (the library validates messages and LUT indices in Python, where the data is).
+#pragma once
+#include <string>
+
+#include "common.h"
+#include "../tfhe.h"
+
+namespace fhetorch::bind {
+
+inline void tfhe_need(bool ok, const char* op, const std::string& what) {
+  if (!ok) fail(std::string("fhetorch.") + op + ": " + what);
+}
+
+inline std::string tfhe_shape(const Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + ")";
+}
+
+// moduli = [q0, q1]: two distinct odd primes below 2^31 (not checked for primality here:
+// the parameters are) -> the kernels' constants.
+inline TfheMod tfhe_mod(at::IntArrayRef moduli, const char* op) {
+  tfhe_need(moduli.size() == 2, op, "moduli must be [q0, q1], got " + std::to_string(moduli.size()) + " entries");
+  TfheMod m{};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t q = moduli[i];
+    tfhe_need(q > 2 && q < (int64_t(1) << 31) && (q & 1), op,
+              "moduli must be odd primes below 2^31, got " + std::to_string(q));
+    uint32_t inv = 1;  // Newton: inv = q^-1 mod 2^32
+    for (int k = 0; k < 5; ++k) inv *= 2u - static_cast<uint32_t>(q) * inv;
+    m.q[i] = static_cast<int32_t>(q);
+    m.qinv[i] = static_cast<int32_t>(inv);
+  }
+  tfhe_need(moduli[0] != moduli[1], op, "moduli must be two distinct primes");
+  m.q_full = moduli[0] * moduli[1];
+  // q0^-1 mod q1 by the extended Euclidean algorithm
+  int64_t a = moduli[0] % moduli[1], b = moduli[1], x0 = 1, x1 = 0;
+  while (b != 0) {
+    const int64_t t = a / b;
+    int64_t r = a - t * b; a = b; b = r;
+    r = x0 - t * x1; x0 = x1; x1 = r;
+  }
+  tfhe_need(a == 1, op, "moduli must be coprime");
+  m.q0_inv = ((x0 % moduli[1]) + moduli[1]) % moduli[1];
+  return m;
+}
+
+inline void tfhe_check_int64(const Tensor& t, const char* op, const char* name, int64_t min_dim) {
+  tfhe_need(t.scalar_type() == at::kLong && t.is_contiguous() && t.dim() >= min_dim, op,
+            std::string(name) + " must be a contiguous int64 tensor of at least " + std::to_string(min_dim) +
+                " dimensions, got " + tfhe_shape(t));
+}
+
+inline void tfhe_check_gadget(int64_t base_log, int64_t level, const char* op) {
+  tfhe_need(base_log >= 1 && base_log <= 23 && level >= 1 && base_log * level <= 60, op,
+            "base_log must be in [1, 23] and level >= 1 with base_log * level <= 60, got base_log " +
+                std::to_string(base_log) + ", level " + std::to_string(level));
+}
+
+// The ring tables of the polynomial ops: glwe (..., k1, N), ggsw (..., k1, level, k1, 2, N).
+inline TfheRing tfhe_ring(const char* op, int64_t k1, int64_t n, const Tensor& psi, const Tensor& psi_inv,
+                          const Tensor& post, at::IntArrayRef moduli, int64_t base_log, int64_t level) {
+  TfheRing r{};
+  r.m = tfhe_mod(moduli, op);
+  r.log_n = log2_exact(n, op);
+  tfhe_need(r.log_n >= 4 && r.log_n <= 16, op, "N must be in [2^4, 2^16], got " + std::to_string(n));
+  tfhe_need(k1 >= 2 && k1 <= 8, op, "the GLWE dimension k must be in [1, 7], got " + std::to_string(k1 - 1));
+  tfhe_check_gadget(base_log, level, op);
+  for (const Tensor* t : {&psi, &psi_inv}) {
+    check_residues(*t, op, "psi / psi_inv");
+    tfhe_need(t->dim() == 2 && t->size(0) == 2 && t->size(1) == n, op,
+              "psi and psi_inv must be (2, N) with N = " + std::to_string(n) + ", got " + tfhe_shape(*t));
+  }
+  check_residues(post, op, "post");
+  tfhe_need(post.numel() == 2, op, "post must have 2 entries");
+  r.k1 = static_cast<int>(k1);
+  r.base_log = static_cast<int>(base_log);
+  r.level = static_cast<int>(level);
+  r.psi = ptr(psi);
+  r.psi_inv = ptr(psi_inv);
+  r.post = ptr(post);
+  return r;
+}
+
+inline void tfhe_check_ggsw(const Tensor& g, int64_t lead, const TfheRing& r, const char* op, const char* name) {
+  check_residues(g, op, name);
+  const int64_t n = int64_t(1) << r.log_n;
+  bool ok = g.dim() == lead + 5;
+  const int64_t want[5] = {r.k1, r.level, r.k1, 2, n};
+  for (int i = 0; ok && i < 5; ++i) ok = g.size(lead + i) == want[i];
+  tfhe_need(ok, op, std::string(name) + " must be " + (lead ? "(n, " : "(") + std::to_string(r.k1) + ", " +
+                        std::to_string(r.level) + ", " + std::to_string(r.k1) + ", 2, " + std::to_string(n) +
+                        "), got " + tfhe_shape(g));
+}
+
+template <class Dev>
+Tensor tfhe_sample_int_op(const Tensor& key, int64_t stream, int64_t n, int64_t lo, int64_t hi) {
+  const char* op = "tfhe_sample_int";
+  const uint32_t* k = check_sampler_key(key, op);
+  tfhe_need(n >= 0, op, "n must be >= 0");
+  tfhe_need(hi >= lo && hi - lo < (int64_t(1) << 62), op, "need lo <= hi and hi - lo < 2^62");
+  Dev dev(key);
+  Tensor out = at::empty({n}, key.options().dtype(at::kLong));
+  dev.run(op, [&](auto& ctx) {
+    return tfhe_sample_int(k, static_cast<uint64_t>(stream), out.data_ptr<int64_t>(), n, lo,
+                           static_cast<uint64_t>(hi - lo) + 1, ctx);
+  });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_modulus_switch_op(const Tensor& x, at::IntArrayRef moduli, int64_t bits) {
+  const char* op = "tfhe_modulus_switch";
+  tfhe_check_int64(x, op, "x", 0);
+  const TfheMod m = tfhe_mod(moduli, op);
+  tfhe_need(bits >= 1 && bits <= 62, op, "bits must be in [1, 62], got " + std::to_string(bits));
+  Dev dev(x);
+  Tensor out = at::empty_like(x);
+  dev.run(op, [&](auto& ctx) {
+    return tfhe_modulus_switch(x.data_ptr<int64_t>(), out.data_ptr<int64_t>(), x.numel(), m, static_cast<int>(bits),
+                               ctx);
+  });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_decompose_op(const Tensor& x, at::IntArrayRef moduli, int64_t base_log, int64_t level) {
+  const char* op = "tfhe_decompose";
+  tfhe_check_int64(x, op, "x", 0);
+  const TfheMod m = tfhe_mod(moduli, op);
+  tfhe_check_gadget(base_log, level, op);
+  Dev dev(x);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.push_back(level);
+  Tensor out = at::empty(shape, x.options());
+  dev.run(op, [&](auto& ctx) {
+    return tfhe_decompose(x.data_ptr<int64_t>(), out.data_ptr<int64_t>(), x.numel(), m, static_cast<int>(base_log),
+                          static_cast<int>(level), ctx);
+  });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_keyswitch_op(const Tensor& ct, const Tensor& ksk, at::IntArrayRef moduli, int64_t base_log,
+                         int64_t level) {
+  const char* op = "tfhe_keyswitch";
+  tfhe_check_int64(ct, op, "ct", 1);
+  check_residues(ksk, op, "ksk");
+  tfhe_check_gadget(base_log, level, op);
+  const int64_t n_in = ct.size(-1) - 1;
+  tfhe_need(ksk.dim() == 4 && ksk.size(0) == n_in && ksk.size(1) == level && ksk.size(2) == 2 && ksk.size(3) >= 2,
+            op, "ksk must be (n_in, level, 2, n_out + 1) with n_in = " + std::to_string(n_in) + ", level = " +
+                    std::to_string(level) + ", got " + tfhe_shape(ksk));
+  check_devices(op, {&ct, &ksk});
+  KeyswitchArgs g{};
+  g.m = tfhe_mod(moduli, op);
+  g.n_in = as_int(n_in, op, "n_in");
+  g.n_out = as_int(ksk.size(3) - 1, op, "n_out");
+  g.base_log = static_cast<int>(base_log);
+  g.level = static_cast<int>(level);
+  g.B = batch_of(ct, 1);
+  Dev dev(ct);
+  Tensor out = at::empty(shape_with(ct, 1, {ksk.size(3)}), ct.options());
+  g.ct = ct.data_ptr<int64_t>();
+  g.ksk = ptr(ksk);
+  g.out = out.data_ptr<int64_t>();
+  dev.run(op, [&](auto& ctx) { return tfhe_keyswitch(g, ctx); });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_external_product_op(const Tensor& glwe, const Tensor& ggsw, const Tensor& psi, const Tensor& psi_inv,
+                                const Tensor& post, at::IntArrayRef moduli, int64_t base_log, int64_t level) {
+  const char* op = "tfhe_external_product";
+  tfhe_check_int64(glwe, op, "glwe", 2);
+  const TfheRing r = tfhe_ring(op, glwe.size(-2), glwe.size(-1), psi, psi_inv, post, moduli, base_log, level);
+  tfhe_check_ggsw(ggsw, 0, r, op, "ggsw");
+  check_devices(op, {&glwe, &ggsw, &psi, &psi_inv, &post});
+  Dev dev(glwe);
+  Tensor out = at::empty_like(glwe);
+  dev.run(op, [&](auto& ctx) {
+    return tfhe_external_product(r, glwe.data_ptr<int64_t>(), ptr(ggsw), out.data_ptr<int64_t>(), batch_of(glwe, 2),
+                                 ctx);
+  });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
+                            const Tensor& bsk, const Tensor& psi, const Tensor& psi_inv, const Tensor& post,
+                            at::IntArrayRef moduli, int64_t base_log, int64_t level) {
+  const char* op = "tfhe_blind_rotate";
+  tfhe_check_int64(ct, op, "ct", 1);
+  tfhe_check_int64(luts, op, "luts", 2);
+  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
+  tfhe_need(bsk.dim() == 6, op, "bsk must be (n, k + 1, level, k + 1, 2, N), got " + tfhe_shape(bsk));
+  const TfheRing r = tfhe_ring(op, bsk.size(1), luts.size(1), psi, psi_inv, post, moduli, base_log, level);
+  tfhe_check_ggsw(bsk, 1, r, op, "bsk");
+  const int64_t n = ct.size(-1) - 1;
+  tfhe_need(bsk.size(0) == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
+                                      std::to_string(bsk.size(0)));
+  const int64_t B = batch_of(ct, 1);
+  if (lut_index) {
+    tfhe_check_int64(*lut_index, op, "lut_index", 0);
+    tfhe_need(lut_index->numel() == B, op, "lut_index must have one entry per ciphertext (" + std::to_string(B) +
+                                               "), got " + std::to_string(lut_index->numel()));
+  }
+  check_devices(op, {&ct, &luts, lut_index ? &*lut_index : nullptr, &bsk, &psi, &psi_inv, &post});
+  BlindRotateArgs g{};
+  g.r = r;
+  g.B = B;
+  g.T = luts.size(0);
+  g.n = as_int(n, op, "n");
+  Dev dev(ct);
+  Tensor out = at::empty(shape_with(ct, 1, {r.k1, luts.size(1)}), ct.options());
+  g.ct = ct.data_ptr<int64_t>();
+  g.luts = luts.data_ptr<int64_t>();
+  g.lut_index = lut_index ? lut_index->data_ptr<int64_t>() : nullptr;
+  g.bsk = ptr(bsk);
+  g.acc = out.data_ptr<int64_t>();
+  dev.run(op, [&](auto& ctx) { return tfhe_blind_rotate(g, ctx); });
+  return out;
+}
+
+template <class Dev>
+void register_tfhe_ops(torch::Library& m) {
+  m.impl("tfhe_sample_int", &tfhe_sample_int_op<Dev>);
+  m.impl("tfhe_modulus_switch", &tfhe_modulus_switch_op<Dev>);
+  m.impl("tfhe_decompose", &tfhe_decompose_op<Dev>);
+  m.impl("tfhe_keyswitch", &tfhe_keyswitch_op<Dev>);
+  m.impl("tfhe_external_product", &tfhe_external_product_op<Dev>);
+  m.impl("tfhe_blind_rotate", &tfhe_blind_rotate_op<Dev>);
+}
+
+}  // namespace fhetorch::bind

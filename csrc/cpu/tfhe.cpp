@@ -1,0 +1,66 @@
+// TFHE kernels on the CPU: the step functions of csrc/tfhe.h run by a team of one thread per
+// ciphertext, ciphertexts in parallel (the bit-exact oracle of csrc/cuda/tfhe.cu).
+#include "kernels.h"
+
+namespace fhetorch::cpu {
+
+void tfhe_sample_int(const uint32_t* key, uint64_t stream, int64_t* out, int64_t total, int64_t lo, uint64_t span,
+                     const Threads& th) {
+  th.par(total, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) out[e] = tfhe_sample_int_one(key, stream, static_cast<uint64_t>(e), lo, span);
+  });
+}
+
+void tfhe_modulus_switch(const int64_t* x, int64_t* out, int64_t total, const TfheMod& m, int bits,
+                         const Threads& th) {
+  th.par(total, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) out[e] = static_cast<int64_t>(tfhe_round_pow2(x[e], m.q_full, bits));
+  });
+}
+
+void tfhe_decompose(const int64_t* x, int64_t* out, int64_t total, const TfheMod& m, int base_log, int level,
+                    const Threads& th) {
+  th.par(total, 256, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) {
+      const uint64_t v = tfhe_round_pow2(x[e], m.q_full, base_log * level);
+      for (int j = 0; j < level; ++j) out[e * level + j] = tfhe_digit(v, base_log, level, j);
+    }
+  });
+}
+
+void tfhe_keyswitch(const KeyswitchArgs& g_in, const Threads& th) {
+  KeyswitchArgs g = g_in;
+  g.digits = th.scratch(g.B * g.n_in * g.level);
+  th.par(g.B * g.n_in, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) tfhe_keyswitch_digits_one(g, e);
+  });
+  th.par(g.B * (g.n_out + 1), 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) tfhe_keyswitch_coeff(g, e);
+  });
+}
+
+void tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,
+                           const Threads& th) {
+  const int64_t words = tfhe_scratch_words(r), k1n = static_cast<int64_t>(r.k1) << r.log_n;
+  int32_t* scratch = th.scratch(B * words);
+  th.par(B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      tfhe_team_external_product_op(SoloTeam{}, r, glwe + b * k1n, ggsw, scratch + b * words, out + b * k1n);
+  });
+}
+
+// Key bit outermost (CMux-level batching): each step reads one GGSW of the key for the batch.
+void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
+  BlindRotateArgs g = g_in;
+  g.scratch = th.scratch(g.B * tfhe_scratch_words(g.r));
+  th.par(g.B, 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate_init(SoloTeam{}, g, b);
+  });
+  for (int i = 0; i < g.n; ++i) {
+    th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) tfhe_team_cmux_step(SoloTeam{}, g, b, i);
+    });
+  }
+}
+
+}  // namespace fhetorch::cpu

@@ -1,0 +1,86 @@
+"""Typed wrappers of the TFHE kernels (csrc/bind/schema.cpp, "tfhe_*") and their fake kernels.
+
+Values mod q = q0 * q1 are int64 in [0, q); `moduli` is [q0, q1]. No TFHE semantics here
+(no message, no padding): those live in fhetorch._tfhe.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+import fhetorch._C  # noqa: F401  (registers torch.ops.fhetorch)
+
+_ops = torch.ops.fhetorch
+_fake = torch.library.register_fake
+Tensor = torch.Tensor
+
+__all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
+           "tfhe_blind_rotate"]
+
+
+def _m(moduli: Sequence[int]) -> list[int]:
+    return [int(q) for q in moduli]
+
+
+def tfhe_sample_int(key: Tensor, stream: int, n: int, lo: int, hi: int) -> Tensor:
+    """(n,) int64 uniform in [lo, hi] from ChaCha20 (key (8,) int32, stream never reused)."""
+    return _ops.tfhe_sample_int(key, int(stream), int(n), int(lo), int(hi))
+
+
+@_fake("fhetorch::tfhe_sample_int")
+def _(key, stream, n, lo, hi):
+    return key.new_empty((n,), dtype=torch.int64)
+
+
+def tfhe_modulus_switch(x: Tensor, moduli: Sequence[int], bits: int) -> Tensor:
+    """round(x * 2^bits / q) mod 2^bits, element-wise."""
+    return _ops.tfhe_modulus_switch(x, _m(moduli), int(bits))
+
+
+@_fake("fhetorch::tfhe_modulus_switch")
+def _(x, moduli, bits):
+    return torch.empty_like(x)
+
+
+def tfhe_decompose(x: Tensor, moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """(...) -> (..., level) balanced signed gadget digits, most significant first."""
+    return _ops.tfhe_decompose(x, _m(moduli), int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_decompose")
+def _(x, moduli, base_log, level):
+    return x.new_empty((*x.shape, level))
+
+
+def tfhe_keyswitch(ct: Tensor, ksk: Tensor, moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """LWE key switching (..., n_in + 1) -> (..., n_out + 1); ksk (n_in, level, 2, n_out + 1) int32."""
+    return _ops.tfhe_keyswitch(ct, ksk, _m(moduli), int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_keyswitch")
+def _(ct, ksk, moduli, base_log, level):
+    return ct.new_empty((*ct.shape[:-1], ksk.shape[-1]))
+
+
+def tfhe_external_product(glwe: Tensor, ggsw: Tensor, psi: Tensor, psi_inv: Tensor, post: Tensor,
+                          moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """GGSW (k+1, level, k+1, 2, N) x GLWE (..., k+1, N) -> (..., k+1, N)."""
+    return _ops.tfhe_external_product(glwe, ggsw, psi, psi_inv, post, _m(moduli), int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_external_product")
+def _(glwe, ggsw, psi, psi_inv, post, moduli, base_log, level):
+    return torch.empty_like(glwe)
+
+
+def tfhe_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: Tensor, psi: Tensor, psi_inv: Tensor,
+                      post: Tensor, moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """CMux-level batched blind rotation: LWE (..., n+1) -> accumulators (..., k+1, N)."""
+    return _ops.tfhe_blind_rotate(ct, luts, lut_index, bsk, psi, psi_inv, post, _m(moduli), int(base_log),
+                                  int(level))
+
+
+@_fake("fhetorch::tfhe_blind_rotate")
+def _(ct, luts, lut_index, bsk, psi, psi_inv, post, moduli, base_log, level):
+    return ct.new_empty((*ct.shape[:-1], bsk.shape[1], luts.shape[-1]))

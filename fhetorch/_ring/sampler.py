@@ -100,6 +100,23 @@ class Sampler:
         """Centred binomial, eta = 21 (sigma = 3.24): the HE standard's error width."""
         return _ops.sample_cbd(self.key, self._next(), n)
 
+    def uniform_int(self, n: int, lo: int, hi: int) -> torch.Tensor:
+        """(n,) int64 uniform in [lo, hi] (hi - lo < 2^62), no modulo bias (TFHE's secrets and noise)."""
+        return _ops.tfhe_sample_int(self.key, self._next(), n, lo, hi)
+
+    def binary(self, n: int) -> torch.Tensor:
+        """(n,) int64 uniform in {0, 1}: TFHE's binary secrets."""
+        return self.uniform_int(n, 0, 1)
+
+    def irwin_hall(self, n: int, width: int, terms: int = 4) -> torch.Tensor:
+        """(n,) int64, each the sum of `terms` independent uniform integers in [-width, width]
+        (variance terms * width * (width + 1) / 3): TFHE's integer-only noise."""
+        if width < 0 or terms < 1:
+            raise ParameterError(f"irwin_hall: need width >= 0 and terms >= 1, got {width}, {terms}")
+        if width == 0:
+            return torch.zeros(n, dtype=torch.int64, device=self.device)
+        return self.uniform_int(terms * n, -width, width).view(terms, n).sum(0)
+
     def sparse_ternary(self, n: int, hamming_weight: int) -> torch.Tensor:
         """Exactly `hamming_weight` non-zero +-1 coefficients at uniformly random positions."""
         if not 0 < hamming_weight <= n:

@@ -1,0 +1,209 @@
+"""TFHE algorithms, verb_object as TFHE-rs core_crypto names them: key generation, LWE/GLWE
+encryption, key switching, modulus switching, gadget decomposition, external product, CMux,
+blind rotation, sample extraction and the programmable bootstrap. Inputs explicit; every
+function takes any leading batch dimensions. The math: docs/tfhe.md.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import _ops
+from .._ring import Sampler
+from ..errors import ParameterError
+from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweSecretKey
+from .modular import Modulus
+from .ring import TFHERing
+
+
+def gadget(q: int, base_log: int, level: int) -> list[int]:
+    """G_j = round(q / B^(j+1)), j = 0 .. level - 1 (B = 2^base_log)."""
+    return [(q + (1 << (base_log * (j + 1) - 1))) // (1 << (base_log * (j + 1))) for j in range(level)]
+
+
+def _uniform_mod_q(sampler: Sampler, ring: TFHERing, shape) -> torch.Tensor:
+    """Uniform int64 in [0, q) of `shape`: one uniform residue per prime, joined by CRT."""
+    n = shape[-1]
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    r = sampler.uniform(ring.ring.basis(), rows, n).to(torch.int64)
+    return ring.modulus.compose(r[:, 0], r[:, 1]).view(*shape)
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+def generate_lwe_secret_key(sampler: Sampler, n: int) -> LweSecretKey:
+    return LweSecretKey(sampler.binary(n))
+
+
+def generate_glwe_secret_key(sampler: Sampler, k: int, big_n: int) -> GlweSecretKey:
+    return GlweSecretKey(sampler.binary(k * big_n).view(k, big_n))
+
+
+def generate_lwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: LweSecretKey, output_key: LweSecretKey,
+                               base_log: int, level: int, noise_width: int) -> LweKeyswitchKey:
+    """LWE encryptions under output_key of input_key[i] * G_j, stored as residues."""
+    n_in, n_out = input_key.dimension, output_key.dimension
+    rows = n_in * level
+    a = sampler.uniform(ring.ring.basis(), rows, n_out).to(torch.int64)  # (rows, 2, n_out)
+    q = torch.tensor(ring.moduli, dtype=torch.int64, device=a.device)
+    dot = (a * output_key.data).sum(-1) % q  # (rows, 2)
+    e = sampler.irwin_hall(rows, noise_width)
+    g = torch.tensor(gadget(ring.modulus.q, base_log, level), dtype=torch.int64, device=a.device)
+    msg = (input_key.data.view(n_in, 1) * g.view(1, level)).reshape(rows)  # binary key: no overflow
+    b = (dot + e.view(rows, 1) % q + msg.view(rows, 1) % q) % q
+    data = torch.cat((a, b.unsqueeze(-1)), -1).to(torch.int32).view(n_in, level, 2, n_out + 1)
+    return LweKeyswitchKey(data.contiguous(), base_log, level)
+
+
+def encrypt_ggsw_ciphertext(sampler: Sampler, ring: TFHERing, key: GlweSecretKey, mu: torch.Tensor, base_log: int,
+                            level: int, noise_width: int) -> torch.Tensor:
+    """GGSW encryptions of the small integers mu (M,): (M, k+1, level, k+1, 2, N) int32, NTT
+    form, Montgomery; row (p, j) = GLWE encryption of zero + mu * G_j on component p."""
+    k, big_n = key.data.shape
+    k1, m = k + 1, mu.shape[0]
+    rows = m * k1 * level
+    a = sampler.uniform(ring.ring.basis(), rows * k, big_n).view(m, k1, level, k, 2, big_n)  # NTT domain
+    s = ring.to_montgomery(ring.to_ntt(key.data))  # (k, 2, N)
+    body = ring.sum_residues(ring.mul(a, s), 3)  # (m, k1, level, 2, N)
+    e = ring.to_ntt(sampler.irwin_hall(rows * big_n, noise_width).view(m, k1, level, big_n))
+    body = ring.sum_residues(torch.stack((body, e), 0), 0)
+    x = torch.cat((a, body.unsqueeze(3)), 3).to(torch.int64)  # (m, k1, level, k1, 2, N)
+    q = torch.tensor(ring.moduli, dtype=torch.int64, device=x.device).view(2, 1)
+    g = torch.tensor(gadget(ring.modulus.q, base_log, level), dtype=torch.int64, device=x.device)
+    mg = mu.to(torch.int64).view(m, 1) * g.view(1, level)  # |mu| small
+    add = torch.remainder(mg.unsqueeze(-1).unsqueeze(-1), q)  # (m, level, 2, 1): a constant is constant in NTT form
+    for p in range(k1):
+        x[:, p, :, p] = (x[:, p, :, p] + add) % q
+    return ring.to_montgomery(x.to(torch.int32))
+
+
+def generate_lwe_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSecretKey, glwe_key: GlweSecretKey,
+                               base_log: int, level: int, noise_width: int) -> LweBootstrapKey:
+    """GGSW encryptions under glwe_key of every bit of lwe_key."""
+    data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, lwe_key.data, base_log, level, noise_width)
+    return LweBootstrapKey(data.contiguous(), base_log, level)
+
+
+# --- LWE / GLWE encryption ---------------------------------------------------------------------
+
+def encrypt_lwe_ciphertext(sampler: Sampler, ring: TFHERing, key: LweSecretKey, plaintext: torch.Tensor,
+                           noise_width: int) -> torch.Tensor:
+    """plaintext (...) int64 in [0, q) -> (..., n + 1): a uniform, b = <a, s> + e + plaintext."""
+    mq = ring.modulus
+    shape = tuple(plaintext.shape)
+    a = _uniform_mod_q(sampler, ring, (*shape, key.dimension) if shape else (1, key.dimension))
+    a = a.view(*shape, key.dimension)
+    e = sampler.irwin_hall(max(1, plaintext.numel()), noise_width)[: plaintext.numel()].view(shape)
+    b = mq.add(mq.add(mq.dot_small(a, key.data), mq.reduce(e)), plaintext)
+    return torch.cat((a, b.unsqueeze(-1)), -1)
+
+
+def decrypt_lwe_ciphertext(modulus: Modulus, key: LweSecretKey, ct: torch.Tensor) -> torch.Tensor:
+    """The phase b - <a, s> in [0, q), (...)."""
+    return modulus.sub(ct[..., -1], modulus.dot_small(ct[..., :-1], key.data))
+
+
+def trivial_lwe_ciphertext(plaintext: torch.Tensor, dimension: int) -> torch.Tensor:
+    """(0, ..., 0, plaintext): no secret, no noise."""
+    z = torch.zeros((*plaintext.shape, dimension), dtype=torch.int64, device=plaintext.device)
+    return torch.cat((z, plaintext.unsqueeze(-1).to(torch.int64)), -1)
+
+
+def _poly_mul_key(ring: TFHERing, a: torch.Tensor, key: GlweSecretKey) -> torch.Tensor:
+    """sum_p a_p * S_p in Z_q[X]/(X^N + 1): a (..., k, N) int64 -> (..., N) in [0, q)."""
+    s = ring.to_montgomery(ring.to_ntt(key.data))
+    prod = ring.sum_residues(ring.mul(ring.to_ntt(a), s), -3)  # (..., 2, N)
+    r = _ops.intt(prod.contiguous(), ring.mod, ring.psi_inv, ring.post).to(torch.int64)
+    return ring.modulus.compose(r[..., 0, :], r[..., 1, :])
+
+
+def encrypt_glwe_ciphertext(sampler: Sampler, ring: TFHERing, key: GlweSecretKey, plaintext: torch.Tensor,
+                            noise_width: int) -> torch.Tensor:
+    """plaintext (..., N) in [0, q) -> (..., k + 1, N): masks uniform, body = sum A_p S_p + E + plaintext."""
+    k, big_n = key.data.shape
+    shape = tuple(plaintext.shape[:-1])
+    a = _uniform_mod_q(sampler, ring, (*shape, k, big_n) if shape else (k, big_n)).view(*shape, k, big_n)
+    e = sampler.irwin_hall(plaintext.numel(), noise_width).view(plaintext.shape)
+    mq = ring.modulus
+    b = mq.add(mq.add(_poly_mul_key(ring, a, key), mq.reduce(e)), plaintext)
+    return torch.cat((a, b.unsqueeze(-2)), -2)
+
+
+def decrypt_glwe_ciphertext(ring: TFHERing, key: GlweSecretKey, ct: torch.Tensor) -> torch.Tensor:
+    """The phase B - sum A_p S_p, (..., N) in [0, q)."""
+    return ring.modulus.sub(ct[..., -1, :], _poly_mul_key(ring, ct[..., :-1, :], key))
+
+
+# --- the bootstrap's steps ------------------------------------------------------------------------
+
+def keyswitch_lwe_ciphertext(ksk: LweKeyswitchKey, ct: torch.Tensor, modulus: Modulus) -> torch.Tensor:
+    """(..., n_in + 1) under the input key -> (..., n_out + 1) under the output key."""
+    if ct.shape[-1] != ksk.input_dimension + 1:
+        raise ParameterError(f"keyswitch_lwe_ciphertext: ciphertexts of dimension {ct.shape[-1] - 1}, "
+                             f"key from dimension {ksk.input_dimension}")
+    return _ops.tfhe_keyswitch(ct.contiguous(), ksk.data, modulus.moduli, ksk.base_log, ksk.level)
+
+
+def modulus_switch(x: torch.Tensor, modulus: Modulus, log_modulus: int) -> torch.Tensor:
+    """round(x * 2^log_modulus / q) mod 2^log_modulus (the PBS uses log_modulus = log2 2N)."""
+    return _ops.tfhe_modulus_switch(x.contiguous(), modulus.moduli, log_modulus)
+
+
+def decompose(x: torch.Tensor, modulus: Modulus, base_log: int, level: int) -> torch.Tensor:
+    """(...) -> (..., level) balanced signed digits with sum_j d_j G_j = x + small (mod q)."""
+    return _ops.tfhe_decompose(x.contiguous(), modulus.moduli, base_log, level)
+
+
+def external_product(ring: TFHERing, ggsw: torch.Tensor, glwe: torch.Tensor, base_log: int, level: int) -> torch.Tensor:
+    """GGSW(mu) x GLWE(m) = GLWE(mu * m), (..., k + 1, N)."""
+    return _ops.tfhe_external_product(glwe.contiguous(), ggsw, ring.psi, ring.psi_inv, ring.post, ring.moduli,
+                                      base_log, level)
+
+
+def cmux(ring: TFHERing, ggsw: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor, base_log: int, level: int):
+    """GGSW(b) selects: c0 + GGSW(b) x (c1 - c0), an encryption of c_b (b in {0, 1})."""
+    mq = ring.modulus
+    return mq.add(c0, external_product(ring, ggsw, mq.sub(c1, c0), base_log, level))
+
+
+def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey, ct: torch.Tensor, luts: torch.Tensor,
+                 lut_index: torch.Tensor | None = None) -> torch.Tensor:
+    """(..., n + 1) -> GLWE accumulators (..., k + 1, N) = X^(-phase~) * luts[lut_index]; one
+    CMux step per key bit over the whole batch."""
+    if ct.shape[-1] != bsk.input_dimension + 1:
+        raise ParameterError(f"blind_rotate: ciphertexts of dimension {ct.shape[-1] - 1}, bootstrapping key "
+                             f"for dimension {bsk.input_dimension}")
+    idx = None if lut_index is None else lut_index.to(torch.int64).contiguous()
+    return _ops.tfhe_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.psi, ring.psi_inv, ring.post,
+                                  ring.moduli, bsk.base_log, bsk.level)
+
+
+def rotate_glwe(modulus: Modulus, glwe: torch.Tensor, shift: int) -> torch.Tensor:
+    """X^shift * glwe (negacyclic), shift any integer."""
+    big_n = glwe.shape[-1]
+    s = shift % (2 * big_n)
+    src = (torch.arange(big_n, device=glwe.device) - s) % (2 * big_n)
+    neg = src >= big_n
+    x = glwe[..., src % big_n]
+    return torch.where(neg, modulus.neg(x), x)
+
+
+def extract_lwe_sample(modulus: Modulus, glwe: torch.Tensor, position: int = 0) -> torch.Tensor:
+    """GLWE (..., k + 1, N) -> LWE (..., k N + 1) of its coefficient `position`, under the
+    extracted key (GlweSecretKey.as_lwe_key)."""
+    if position:
+        glwe = rotate_glwe(modulus, glwe, -position)
+    masks = glwe[..., :-1, :]
+    # coefficient 0 of A_p * S_p = A_p[0] S_p[0] - sum_(j >= 1) A_p[N - j] S_p[j]
+    rest = modulus.neg(torch.flip(masks[..., 1:], (-1,)))
+    a = torch.cat((masks[..., :1], rest), -1).flatten(-2)
+    return torch.cat((a, glwe[..., -1, :1]), -1)
+
+
+def programmable_bootstrap_lwe_ciphertext(ring: TFHERing, bsk: LweBootstrapKey, ct: torch.Tensor, luts: torch.Tensor,
+                                          lut_index: torch.Tensor | None = None, positions=(0,)) -> list:
+    """Blind rotation then sample extraction at each of `positions` (one output per position:
+    many-LUT); the key switch before it is keyswitch_lwe_ciphertext (KS-PBS)."""
+    acc = blind_rotate(ring, bsk, ct, luts, lut_index)
+    return [extract_lwe_sample(ring.modulus, acc, p) for p in positions]

@@ -1,0 +1,60 @@
+"""TFHE entities: thin containers of tensors (TFHE-rs core_crypto's entities); the algorithms
+that make and use them are functions in fhetorch._tfhe.algorithms.
+
+LWE ciphertexts are plain int64 tensors (..., n + 1), values in [0, q), mask first, body last.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class LweSecretKey:
+    """data (n,) int64 binary."""
+    data: torch.Tensor
+
+    @property
+    def dimension(self) -> int:
+        return self.data.shape[-1]
+
+
+@dataclass(frozen=True)
+class GlweSecretKey:
+    """data (k, N) int64 binary polynomials."""
+    data: torch.Tensor
+
+    def as_lwe_key(self) -> LweSecretKey:
+        """The extracted LWE key (k N,): the key of sample extraction's output."""
+        return LweSecretKey(self.data.reshape(-1))
+
+
+@dataclass(frozen=True)
+class LweKeyswitchKey:
+    """data (n_in, level, 2, n_out + 1) int32 residues mod (q0, q1): LWE encryptions under the
+    output key of s_in[i] * G_j."""
+    data: torch.Tensor
+    base_log: int
+    level: int
+
+    @property
+    def input_dimension(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def output_dimension(self) -> int:
+        return self.data.shape[-1] - 1
+
+
+@dataclass(frozen=True)
+class LweBootstrapKey:
+    """data (n, k + 1, level, k + 1, 2, N) int32: GGSW encryptions of each LWE key bit, NTT form
+    over (q0, q1), Montgomery."""
+    data: torch.Tensor
+    base_log: int
+    level: int
+
+    @property
+    def input_dimension(self) -> int:
+        return self.data.shape[0]

@@ -15,10 +15,10 @@ import importlib
 
 import torch  # noqa: F401  (fhetorch._C links against torch)
 
-from . import ckks
+from . import ckks, tfhe
 from .errors import (ApproximationError, ContextError, EncodingError, EncryptedValueError, FHEError,
                      InsecureParametersWarning, IntegerArgumentError, InternalError, LayoutError, LevelError,
-                     MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
+                     MessageOverflowError, MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
                      SlotError, UnsupportedLayerError, UnsupportedOperationError)
 from .tensor import Context, EncryptedTensor
 from .tensor.serialization import load, save
@@ -27,9 +27,9 @@ __version__ = "0.1.0"
 
 __all__ = ["ApproximationError", "Context", "ContextError", "EncodingError", "EncryptedTensor",
            "EncryptedValueError", "FHEError", "InsecureParametersWarning", "IntegerArgumentError", "InternalError",
-           "LayoutError", "LevelError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError",
+           "LayoutError", "LevelError", "MessageOverflowError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError",
            "SerializationError", "ShapeError", "SlotError", "UnsupportedLayerError", "UnsupportedOperationError",
-           "ckks", "load", "nn", "save"]
+           "ckks", "load", "nn", "save", "tfhe"]
 
 
 def __getattr__(name):

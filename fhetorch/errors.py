@@ -22,6 +22,7 @@ ValueError, UnsupportedOperationError a NotImplementedError), so generic handler
     +-- IntegerArgumentError (TypeError) a level, count or step that is not an int
     +-- EncryptedValueError (TypeError)  Python asked for the plain value of an encrypted tensor
     +-- InternalError (RuntimeError)     an internal invariant failed: a bug, please report it
+    +-- MessageOverflowError (ArithmeticError)  a TFHE result that could leave its message space
     InsecureParametersWarning (UserWarning)
 """
 import os
@@ -109,6 +110,12 @@ class EncryptedValueError(FHEError, TypeError):
     """Python asked for the plain value of an encrypted tensor (bool(ex), if ex:, float(ex)): decrypt it first."""
 
 
+class MessageOverflowError(FHEError, ArithmeticError):
+    """A TFHE (LWE) operation whose result could leave the message space or exceed the noise
+    budget before the next programmable bootstrap: apply a LUT (PBS) first, or use a preset with
+    carry bits."""
+
+
 class InternalError(FHEError, RuntimeError):
     """An internal invariant failed (the level plan and the execution disagree, a sampler out of
     words): a bug in fhetorch, please report it with the message."""
@@ -120,7 +127,7 @@ class InsecureParametersWarning(UserWarning):
 
 __all__ = ["ApproximationError", "ContextError", "EncodingError", "EncryptedValueError", "FHEError",
            "InsecureParametersWarning", "IntegerArgumentError", "InternalError", "LayoutError", "LevelError",
-           "MissingKeyError", "ParameterError", "ScaleError", "SecurityError", "SerializationError", "ShapeError",
+           "MessageOverflowError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError", "SerializationError", "ShapeError",
            "SlotError", "UnsupportedLayerError", "UnsupportedOperationError"]
 
 

@@ -1,0 +1,193 @@
+"""TFHEContext: parameters validated into ring tables, keys, encryption, decryption and LUTs.
+
+A context holding secret keys is the client's; `public()` gives the server's (bootstrapping
+and key-switching keys only). Messages are integers in [0, 2^message_bits); the atomic pattern
+is TFHE-rs's KS-PBS: ciphertexts live under the big key (the GLWE key extracted, dimension
+k N), a PBS key-switches to the small LWE key (dimension n), then blind-rotates and extracts.
+"""
+from __future__ import annotations
+
+import torch
+
+from .._ring import Sampler
+from ..errors import (ContextError, EncodingError, MessageOverflowError, MissingKeyError, ParameterError, ShapeError,
+                      UnsupportedOperationError)
+from . import algorithms as alg
+from .lut import test_polynomial
+from .lwe_tensor import LWETensor
+from .params import TFHEParams
+from .presets import preset as _preset
+from .ring import TFHERing
+
+
+class TFHEContext:
+    def __init__(self, preset: str | TFHEParams = "toy-tfhe-4bit", device="cpu", *, seed: int | None = None):
+        """Raises ParameterError for an unknown preset, UnsupportedOperationError for parameters
+        this version cannot run yet (multi-bit PBS, ternary secrets); toy presets warn
+        (InsecureParametersWarning)."""
+        params = _preset(preset) if isinstance(preset, str) else preset
+        if not isinstance(params, TFHEParams):
+            raise ParameterError(f"tfhe.Context: preset must be a preset name or TFHEParams, got {type(preset).__name__}")
+        if params.grouping_factor != 1:
+            raise UnsupportedOperationError(
+                f"tfhe.Context: {params.name} uses multi-bit PBS (grouping factor {params.grouping_factor}), not "
+                "implemented yet; use a classical preset (grouping factor 1)")
+        if params.secret_distribution != "binary":
+            raise UnsupportedOperationError(f"tfhe.Context: {params.secret_distribution} secrets are not "
+                                            "implemented yet; use binary")
+        self.params = params
+        self.device = torch.device(device)
+        self.ring = TFHERing(params.log_n, params.moduli, self.device)
+        self.modulus = self.ring.modulus
+        self.sampler = Sampler(self.device, seed=seed)
+        self.lwe_key = self.glwe_key = None
+        self.bootstrap_key = self.keyswitch_key = None
+        self._tv_cache: dict = {}
+
+    # --- keys --------------------------------------------------------------------------------------
+    def keygen(self) -> "TFHEContext":
+        """Makes the LWE and GLWE secrets, the bootstrapping key and the key-switching key.
+
+        Raises nothing."""
+        p, s = self.params, self.sampler
+        self.lwe_key = alg.generate_lwe_secret_key(s, p.n)
+        self.glwe_key = alg.generate_glwe_secret_key(s, p.k, p.N)
+        self.bootstrap_key = alg.generate_lwe_bootstrap_key(s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log,
+                                                            p.pbs_level, p.glwe_noise_width)
+        self.keyswitch_key = alg.generate_lwe_keyswitch_key(s, self.ring, self.glwe_key.as_lwe_key(), self.lwe_key,
+                                                           p.ks_base_log, p.ks_level, p.lwe_noise_width)
+        return self
+
+    def public(self) -> "TFHEContext":
+        """The server's context: the same parameters and evaluation keys, no secret.
+
+        Raises MissingKeyError before keygen()."""
+        self._need_eval_keys("public")
+        ctx = TFHEContext.__new__(TFHEContext)
+        ctx.__dict__.update(self.__dict__)
+        ctx.lwe_key = ctx.glwe_key = None
+        ctx.sampler = Sampler(self.device)
+        return ctx
+
+    @property
+    def has_secret_key(self) -> bool:
+        return self.glwe_key is not None
+
+    def _need_secret(self, op):
+        if self.glwe_key is None:
+            raise ContextError(f"tfhe.Context.{op}: this context holds no secret key (a server context, or "
+                               "keygen() not run); use the client's context")
+
+    def _need_eval_keys(self, op):
+        if self.bootstrap_key is None or self.keyswitch_key is None:
+            raise MissingKeyError(f"tfhe.Context.{op}: no bootstrapping / key-switching key; run keygen() first")
+
+    def _check_tensor(self, op, x):
+        if not isinstance(x, LWETensor):
+            raise ContextError(f"tfhe.{op}: expected an LWETensor, got {type(x).__name__}")
+        if x.context.params != self.params or x.context.bootstrap_key is not self.bootstrap_key:
+            raise ContextError(f"tfhe.{op}: the LWETensor belongs to another context (other parameters or keys)")
+
+    # --- encryption --------------------------------------------------------------------------------
+    def encrypt(self, x) -> LWETensor:
+        """Integer messages (a tensor, list or int) in [0, 2^message_bits) -> LWETensor of x's shape.
+
+        Raises ContextError without a secret key, EncodingError for non-integers or messages out of range."""
+        self._need_secret("encrypt")
+        x = torch.as_tensor(x)
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            raise EncodingError(f"tfhe.Context.encrypt: messages must be integers, got {x.dtype}")
+        mm = self.params.message_modulus
+        x = x.to(device=self.device, dtype=torch.int64)
+        if x.numel() and (int(x.min()) < 0 or int(x.max()) >= mm):
+            raise EncodingError(f"tfhe.Context.encrypt: messages must be in [0, {mm}) for {self.params.name} "
+                                f"({self.params.message_bits} bits), got values in [{int(x.min())}, {int(x.max())}]")
+        data = alg.encrypt_lwe_ciphertext(self.sampler, self.ring, self.glwe_key.as_lwe_key(),
+                                          x * self.params.delta, self.params.glwe_noise_width)
+        return LWETensor(self, data, mm - 1)
+
+    def decrypt(self, ex: LWETensor, *, carries: bool = False) -> torch.Tensor:
+        """LWETensor -> int64 tensor of messages in [0, 2^message_bits) (with carries=True, the
+        whole value in [0, 2^(message_bits + carry_bits))).
+
+        Raises ContextError without a secret key or for another context's tensor."""
+        self._need_secret("decrypt")
+        self._check_tensor("Context.decrypt", ex)
+        phase = alg.decrypt_lwe_ciphertext(self.modulus, self.glwe_key.as_lwe_key(), ex.data)
+        v = self.decode(phase)
+        return v if carries else v % self.params.message_modulus
+
+    def decode(self, phase: torch.Tensor) -> torch.Tensor:
+        """Phase in [0, q) -> round(phase / delta) mod 2p (p the message space), int64."""
+        d, two_p = self.params.delta, 2 * self.params.message_space
+        return (phase + d // 2) // d % two_p
+
+    # --- programmable bootstrapping -------------------------------------------------------------
+    def _test_polynomials(self, tables) -> torch.Tensor:
+        key = tuple(tuple(t) for t in tables)
+        tv = self._tv_cache.get(key)
+        if tv is None:
+            p = self.params
+            tv = test_polynomial(list(tables), p.message_space, p.N, p.delta, p.q).to(self.device)
+            self._tv_cache[key] = tv
+        return tv
+
+    def bootstrap(self, ex: LWETensor, tables, *, index: torch.Tensor | None = None) -> list:
+        """KS-PBS of every ciphertext of ex. tables: a list of LUT groups, each a list of c output
+        tables (c a power of two; c > 1: many-LUT, c outputs per PBS); index (ex's shape) picks
+        each ciphertext's group (None: group 0). Returns c LWETensors.
+
+        Raises MissingKeyError without keys, ContextError for another context's tensor,
+        MessageOverflowError if ex's values may not fit the LUT's input space, ShapeError for a
+        bad index or tables of different sizes."""
+        self._need_eval_keys("bootstrap")
+        self._check_tensor("bootstrap", ex)
+        p = self.params
+        c = len(tables[0])
+        if any(len(g) != c for g in tables):
+            raise ShapeError("tfhe.bootstrap: every LUT group must hold the same number of functions")
+        space = p.message_space // c
+        if ex.degree >= space:
+            raise MessageOverflowError(f"tfhe.bootstrap: {c} function(s) per PBS need inputs below {space}, the "
+                                       f"tensor may hold values up to {ex.degree}; use fewer functions per PBS or "
+                                       "apply a LUT first")
+        tv = torch.stack([self._test_polynomials(g) for g in tables])
+        if index is not None:
+            index = torch.as_tensor(index, device=self.device).to(torch.int64)
+            if tuple(index.shape) != tuple(ex.shape):
+                raise ShapeError(f"tfhe.bootstrap: index has shape {tuple(index.shape)}, the tensor {tuple(ex.shape)}")
+            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= len(tables)):
+                raise ShapeError(f"tfhe.bootstrap: index values must be in [0, {len(tables)})")
+        ks = alg.keyswitch_lwe_ciphertext(self.keyswitch_key, ex.data, self.modulus)
+        positions = [i * (p.N // c) for i in range(c)]
+        outs = alg.programmable_bootstrap_lwe_ciphertext(self.ring, self.bootstrap_key, ks, tv, index, positions)
+        degrees = [max(max(g[i]) for g in tables) for i in range(c)]
+        return [LWETensor(self, o, d) for o, d in zip(outs, degrees)]
+
+    def apply_lut(self, ex: LWETensor, lut, *, index: torch.Tensor | None = None) -> LWETensor:
+        """lut: a LUT, or a list of LUTs with index (ex's shape) choosing each element's LUT (one
+        launch whatever the functions). Returns the LWETensor of the outputs.
+
+        Raises ParameterError, MessageOverflowError, MissingKeyError, ContextError, ShapeError
+        (see bootstrap)."""
+        luts = lut if isinstance(lut, (list, tuple)) else [lut]
+        self._check_lut_input(ex, luts)
+        return self.bootstrap(ex, [[l.tables_for(self.params.message_space)] for l in luts], index=index)[0]
+
+    def apply_many_luts(self, ex: LWETensor, luts) -> list:
+        """Several functions of one input in one PBS (many-LUT): needs ex's values below
+        message_space / c, c = len(luts) rounded up to a power of two. Returns one LWETensor per LUT.
+
+        Raises ParameterError, MessageOverflowError, MissingKeyError, ContextError (see bootstrap)."""
+        luts = list(luts)
+        c = 1 << (len(luts) - 1).bit_length()
+        self._check_lut_input(ex, luts)
+        tables = [l.tables_for(self.params.message_space, c) for l in luts]
+        tables += [tables[0]] * (c - len(luts))
+        return self.bootstrap(ex, [tables])[: len(luts)]
+
+    def _check_lut_input(self, ex, luts):
+        from_lut = min(1 << l.bits for l in luts)
+        if isinstance(ex, LWETensor) and ex.degree >= from_lut:
+            raise MessageOverflowError(f"tfhe.LUT: a LUT of {from_lut.bit_length() - 1} bits applied to values that "
+                                       f"may reach {ex.degree}; use a LUT of more bits or reduce the values first")

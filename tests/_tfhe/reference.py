@@ -1,0 +1,82 @@
+"""Pure-Python references of the TFHE kernels (Python ints, schoolbook negacyclic products):
+what the tfhe_* ops must equal bit for bit. Never used by the library."""
+from __future__ import annotations
+
+
+def modulus_switch(x: int, q: int, bits: int) -> int:
+    """round(x * 2^bits / q) mod 2^bits, half up."""
+    num = x * (1 << bits)
+    return ((2 * num + q) // (2 * q)) % (1 << bits)
+
+
+def decompose(x: int, q: int, base_log: int, level: int) -> list[int]:
+    """Balanced digits, most significant first, of round(x B^level / q) mod B^level."""
+    v = modulus_switch(x, q, base_log * level)
+    b = 1 << base_log
+    out = []
+    for _ in range(level):
+        d = v % b
+        v //= b
+        if d >= b // 2:
+            d -= b
+            v += 1
+        out.append(d)
+    return out[::-1]
+
+
+def gadget(q: int, base_log: int, level: int) -> list[int]:
+    return [(q + (1 << (base_log * (j + 1) - 1))) // (1 << (base_log * (j + 1))) for j in range(level)]
+
+
+def negacyclic_mul(a: list[int], b: list[int], q: int) -> list[int]:
+    n = len(a)
+    out = [0] * n
+    for i, x in enumerate(a):
+        if x == 0:
+            continue
+        for j, y in enumerate(b):
+            k = i + j
+            if k < n:
+                out[k] += x * y
+            else:
+                out[k - n] -= x * y
+    return [v % q for v in out]
+
+
+def keyswitch(ct: list[int], ksk, q: int, base_log: int, level: int) -> list[int]:
+    """ksk[i][j]: LWE ciphertext (list of ints mod q) of s_in[i] * G_j."""
+    n_out1 = len(ksk[0][0])
+    out = [0] * n_out1
+    out[-1] = ct[-1]
+    for i, a in enumerate(ct[:-1]):
+        for j, d in enumerate(decompose(a, q, base_log, level)):
+            for c in range(n_out1):
+                out[c] -= d * ksk[i][j][c]
+    return [v % q for v in out]
+
+
+def external_product(glwe: list[list[int]], ggsw, q: int, base_log: int, level: int) -> list[list[int]]:
+    """ggsw[p][j]: GLWE (k+1 polynomials of ints mod q), coefficient form."""
+    k1, n = len(glwe), len(glwe[0])
+    out = [[0] * n for _ in range(k1)]
+    for p in range(k1):
+        digits = [decompose(c, q, base_log, level) for c in glwe[p]]
+        for j in range(level):
+            dpoly = [d[j] for d in digits]
+            for r in range(k1):
+                prod = negacyclic_mul(dpoly, ggsw[p][j][r], q)
+                out[r] = [(x + y) % q for x, y in zip(out[r], prod)]
+    return out
+
+
+def rotate(poly: list[int], s: int, q: int) -> list[int]:
+    """X^s * poly, negacyclic."""
+    n = len(poly)
+    out = [0] * n
+    for i, c in enumerate(poly):
+        k = (i + s) % (2 * n)
+        if k < n:
+            out[k] = (out[k] + c) % q
+        else:
+            out[k - n] = (out[k - n] - c) % q
+    return out

@@ -1,0 +1,74 @@
+"""The TFHE kernels on CUDA against the CPU (the oracle): bit-identical outputs, op by op and for
+a whole KS-PBS. Marked `cuda`: skipped without a GPU."""
+import os
+import warnings
+
+import pytest
+import torch
+
+import fhetorch as fhe
+import fhetorch._ops as ops
+from fhetorch._ring import Sampler
+from fhetorch._tfhe.ring import TFHERing
+
+from .inputs import MODULI, ggsw_kernel_form, ksk_kernel_form, rand_mod_q
+
+pytestmark = pytest.mark.cuda
+GPU = "cuda"
+
+
+@pytest.fixture
+def gen():
+    seed = int.from_bytes(os.urandom(4), "little")
+    print("seed", seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _both(f, *args):
+    cpu = f(*args)
+    gpu = f(*[a.to(GPU) if isinstance(a, torch.Tensor) else a for a in args])
+    assert torch.equal(cpu, gpu.cpu())
+
+
+def test_elementwise_ops(gen):
+    x = rand_mod_q(gen, 3, 1000)
+    for bits in (1, 11, 46):
+        _both(ops.tfhe_modulus_switch, x, MODULI, bits)
+    for bl, lv in ((4, 6), (23, 1), (12, 2)):
+        _both(ops.tfhe_decompose, x, MODULI, bl, lv)
+    key = Sampler(seed=4).key
+    _both(ops.tfhe_sample_int, key, 11, 5000, -7, 9)
+    _both(ops.tfhe_sample_int, key, 12, 5000, 0, (1 << 62) - 1)
+
+
+def test_keyswitch(gen):
+    ksk = ksk_kernel_form(rand_mod_q(gen, 2048, 5, 833 + 1))
+    _both(ops.tfhe_keyswitch, rand_mod_q(gen, 7, 2048 + 1), ksk, MODULI, 3, 5)
+
+
+@pytest.mark.parametrize("log_n,k,base_log,level", [(10, 1, 12, 2), (11, 1, 23, 1), (10, 2, 23, 1), (13, 1, 15, 2)])
+def test_external_product_and_blind_rotate(gen, log_n, k, base_log, level):
+    ring = TFHERing(log_n, MODULI)
+    k1, n = k + 1, 1 << log_n
+    ggsw = ggsw_kernel_form(ring, rand_mod_q(gen, k1, level, k1, n))
+    glwe = rand_mod_q(gen, 5, k1, n)
+    _both(ops.tfhe_external_product, glwe, ggsw, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level)
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, 8, k1, level, k1, n))
+    ct = rand_mod_q(gen, 6, 9)
+    luts = rand_mod_q(gen, 2, n)
+    _both(ops.tfhe_blind_rotate, ct, luts, torch.tensor([0, 1, 1, 0, 1, 0]), bsk, ring.psi, ring.psi_inv,
+          ring.post, MODULI, base_log, level)
+
+
+def test_whole_pbs_on_cuda_decrypts():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = fhe.tfhe.Context("toy-tfhe-4bit", "cpu", seed=9).keygen()
+        gpu = fhe.tfhe.Context("toy-tfhe-4bit", GPU, seed=9).keygen()
+    x = torch.randint(0, 16, (64,))
+    lut = fhe.tfhe.LUT(lambda m: (5 * m + 3) % 16, bits=4)
+    ex_cpu = cpu.encrypt(x)
+    ex_gpu = fhe.tfhe.LWETensor(gpu, ex_cpu.data.to(GPU), ex_cpu.degree)
+    y_cpu, y_gpu = lut(ex_cpu), lut(ex_gpu)
+    assert torch.equal(y_cpu.data, y_gpu.data.cpu())
+    assert torch.equal(gpu.decrypt(y_gpu).cpu(), (5 * x + 3) % 16)

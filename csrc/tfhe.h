@@ -291,7 +291,7 @@ FT_HD void tfhe_team_cmux_step(const T& t, const BlindRotateArgs& g, int64_t b, 
 struct KeyswitchArgs {
   TfheMod m;
   const int64_t* ct;   // (B, n_in + 1)
-  const int32_t* ksk;  // (n_in, level, 2, n_out + 1): LWE encryptions under s_out of s_in[i] * G_j, residues
+  const int32_t* keyswitch_key;  // (n_in, level, 2, n_out + 1): LWE encryptions under s_out of s_in[i] * G_j, residues
   int32_t* digits;     // (B, n_in, level) scratch
   int64_t* out;        // (B, n_out + 1)
   int64_t B;
@@ -317,7 +317,7 @@ FT_HD void tfhe_keyswitch_coeff(const KeyswitchArgs& g, int64_t e) {
   for (int l = 0; l < 2; ++l) {
     const int32_t q = g.m.q[l];
     int64_t acc = 0;
-    const int32_t* k = g.ksk + static_cast<int64_t>(l) * w + c;
+    const int32_t* k = g.keyswitch_key + static_cast<int64_t>(l) * w + c;
     for (int64_t t = 0; t < terms; ++t) {
       acc += static_cast<int64_t>(d[t]) * k[t * 2 * w];
       if ((t & 1023) == 1023) acc %= q;

@@ -142,9 +142,9 @@ TORCH_LIBRARY(fhetorch, m) {
   // sum_j d_j * B^(level-1-j) = v mod B^level, so sum_j d_j * G_j = x + small mod q.
   m.def("tfhe_decompose(Tensor x, int[] moduli, int base_log, int level) -> Tensor");
   // LWE key switching: ct (..., n_in + 1) -> (..., n_out + 1) = (0, ..., 0, b) -
-  // sum_(i, j) d_ij * ksk[i, j], d_ij = tfhe_decompose(a_i)[j]; ksk (n_in, level, 2, n_out + 1)
+  // sum_(i, j) d_ij * keyswitch_key[i, j], d_ij = tfhe_decompose(a_i)[j]; keyswitch_key (n_in, level, 2, n_out + 1)
   // int32 standard-form residues of LWE encryptions of s_in[i] * G_j under s_out.
-  m.def("tfhe_keyswitch(Tensor ct, Tensor ksk, int[] moduli, int base_log, int level) -> Tensor");
+  m.def("tfhe_keyswitch(Tensor ct, Tensor keyswitch_key, int[] moduli, int base_log, int level) -> Tensor");
   // External product: glwe (..., k + 1, N) -> ggsw x glwe = sum_(p, j) d_pj * row(p, j), d_pj
   // the digit polynomials of glwe's component p (tfhe_decompose), same shape as glwe.
   m.def("tfhe_external_product(Tensor glwe, Tensor ggsw, Tensor psi, Tensor psi_inv, Tensor post, int[] moduli, "

@@ -144,28 +144,28 @@ Tensor tfhe_decompose_op(const Tensor& x, at::IntArrayRef moduli, int64_t base_l
 }
 
 template <class Dev>
-Tensor tfhe_keyswitch_op(const Tensor& ct, const Tensor& ksk, at::IntArrayRef moduli, int64_t base_log,
+Tensor tfhe_keyswitch_op(const Tensor& ct, const Tensor& keyswitch_key, at::IntArrayRef moduli, int64_t base_log,
                          int64_t level) {
   const char* op = "tfhe_keyswitch";
   tfhe_check_int64(ct, op, "ct", 1);
-  check_residues(ksk, op, "ksk");
+  check_residues(keyswitch_key, op, "keyswitch_key");
   tfhe_check_gadget(base_log, level, op);
   const int64_t n_in = ct.size(-1) - 1;
-  tfhe_need(ksk.dim() == 4 && ksk.size(0) == n_in && ksk.size(1) == level && ksk.size(2) == 2 && ksk.size(3) >= 2,
-            op, "ksk must be (n_in, level, 2, n_out + 1) with n_in = " + std::to_string(n_in) + ", level = " +
-                    std::to_string(level) + ", got " + tfhe_shape(ksk));
-  check_devices(op, {&ct, &ksk});
+  tfhe_need(keyswitch_key.dim() == 4 && keyswitch_key.size(0) == n_in && keyswitch_key.size(1) == level && keyswitch_key.size(2) == 2 && keyswitch_key.size(3) >= 2,
+            op, "keyswitch_key must be (n_in, level, 2, n_out + 1) with n_in = " + std::to_string(n_in) + ", level = " +
+                    std::to_string(level) + ", got " + tfhe_shape(keyswitch_key));
+  check_devices(op, {&ct, &keyswitch_key});
   KeyswitchArgs g{};
   g.m = tfhe_mod(moduli, op);
   g.n_in = as_int(n_in, op, "n_in");
-  g.n_out = as_int(ksk.size(3) - 1, op, "n_out");
+  g.n_out = as_int(keyswitch_key.size(3) - 1, op, "n_out");
   g.base_log = static_cast<int>(base_log);
   g.level = static_cast<int>(level);
   g.B = batch_of(ct, 1);
   Dev dev(ct);
-  Tensor out = at::empty(shape_with(ct, 1, {ksk.size(3)}), ct.options());
+  Tensor out = at::empty(shape_with(ct, 1, {keyswitch_key.size(3)}), ct.options());
   g.ct = ct.data_ptr<int64_t>();
-  g.ksk = ptr(ksk);
+  g.keyswitch_key = ptr(keyswitch_key);
   g.out = out.data_ptr<int64_t>();
   dev.run(op, [&](auto& ctx) { return tfhe_keyswitch(g, ctx); });
   return out;

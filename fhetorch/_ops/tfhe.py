@@ -53,14 +53,14 @@ def _(x, moduli, base_log, level):
     return x.new_empty((*x.shape, level))
 
 
-def tfhe_keyswitch(ct: Tensor, ksk: Tensor, moduli: Sequence[int], base_log: int, level: int) -> Tensor:
-    """LWE key switching (..., n_in + 1) -> (..., n_out + 1); ksk (n_in, level, 2, n_out + 1) int32."""
-    return _ops.tfhe_keyswitch(ct, ksk, _m(moduli), int(base_log), int(level))
+def tfhe_keyswitch(ct: Tensor, keyswitch_key: Tensor, moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """LWE key switching (..., n_in + 1) -> (..., n_out + 1); keyswitch_key (n_in, level, 2, n_out + 1) int32."""
+    return _ops.tfhe_keyswitch(ct, keyswitch_key, _m(moduli), int(base_log), int(level))
 
 
 @_fake("fhetorch::tfhe_keyswitch")
-def _(ct, ksk, moduli, base_log, level):
-    return ct.new_empty((*ct.shape[:-1], ksk.shape[-1]))
+def _(ct, keyswitch_key, moduli, base_log, level):
+    return ct.new_empty((*ct.shape[:-1], keyswitch_key.shape[-1]))
 
 
 def tfhe_external_product(glwe: Tensor, ggsw: Tensor, psi: Tensor, psi_inv: Tensor, post: Tensor,

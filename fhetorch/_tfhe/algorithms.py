@@ -137,12 +137,13 @@ def decrypt_glwe_ciphertext(ring: TFHERing, key: GlweSecretKey, ct: torch.Tensor
 
 # --- the bootstrap's steps ------------------------------------------------------------------------
 
-def keyswitch_lwe_ciphertext(ksk: LweKeyswitchKey, ct: torch.Tensor, modulus: Modulus) -> torch.Tensor:
+def keyswitch_lwe_ciphertext(keyswitch_key: LweKeyswitchKey, ct: torch.Tensor, modulus: Modulus) -> torch.Tensor:
     """(..., n_in + 1) under the input key -> (..., n_out + 1) under the output key."""
-    if ct.shape[-1] != ksk.input_dimension + 1:
+    if ct.shape[-1] != keyswitch_key.input_dimension + 1:
         raise ParameterError(f"keyswitch_lwe_ciphertext: ciphertexts of dimension {ct.shape[-1] - 1}, "
-                             f"key from dimension {ksk.input_dimension}")
-    return _ops.tfhe_keyswitch(ct.contiguous(), ksk.data, modulus.moduli, ksk.base_log, ksk.level)
+                             f"key from dimension {keyswitch_key.input_dimension}")
+    k = keyswitch_key
+    return _ops.tfhe_keyswitch(ct.contiguous(), k.data, modulus.moduli, k.base_log, k.level)
 
 
 def modulus_switch(x: torch.Tensor, modulus: Modulus, log_modulus: int) -> torch.Tensor:

@@ -138,7 +138,7 @@ def test_ops_refuse_bad_arguments():
         ops.tfhe_modulus_switch(x, [MODULI[0]], 3)
     with pytest.raises(RuntimeError, match="base_log"):
         ops.tfhe_decompose(x, MODULI, 30, 1)
-    with pytest.raises(RuntimeError, match="ksk must be"):
+    with pytest.raises(RuntimeError, match="keyswitch_key must be"):
         ops.tfhe_keyswitch(x.view(1, 4), torch.zeros(3, 1, 2, 5, dtype=torch.int32), MODULI, 4, 2)
     ring = _ring(4)
     with pytest.raises(RuntimeError, match="differs from the key"):

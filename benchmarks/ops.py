@@ -16,7 +16,8 @@ import torch
 
 from fhetorch._ckks import evaluator as ev
 from fhetorch._ckks.context import CKKSContext
-from fhetorch._ckks.params import make_params, preset
+from fhetorch._ckks.params import make_params
+from fhetorch._ckks.presets import preset
 from fhetorch.errors import InsecureParametersWarning
 from fhetorch._rlwe.keyswitch import digits
 

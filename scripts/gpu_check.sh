@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|profile|bytes|resnet] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|profile|bytes|resnet] [bts presets] [bts repeat]
 #   resnet: the cuda linear-transform / nn tests and the resnet20 suite (CIFAR-10 where
 #   $FHETORCH_DATA or ../shared/data has the data; $2 = images, $3 = presets, space-separated).
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
@@ -36,6 +36,10 @@ if [ "$STAGE" = resnet ]; then
     timeout 400 python3 -m benchmarks --suite resnet20 --device cuda --preset "$preset" --repeat "${2:-3}" \
       --json "$OUT/resnet20-$preset.json" 2>&1 | tee "$OUT/resnet20-$preset.log" | tail -14
   done
+fi
+if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests
+  timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/models/test_helr.py 2>&1 | tail -5
+  timeout 300 python3 -m benchmarks --suite helr --device cuda --json "$OUT/helr.json" 2>&1 | tee "$OUT/helr.log" | tail -20
 fi
 if [ "$STAGE" = profile ]; then
   timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \

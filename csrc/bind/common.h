@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,16 +21,50 @@ namespace fhetorch::bind {
 
 using at::Tensor;
 
+// Error messages are built here as one std::string, numbers by std::to_string, and raised
+// out of line (fail, csrc/bind/common.cpp): on the H100 test machine (torch 2.11) a message
+// that streamed an integer or a shape through TORCH_CHECK's ostream killed the interpreter
+// with SIGSEGV instead of raising, on the CPU path as well (tests/_ops/test_cuda_parity.py,
+// test_bad_shapes_are_errors). FT_CHECK(cond, parts...) is the one check of the bindings.
+[[noreturn]] void fail(const std::string& message);
+
+namespace text {
+inline void put(std::string& s, const char* v) { s += v; }
+inline void put(std::string& s, const std::string& v) { s += v; }
+inline void put(std::string& s, c10::ScalarType v) { s += c10::toString(v); }
+inline void put(std::string& s, const c10::Device& v) { s += v.str(); }
+template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+inline void put(std::string& s, T v) {
+  s += std::to_string(v);
+}
+inline void put(std::string& s, c10::IntArrayRef v) {
+  s += '[';
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  s += ']';
+}
+template <class... A>
+std::string cat(const A&... parts) {
+  std::string s;
+  (put(s, parts), ...);
+  return s;
+}
+}  // namespace text
+
+#define FT_CHECK(cond, ...)                                         \
+  do {                                                              \
+    if (C10_UNLIKELY(!(cond))) ::fhetorch::bind::fail(::fhetorch::bind::text::cat(__VA_ARGS__)); \
+  } while (0)
+
 inline const int32_t* ptr(const Tensor& t) { return t.data_ptr<int32_t>(); }
 
 inline void check_residues(const Tensor& x, const char* op, const char* name) {
-  TORCH_CHECK(x.scalar_type() == at::kInt, "fhetorch.", op, ": ", name, " must be int32, got ", x.scalar_type());
-  TORCH_CHECK(x.is_contiguous(), "fhetorch.", op, ": ", name, " must be contiguous");
+  FT_CHECK(x.scalar_type() == at::kInt, "fhetorch.", op, ": ", name, " must be int32, got ", x.scalar_type());
+  FT_CHECK(x.is_contiguous(), "fhetorch.", op, ": ", name, " must be contiguous");
 }
 
 inline void check_mod(const Tensor& mod, int64_t L, const char* op) {
   check_residues(mod, op, "mod");
-  TORCH_CHECK(mod.dim() == 2 && mod.size(0) == L && mod.size(1) == 2, "fhetorch.", op,
+  FT_CHECK(mod.dim() == 2 && mod.size(0) == L && mod.size(1) == 2, "fhetorch.", op,
               ": mod must be (L, 2) with L = ", L, ", got ", mod.sizes());
 }
 
@@ -40,16 +75,12 @@ inline void check_devices(const char* op, std::initializer_list<const Tensor*> t
   for (const Tensor* t : ts) {
     if (!t) continue;
     if (!first) first = t;
-    else TORCH_CHECK(first->device() == t->device(), "fhetorch.", op, ": tensors on ", first->device(), " and ",
+    else FT_CHECK(first->device() == t->device(), "fhetorch.", op, ": tensors on ", first->device(), " and ",
                      t->device());
   }
 }
 
-// Error paths are out of line (csrc/bind/common.cpp, one definition for both bindings)
-// and build their message as one std::string: on the H100 test machine (torch 2.11) an
-// inline TORCH_CHECK here, with mixed const char* / int64 message arguments, once killed the
-// interpreter with SIGSEGV instead of raising, on the CPU path as well.
-[[noreturn]] void fail(const std::string& message);
+
 
 // log2(n) for a power of two n >= 2; raises RuntimeError "fhetorch.<op>: N must be a power
 // of two, got <n>" otherwise.
@@ -60,14 +91,14 @@ int fused_log2(int64_t n, const char* op);
 
 // v as an int, refused if outside [0, 2^31).
 inline int as_int(int64_t v, const char* op, const char* what) {
-  TORCH_CHECK(v >= 0 && v <= INT32_MAX, "fhetorch.", op, ": ", what, " out of range: ", v);
+  FT_CHECK(v >= 0 && v <= INT32_MAX, "fhetorch.", op, ": ", what, " out of range: ", v);
   return static_cast<int>(v);
 }
 
 // b is broadcast over the leading dimensions of a.
 inline void check_broadcast(const Tensor& a, const Tensor& b, const char* op) {
   check_residues(b, op, "b");
-  TORCH_CHECK(b.dim() <= a.dim() && b.numel() > 0 && a.numel() % b.numel() == 0 &&
+  FT_CHECK(b.dim() <= a.dim() && b.numel() > 0 && a.numel() % b.numel() == 0 &&
                   a.sizes().slice(a.dim() - b.dim()) == b.sizes(),
               "fhetorch.", op, ": b of shape ", b.sizes(), " does not broadcast to ", a.sizes());
 }
@@ -96,19 +127,19 @@ inline TableRows check_table_rows(const char* op, const char* name, const Tensor
                                   int64_t count, int64_t n) {
   TableRows out{};
   if (!rows.has_value()) {
-    TORCH_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
+    FT_CHECK(table.sizes() == at::IntArrayRef({count, n}), "fhetorch.", op, ": ", name, " must be (", count,
                 ", N), got ", table.sizes());
     return out;
   }
-  TORCH_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxTableRow + 1,
+  FT_CHECK(table.dim() == 2 && table.size(1) == n && table.size(0) >= 1 && table.size(0) <= kMaxTableRow + 1,
               "fhetorch.", op, ": ", name, " must be (R, N) with R <= ", kMaxTableRow + 1, ", got ", table.sizes());
-  TORCH_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxTableRows, "fhetorch.", op, ": ", name,
+  FT_CHECK(static_cast<int64_t>(rows->size()) == count && count <= kMaxTableRows, "fhetorch.", op, ": ", name,
               "'s rows must list one table row per limb (", count, "), at most ", kMaxTableRows, "; got ",
               rows->size());
   out.count = static_cast<int>(count);
   for (int64_t l = 0; l < count; ++l) {
     const int64_t v = (*rows)[l];
-    TORCH_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ", table.size(0),
+    FT_CHECK(v >= 0 && v < table.size(0), "fhetorch.", op, ": ", name, " row ", v, " outside [0, ", table.size(0),
                 ")");
     out.row[l] = static_cast<int16_t>(v);
   }
@@ -135,7 +166,7 @@ inline NttGeom check_ntt(const char* op, const Tensor& x, const Tensor& mod, con
   NttGeom g{x.numel() / n, as_int(L, op, "L"), log_n, check_table_rows(op, table, psi, psi_rows, L, n)};
   if (post) {
     check_residues(*post, op, "post");
-    TORCH_CHECK(post->numel() == L, "fhetorch.", op, ": post must have L entries");
+    FT_CHECK(post->numel() == L, "fhetorch.", op, ": post must have L entries");
   }
   check_devices(op, {&x, &mod, &psi, post});
   return g;
@@ -150,11 +181,11 @@ struct BconvGeom {
 inline BconvGeom check_bconv(const Tensor& x, const Tensor& mod_in, const Tensor& mod_out, const Tensor& mat) {
   check_residues(x, "bconv", "x");
   const int64_t La = limbs_of(x), n = x.size(-1), Lb = mod_out.size(0);
-  TORCH_CHECK(La <= 256, "fhetorch.bconv: at most 256 input limbs");
+  FT_CHECK(La <= 256, "fhetorch.bconv: at most 256 input limbs");
   check_mod(mod_in, La, "bconv");
   check_mod(mod_out, Lb, "bconv");
   check_residues(mat, "bconv", "mat");
-  TORCH_CHECK(mat.sizes() == at::IntArrayRef({Lb, La}), "fhetorch.bconv: mat must be (Lb, La)");
+  FT_CHECK(mat.sizes() == at::IntArrayRef({Lb, La}), "fhetorch.bconv: mat must be (Lb, La)");
   check_devices("bconv", {&x, &mod_in, &mod_out, &mat});
   return {La * n > 0 ? x.numel() / (La * n) : 0, n, static_cast<int>(La), as_int(Lb, "bconv", "Lb"),
           shape_with(x, x.dim() >= 2 ? 2 : 1, {Lb, n})};
@@ -176,7 +207,7 @@ inline EwGeom check_elementwise(const char* op, const Tensor& a, const Tensor* b
   for (const Tensor* c : {ca, cb}) {
     if (!c) continue;
     check_residues(*c, op, "constants");
-    TORCH_CHECK(c->numel() == L, "fhetorch.", op, ": constants must have L entries");
+    FT_CHECK(c->numel() == L, "fhetorch.", op, ": constants must have L entries");
   }
   check_devices(op, {&a, b, ca, cb, &mod});
   return {n, b ? b->numel() : 1, as_int(L, op, "L")};
@@ -192,10 +223,10 @@ struct TensorProductGeom {
 inline TensorProductGeom check_tensor_product(const Tensor& a, const Tensor& b, const Tensor& mod) {
   check_residues(a, "tensor_product", "a");
   check_broadcast(a, b, "tensor_product");
-  TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
+  FT_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
   const int64_t L = a.size(-2), n = a.size(-1), plane = L * n;
   const bool bb = b.numel() != a.numel();
-  TORCH_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
+  FT_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
   check_mod(mod, L, "tensor_product");
   check_devices("tensor_product", {&a, &b, &mod});
   return {n, batch_of(a, 3), as_int(L, "tensor_product", "L"), bb, shape_with(a, 3, {3, L, n})};
@@ -206,7 +237,7 @@ inline int check_automorphism(const Tensor& x, int64_t galois) {
   check_residues(x, "automorphism", "x");
   const int64_t n = x.size(-1);
   const int log_n = log2_exact(n, "automorphism");
-  TORCH_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.automorphism: galois element must be odd in (0, 2N)");
+  FT_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.automorphism: galois element must be odd in (0, 2N)");
   return log_n;
 }
 
@@ -217,11 +248,11 @@ inline InnerArgs check_keyswitch_inner(const Tensor& d, const Tensor& key_q, con
   check_residues(d, op, "d");
   check_residues(key_q, op, "key_q");
   check_residues(key_p, op, "key_p");
-  TORCH_CHECK(d.dim() >= 3 && key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2,
+  FT_CHECK(d.dim() >= 3 && key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2,
               "fhetorch.keyswitch_inner: d must be (..., beta, L + K, N) and keys (digits, 2, limbs, N)");
   const int64_t beta = d.size(-3), Lext = d.size(-2), n = d.size(-1), K = key_p.size(2), Lq = Lext - K;
   const int64_t Lq_key = key_q.size(2);
-  TORCH_CHECK(Lq >= 0 && q_start >= 0 && q_start + Lq <= Lq_key && digit_start >= 0 &&
+  FT_CHECK(Lq >= 0 && q_start >= 0 && q_start + Lq <= Lq_key && digit_start >= 0 &&
                   digit_start + beta <= key_q.size(0) && key_p.size(0) == key_q.size(0) && key_q.size(3) == n &&
                   key_p.size(3) == n,
               "fhetorch.keyswitch_inner: key and digit shapes do not match");
@@ -242,22 +273,22 @@ inline MacArgs check_hoisted_mac(const Tensor& d, const Tensor& c, at::TensorLis
   check_residues(d, op, "d");
   check_residues(c, op, "c");
   check_residues(c_p, op, "c_p");
-  TORCH_CHECK(d.dim() >= 3 && c.dim() == d.dim() && c.size(-3) == 2 && c.size(-1) == d.size(-1) &&
+  FT_CHECK(d.dim() >= 3 && c.dim() == d.dim() && c.size(-3) == 2 && c.size(-1) == d.size(-1) &&
                   d.sizes().slice(0, d.dim() - 3) == c.sizes().slice(0, c.dim() - 3),
               "fhetorch.hoisted_mac: d must be (..., beta, L + K, N) and c (..., 2, L, N), with the same batch");
   const int64_t beta = d.size(-3), Lext = d.size(-2), n = d.size(-1), L = c.size(-2), K = Lext - L;
   const int log_n = log2_exact(n, op);
-  TORCH_CHECK(K >= 0 && beta >= 1 && c_p.numel() == L, "fhetorch.hoisted_mac: c_p must hold L values and d at least c's limbs");
+  FT_CHECK(K >= 0 && beta >= 1 && c_p.numel() == L, "fhetorch.hoisted_mac: c_p must hold L values and d at least c's limbs");
   check_mod(mod, Lext, op);
   const int64_t babies = static_cast<int64_t>(galois.size());
-  TORCH_CHECK(babies >= 1 && babies <= kMacBabies && static_cast<int64_t>(keys_q.size()) == babies &&
+  FT_CHECK(babies >= 1 && babies <= kMacBabies && static_cast<int64_t>(keys_q.size()) == babies &&
                   static_cast<int64_t>(keys_p.size()) == babies,
               "fhetorch.hoisted_mac: 1 to ", kMacBabies, " baby steps, one key pair (keys_q, keys_p) each");
-  TORCH_CHECK(giants >= 1 && giants <= kMacGiants, "fhetorch.hoisted_mac: giants must be in [1, ", kMacGiants, "]");
-  TORCH_CHECK(pts.size() == pt_baby.size() && pts.size() == pt_giant.size(),
+  FT_CHECK(giants >= 1 && giants <= kMacGiants, "fhetorch.hoisted_mac: giants must be in [1, ", kMacGiants, "]");
+  FT_CHECK(pts.size() == pt_baby.size() && pts.size() == pt_giant.size(),
               "fhetorch.hoisted_mac: pts, pt_baby and pt_giant must have one entry per diagonal");
   check_devices(op, {&d, &c, &c_p, &mod});
-  TORCH_CHECK(beta * Lext * n < (int64_t(1) << 31) && giants * 2 * Lext * n < (int64_t(1) << 31),
+  FT_CHECK(beta * Lext * n < (int64_t(1) << 31) && giants * 2 * Lext * n < (int64_t(1) << 31),
               "fhetorch.hoisted_mac: a ciphertext's d and output must hold fewer than 2^31 values");
   MacArgs a{};
   a.d = ptr(d);
@@ -276,30 +307,30 @@ inline MacArgs check_hoisted_mac(const Tensor& d, const Tensor& c, at::TensorLis
   a.giants = static_cast<int>(giants);
   for (int64_t b = 0; b < babies; ++b) {
     const int64_t gal = galois[b];
-    TORCH_CHECK(gal > 0 && gal < 2 * n && gal % 2 == 1, "fhetorch.hoisted_mac: galois elements must be odd, in (0, 2N)");
+    FT_CHECK(gal > 0 && gal < 2 * n && gal % 2 == 1, "fhetorch.hoisted_mac: galois elements must be odd, in (0, 2N)");
     a.galois[b] = static_cast<uint32_t>(gal);
     if (gal == 1) continue;
     const Tensor &kq = keys_q[b], &kp = keys_p[b];
     check_residues(kq, op, "keys_q");
     check_residues(kp, op, "keys_p");
     check_devices(op, {&d, &kq, &kp});
-    TORCH_CHECK(kq.dim() == 4 && kp.dim() == 4 && kq.size(1) == 2 && kp.size(1) == 2 && kp.size(2) == K &&
+    FT_CHECK(kq.dim() == 4 && kp.dim() == 4 && kq.size(1) == 2 && kp.size(1) == 2 && kp.size(2) == K &&
                     kq.size(3) == n && kp.size(3) == n && kp.size(0) == kq.size(0) &&
                     digit_start + beta <= kq.size(0) && q_start + L <= kq.size(2),
                 "fhetorch.hoisted_mac: key ", b, " does not cover the digits and limbs of d");
-    TORCH_CHECK(kq.numel() < (int64_t(1) << 31), "fhetorch.hoisted_mac: keys must hold fewer than 2^31 values");
+    FT_CHECK(kq.numel() < (int64_t(1) << 31), "fhetorch.hoisted_mac: keys must hold fewer than 2^31 values");
     a.key_q[b] = ptr(kq);
     a.key_p[b] = ptr(kp);
     a.lq_key[b] = static_cast<int>(kq.size(2));
   }
   for (size_t k = 0; k < pts.size(); ++k) {
     const int64_t b = pt_baby[k], g = pt_giant[k];
-    TORCH_CHECK(b >= 0 && b < babies && g >= 0 && g < giants, "fhetorch.hoisted_mac: diagonal ", k,
+    FT_CHECK(b >= 0 && b < babies && g >= 0 && g < giants, "fhetorch.hoisted_mac: diagonal ", k,
                 " names baby ", b, " and giant ", g, " out of range");
-    TORCH_CHECK(a.pt[b][g] == nullptr, "fhetorch.hoisted_mac: two diagonals for baby ", b, ", giant ", g);
+    FT_CHECK(a.pt[b][g] == nullptr, "fhetorch.hoisted_mac: two diagonals for baby ", b, ", giant ", g);
     check_residues(pts[k], op, "pts");
     check_devices(op, {&d, &pts[k]});
-    TORCH_CHECK(pts[k].dim() == 2 && pts[k].size(0) == Lext && pts[k].size(1) == n,
+    FT_CHECK(pts[k].dim() == 2 && pts[k].size(0) == Lext && pts[k].size(1) == n,
                 "fhetorch.hoisted_mac: each diagonal must be (L + K, N)");
     a.pt[b][g] = ptr(pts[k]);
   }
@@ -320,37 +351,37 @@ inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, 
   ModUpArgs g{};
   if (b) {
     check_residues(*b, op, "b");
-    TORCH_CHECK(a.dim() >= 3 && a.size(-3) == 2 && (b->sizes() == a.sizes() || b->sizes() == a.sizes().slice(a.dim() - 3)),
+    FT_CHECK(a.dim() >= 3 && a.size(-3) == 2 && (b->sizes() == a.sizes() || b->sizes() == a.sizes().slice(a.dim() - 3)),
                 "fhetorch.", op, ": with b, a must be ciphertexts (..., 2, L, N) and b of a's shape or (2, L, N)");
     check_devices(op, {&a, b});
     g.b = ptr(*b);
     g.b_stride = b->numel() == a.numel() ? 2 * a.size(-2) * a.size(-1) : 0;
   }
-  TORCH_CHECK(a.dim() >= 2, "fhetorch.", op, ": a must be (..., L, N)");
+  FT_CHECK(a.dim() >= 2, "fhetorch.", op, ": a must be (..., L, N)");
   const int64_t L = a.size(-2), n = a.size(-1);
   g.a = ptr(a);
   g.B = batch_of(a, b ? 3 : 2);
   g.log_n = fused_log2(n, op);
-  TORCH_CHECK(mod_ext.dim() == 2 && mod_ext.size(1) == 2 && mod_ext.size(0) >= L && L >= 1,
+  FT_CHECK(mod_ext.dim() == 2 && mod_ext.size(1) == 2 && mod_ext.size(0) >= L && L >= 1,
               "fhetorch.", op, ": mod_ext must be (L + K, 2) with L >= 1");
   const int64_t Lext = mod_ext.size(0);
   g.L = as_int(L, op, "L");
   g.K = as_int(Lext - L, op, "K");
   g.psi_rows = check_table_rows(op, "psi_ext", psi_ext, psi_rows, Lext, n);
-  TORCH_CHECK(psi_inv_ext.sizes() == psi_ext.sizes(), "fhetorch.", op, ": psi_inv_ext must have psi_ext's shape ",
+  FT_CHECK(psi_inv_ext.sizes() == psi_ext.sizes(), "fhetorch.", op, ": psi_inv_ext must have psi_ext's shape ",
               psi_ext.sizes(), ", got ", psi_inv_ext.sizes());
-  TORCH_CHECK(pre.numel() == L, "fhetorch.", op, ": pre must have L entries");
+  FT_CHECK(pre.numel() == L, "fhetorch.", op, ": pre must have L entries");
   const int64_t nb = static_cast<int64_t>(bounds.size());
-  TORCH_CHECK(nb >= 2 && nb - 1 <= kMaxDigits, "fhetorch.", op, ": bounds must list 2 to ", kMaxDigits + 1, " values");
+  FT_CHECK(nb >= 2 && nb - 1 <= kMaxDigits, "fhetorch.", op, ": bounds must list 2 to ", kMaxDigits + 1, " values");
   g.beta = static_cast<int>(nb - 1);
-  TORCH_CHECK(bounds[0] == 0 && bounds[nb - 1] == L, "fhetorch.", op, ": bounds must run from 0 to L");
+  FT_CHECK(bounds[0] == 0 && bounds[nb - 1] == L, "fhetorch.", op, ": bounds must run from 0 to L");
   int64_t widest = 0;
   for (int j = 0; j < g.beta; ++j) {
-    TORCH_CHECK(bounds[j] < bounds[j + 1], "fhetorch.", op, ": bounds must increase strictly");
+    FT_CHECK(bounds[j] < bounds[j + 1], "fhetorch.", op, ": bounds must increase strictly");
     widest = std::max<int64_t>(widest, bounds[j + 1] - bounds[j]);
   }
   for (int j = 0; j <= g.beta; ++j) g.lo[j] = static_cast<int>(bounds[j]);
-  TORCH_CHECK(mats.dim() == 3 && mats.size(0) == g.beta && mats.size(1) == Lext && mats.size(2) >= widest &&
+  FT_CHECK(mats.dim() == 3 && mats.size(0) == g.beta && mats.size(1) == Lext && mats.size(2) >= widest &&
                   mats.size(2) <= kMaxDigitLimbs,
               "fhetorch.", op, ": mats must be (beta, L + K, alpha_max) with every digit's size <= alpha_max <= ",
               kMaxDigitLimbs);
@@ -372,26 +403,26 @@ inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_
   check_residues(key_q, op, "key_q");
   check_residues(key_p, op, "key_p");
   const int64_t n = a.size(-1);
-  TORCH_CHECK(key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2 &&
+  FT_CHECK(key_q.dim() == 4 && key_p.dim() == 4 && key_q.size(1) == 2 && key_p.size(1) == 2 &&
                   key_p.size(0) == key_q.size(0) && key_q.size(3) == n && key_p.size(3) == n &&
                   key_p.size(2) == m.K,
               "fhetorch.", op, ": keys must be (digits, 2, limbs, N) with the K special limbs in key_p");
-  TORCH_CHECK(q_start >= 0 && q_start + m.L <= key_q.size(2) && digit_start >= 0 &&
+  FT_CHECK(q_start >= 0 && q_start + m.L <= key_q.size(2) && digit_start >= 0 &&
                   digit_start + m.beta <= key_q.size(0),
               "fhetorch.", op, ": q_start / digit_start out of the key's range");
   check_devices(op, {&a, &key_q, &key_p});
   KeyArgs k{ptr(key_q), ptr(key_p), as_int(key_q.size(2), op, "Lq_key"), static_cast<int>(q_start),
             static_cast<int>(digit_start), nullptr, nullptr, 0};
   if (tensor_mode) {
-    TORCH_CHECK(!addend.has_value() && c_add.has_value(), "fhetorch.", op,
+    FT_CHECK(!addend.has_value() && c_add.has_value(), "fhetorch.", op,
                 ": with b, the addend is the tensor product's (d0, d1): pass c_add and no addend");
     k.La = m.L;
   } else {
-    TORCH_CHECK(addend.has_value() == c_add.has_value(), "fhetorch.", op, ": addend and c_add go together");
+    FT_CHECK(addend.has_value() == c_add.has_value(), "fhetorch.", op, ": addend and c_add go together");
     if (addend) {
       check_residues(*addend, op, "addend");
       const int64_t d = addend->dim();
-      TORCH_CHECK(d == a.dim() + 1 && addend->sizes().slice(0, d - 3) == a.sizes().slice(0, a.dim() - 2) &&
+      FT_CHECK(d == a.dim() + 1 && addend->sizes().slice(0, d - 3) == a.sizes().slice(0, a.dim() - 2) &&
                       addend->size(-3) == 2 && addend->size(-2) <= m.L + m.K && addend->size(-1) == n,
                   "fhetorch.", op, ": addend must be (..., 2, La, N) with a's batch and La <= L + K");
       k.addend = ptr(*addend);
@@ -401,7 +432,7 @@ inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_
   }
   if (c_add) {
     check_residues(*c_add, op, "c_add");
-    TORCH_CHECK(c_add->numel() == k.La, "fhetorch.", op, ": c_add must have La entries (L with b)");
+    FT_CHECK(c_add->numel() == k.La, "fhetorch.", op, ": c_add must have La entries (L with b)");
     check_devices(op, {&a, &*c_add});
     k.c_add = ptr(*c_add);
   }
@@ -423,30 +454,30 @@ inline SwitchGeom check_switch_modulus(const Tensor& x, at::IntArrayRef drop_row
                          {&psi_inv_drop, "psi_inv_drop"}, {&mod_dst, "mod_dst"}, {&psi_dst, "psi_dst"},
                          {&mat, "mat"}, {&c_keep, "c_keep"}, {&c_sub, "c_sub"}})
     check_residues(*t, op, name);
-  TORCH_CHECK(x.dim() >= 2, "fhetorch.", op, ": x must be (..., Ls, N)");
+  FT_CHECK(x.dim() >= 2, "fhetorch.", op, ": x must be (..., Ls, N)");
   SwitchArgs g{};
   const int64_t Ls = x.size(-2), n = x.size(-1), D = static_cast<int64_t>(drop_rows.size());
   const int64_t Ld = static_cast<int64_t>(keep_rows.size());
   g.log_n = fused_log2(n, op);
-  TORCH_CHECK(Ls >= 1 && Ls <= kMaxSwitchSrc, "fhetorch.", op, ": Ls must be in [1, ", kMaxSwitchSrc, "]");
-  TORCH_CHECK(D >= 1 && D <= kMaxSwitchRows && Ld >= 1 && Ld <= kMaxSwitchRows, "fhetorch.", op,
+  FT_CHECK(Ls >= 1 && Ls <= kMaxSwitchSrc, "fhetorch.", op, ": Ls must be in [1, ", kMaxSwitchSrc, "]");
+  FT_CHECK(D >= 1 && D <= kMaxSwitchRows && Ld >= 1 && Ld <= kMaxSwitchRows, "fhetorch.", op,
               ": drop_rows and keep_rows must have 1 to ", kMaxSwitchRows, " entries");
   for (int64_t k = 0; k < D; ++k) {
-    TORCH_CHECK(drop_rows[k] >= 0 && drop_rows[k] < Ls, "fhetorch.", op, ": drop row ", drop_rows[k], " outside [0, Ls)");
+    FT_CHECK(drop_rows[k] >= 0 && drop_rows[k] < Ls, "fhetorch.", op, ": drop row ", drop_rows[k], " outside [0, Ls)");
     g.drop[k] = static_cast<int16_t>(drop_rows[k]);
   }
   for (int64_t i = 0; i < Ld; ++i) {
-    TORCH_CHECK(keep_rows[i] >= -1 && keep_rows[i] < Ls, "fhetorch.", op, ": keep row ", keep_rows[i],
+    FT_CHECK(keep_rows[i] >= -1 && keep_rows[i] < Ls, "fhetorch.", op, ": keep row ", keep_rows[i],
                 " outside [-1, Ls)");
     g.keep[i] = static_cast<int16_t>(keep_rows[i]);
   }
-  TORCH_CHECK(pre.numel() == D, "fhetorch.", op, ": pre must have D entries");
+  FT_CHECK(pre.numel() == D, "fhetorch.", op, ": pre must have D entries");
   check_mod(mod_drop, D, op);
   check_mod(mod_dst, Ld, op);
   g.psi_inv_drop_rows = check_table_rows(op, "psi_inv_drop", psi_inv_drop, psi_inv_drop_rows, D, n);
   g.psi_dst_rows = check_table_rows(op, "psi_dst", psi_dst, psi_dst_rows, Ld, n);
-  TORCH_CHECK(mat.sizes() == at::IntArrayRef({Ld, D}), "fhetorch.", op, ": mat must be (Ld, D)");
-  TORCH_CHECK(c_keep.numel() == Ld && c_sub.numel() == Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
+  FT_CHECK(mat.sizes() == at::IntArrayRef({Ld, D}), "fhetorch.", op, ": mat must be (Ld, D)");
+  FT_CHECK(c_keep.numel() == Ld && c_sub.numel() == Ld, "fhetorch.", op, ": c_keep and c_sub must have Ld entries");
   // Groups of K polynomials (x's dimension -3): an addend of x's rank adds Ka <= K
   // polynomials per group, one of rank one less adds one.
   const bool grouped = x.dim() >= 3;
@@ -456,7 +487,7 @@ inline SwitchGeom check_switch_modulus(const Tensor& x, at::IntArrayRef drop_row
     check_residues(*addend, op, "addend");
     const int64_t d = addend->dim();
     const bool full = grouped && d == x.dim();
-    TORCH_CHECK((full || d == std::max<int64_t>(x.dim() - 1, 2)) && addend->size(-2) == Ld &&
+    FT_CHECK((full || d == std::max<int64_t>(x.dim() - 1, 2)) && addend->size(-2) == Ld &&
                     addend->size(-1) == n &&
                     addend->sizes().slice(0, d - (full ? 3 : 2)) == x.sizes().slice(0, x.dim() - (grouped ? 3 : 2)) &&
                     (!full || (addend->size(-3) >= 1 && addend->size(-3) <= g.K)),
@@ -491,12 +522,12 @@ struct RowsGeom {
 
 // to_rns: x (..., N) int64 -> (..., L, N).
 inline RowsGeom check_to_rns(const Tensor& x, const Tensor& mod, const Tensor& r2) {
-  TORCH_CHECK(x.scalar_type() == at::kLong && x.is_contiguous() && x.dim() >= 1,
+  FT_CHECK(x.scalar_type() == at::kLong && x.is_contiguous() && x.dim() >= 1,
               "fhetorch.to_rns: x must be contiguous int64 (..., N)");
   const int64_t L = mod.size(0), n = x.size(-1);
   check_mod(mod, L, "to_rns");
   check_residues(r2, "to_rns", "r2");
-  TORCH_CHECK(r2.numel() == L, "fhetorch.to_rns: r2 must have L entries");
+  FT_CHECK(r2.numel() == L, "fhetorch.to_rns: r2 must have L entries");
   check_devices("to_rns", {&x, &mod, &r2});
   return {batch_of(x, 1), n, as_int(L, "to_rns", "L"), shape_with(x, 1, {L, n})};
 }
@@ -505,10 +536,10 @@ inline RowsGeom check_to_rns(const Tensor& x, const Tensor& mod, const Tensor& r
 inline RowsGeom check_crt_digits(const Tensor& x, const Tensor& mod, const Tensor& garner) {
   check_residues(x, "crt_digits", "x");
   const int64_t L = limbs_of(x), n = x.size(-1);
-  TORCH_CHECK(L <= kMaxCrtLimbs, "fhetorch.crt_digits: at most ", kMaxCrtLimbs, " limbs");
+  FT_CHECK(L <= kMaxCrtLimbs, "fhetorch.crt_digits: at most ", kMaxCrtLimbs, " limbs");
   check_mod(mod, L, "crt_digits");
   check_residues(garner, "crt_digits", "garner");
-  TORCH_CHECK(garner.sizes() == at::IntArrayRef({L, L}), "fhetorch.crt_digits: garner must be (L, L)");
+  FT_CHECK(garner.sizes() == at::IntArrayRef({L, L}), "fhetorch.crt_digits: garner must be (L, L)");
   check_devices("crt_digits", {&x, &mod, &garner});
   return {L * n > 0 ? x.numel() / (L * n) : 0, n, static_cast<int>(L), x.sizes().vec()};
 }
@@ -516,7 +547,7 @@ inline RowsGeom check_crt_digits(const Tensor& x, const Tensor& mod, const Tenso
 // The 8 key words of a sampler, as raw words (on the key's device).
 inline const uint32_t* check_sampler_key(const Tensor& key, const char* op) {
   check_residues(key, op, "key");
-  TORCH_CHECK(key.numel() == 8, "fhetorch.", op, ": key must have 8 int32 words");
+  FT_CHECK(key.numel() == 8, "fhetorch.", op, ": key must have 8 int32 words");
   return reinterpret_cast<const uint32_t*>(ptr(key));
 }
 

@@ -35,7 +35,7 @@ class CudaDevice {
   template <class F>
   void run(const char* op, F&& f) {
     const cudaError_t err = f(ctx_);
-    TORCH_CHECK(err == cudaSuccess, "fhetorch.", op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
+    FT_CHECK(err == cudaSuccess, "fhetorch.", op, ": CUDA kernel launch failed: ", cudaGetErrorString(err));
   }
   // The fused kernels use 16-byte accesses: a contiguous input whose data does not start on
   // a 16-byte boundary (a view with an odd storage offset) is copied first. (A non-contiguous

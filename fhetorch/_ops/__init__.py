@@ -7,6 +7,7 @@ torch.library.opcheck on each.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import torch
@@ -16,6 +17,17 @@ import fhetorch._C  # noqa: F401  (registers torch.ops.fhetorch)
 _ops = torch.ops.fhetorch
 _fake = torch.library.register_fake
 Tensor = torch.Tensor
+
+
+def _one_thread_after_fork():
+    # The CPU kernels split over torch's OpenMP threads (at::parallel_for); GNU OpenMP's
+    # thread pool does not survive fork(), and a parallel region in the child waits forever
+    # for it. A forked child runs them on its one thread (torch's DataLoader workers do too).
+    torch.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product", "automorphism",

@@ -286,46 +286,188 @@ FT_HD void tfhe_team_cmux_step(const T& t, const BlindRotateArgs& g, int64_t b, 
   tfhe_team_external_product(t, r, xt, ggsw, buf, buf + 2 * n, acc);
 }
 
-// ---- LWE key switching ---------------------------------------------------------------------
+// ---- LWE key switching: a tiled integer GEMM -----------------------------------------------
+//
+// out[b] = (0, ..., 0, body_b) - sum_t d[b, t] * KSK[t], t = i * level + j running over the n_in
+// masks and their level digits: per prime a GEMM digits (B, n_in level) x KSK_l (n_in level,
+// n_out + 1). A tile is 16 mb ciphertexts x kKsCols output coefficients, both primes at once (the
+// digits do not depend on the prime). Its K loop advances by tfhe_ks_masks_per_step masks: a
+// step loads their digits (computed from the masks as they are loaded: no digit pass) and the
+// matching key rows into the team's shared buffer, then every micro-tile multiply-accumulates.
+// 256 micro-tiles (y, x) in 16 x 16: micro-tile (y, x) owns ciphertexts y + 16 m (m < mb) and
+// coefficients x + 16 c (c < 4), so consecutive threads read consecutive shared words and write
+// consecutive outputs. CUDA: a block of 256 threads, one micro-tile each; the CPU: a team of one
+// running all 256. Small batches cut the K loop into `splits` parts (grid z) whose sums land in
+// `partial` and are joined by tfhe_keyswitch_finish_one.
+//
+// Lazy int64 accumulation: |d| <= B/2 = 2^(base_log-1) and residues < 2^31, so a product is below
+// 2^(base_log+30) in magnitude; after a reduction |acc| < q_l < 2^31, and R = 2^(32-base_log)
+// products add less than 2^62: |acc| < 2^62 + 2^31 < 2^63. The sum is reduced every
+// floor(R / terms) steps (never at base_log <= 8 and K <= 2^24), and once at the end, so the
+// result is the exact canonical residue whatever the tiling: CPU and CUDA agree bit for bit.
+
+constexpr int kKsTeam = 256;         // micro-tiles per tile (threads of a CUDA block)
+constexpr int kKsCols = 64;          // output coefficients per tile: 4 per micro-tile
+constexpr int kKsTermsPerStep = 32;  // digits per K step (at least one mask's level digits)
 
 struct KeyswitchArgs {
   TfheMod m;
-  const int64_t* ct;   // (B, n_in + 1)
+  const int64_t* ct;             // (B, n_in + 1)
   const int32_t* keyswitch_key;  // (n_in, level, 2, n_out + 1): LWE encryptions under s_out of s_in[i] * G_j, residues
-  int32_t* digits;     // (B, n_in, level) scratch
-  int64_t* out;        // (B, n_out + 1)
+  int64_t* out;                  // (B, n_out + 1)
+  int32_t* partial;              // splits > 1: (splits, B, n_out + 1, 2) canonical residues of each part's sum
   int64_t B;
   int n_in, n_out, base_log, level;
+  int splits;  // parts of the K loop (1: the tile writes out itself)
 };
 
-// Phase 1, element e = (b, i) of B * n_in: the level digits of mask a_i.
-FT_HD void tfhe_keyswitch_digits_one(const KeyswitchArgs& g, int64_t e) {
-  const int64_t b = e / g.n_in, i = e - b * g.n_in;
-  const uint64_t v = tfhe_round_pow2(g.ct[b * (g.n_in + 1) + i], g.m.q_full, g.base_log * g.level);
-  for (int j = 0; j < g.level; ++j) g.digits[e * g.level + j] = tfhe_digit(v, g.base_log, g.level, j);
+FT_HD int tfhe_ks_masks_per_step(int level) { return level >= kKsTermsPerStep ? 1 : kKsTermsPerStep / level; }
+FT_HD int tfhe_ks_steps(const KeyswitchArgs& g) {
+  const int per = tfhe_ks_masks_per_step(g.level);
+  return (g.n_in + per - 1) / per;
+}
+FT_HD int64_t tfhe_ks_col_tiles(const KeyswitchArgs& g) { return (g.n_out + kKsCols) / kKsCols; }
+FT_HD int64_t tfhe_ks_row_tiles(const KeyswitchArgs& g, int mb) { return (g.B + 16 * mb - 1) / (16 * mb); }
+// int32 words of one tile's shared buffer: digits (terms, 16 mb) and key rows (2, terms, kKsCols).
+FT_HD int64_t tfhe_ks_tile_words(int level, int mb) {
+  const int64_t terms = static_cast<int64_t>(tfhe_ks_masks_per_step(level)) * level;
+  return terms * 16 * mb + 2 * terms * kKsCols;
 }
 
-// Phase 2, element e = (b, c) of B * (n_out + 1): out = (0, ..., 0, body) - sum d_ij * ksk_ij.
-// Per prime, lazily in int64: |d| <= 2^(base_log-1) <= 2^22 and residues < 2^31, so 1024
-// products stay below 2^63 before each reduction.
-FT_HD void tfhe_keyswitch_coeff(const KeyswitchArgs& g, int64_t e) {
-  const int64_t w = g.n_out + 1;
-  const int64_t b = e / w, c = e - b * w;
-  const int32_t* d = g.digits + b * g.n_in * g.level;
-  const int64_t terms = static_cast<int64_t>(g.n_in) * g.level;
+// The tiling of a batch: mb (1 or 4 ciphertexts per micro-tile) and the K splits, so that about
+// `target` tiles run at once (CUDA: two blocks per SM). Sets g.splits; returns mb.
+FT_HD int tfhe_ks_plan(KeyswitchArgs& g, int64_t target) {
+  const int mb = tfhe_ks_row_tiles(g, 4) * tfhe_ks_col_tiles(g) >= target ? 4 : 1;
+  const int64_t tiles = tfhe_ks_row_tiles(g, mb) * tfhe_ks_col_tiles(g);
+  int64_t splits = tiles >= target ? 1 : (target + tiles - 1) / tiles;
+  const int64_t steps = tfhe_ks_steps(g);
+  splits = splits > 64 ? 64 : splits;
+  g.splits = static_cast<int>(splits > steps ? steps : splits);
+  return mb;
+}
+
+// The level balanced digits of v (as tfhe_digit gives them, j = 0 the most significant) at d[j * stride].
+FT_HD void tfhe_digits(uint64_t v, int base_log, int level, int32_t* d, int stride) {
+  const uint64_t mask = (uint64_t(1) << base_log) - 1, half = uint64_t(1) << (base_log - 1);
+  for (int j = level - 1; j >= 0; --j) {
+    const uint64_t u = v & mask;
+    v >>= base_log;
+    int64_t x = static_cast<int64_t>(u);
+    if (u >= half) {
+      x -= static_cast<int64_t>(mask) + 1;
+      v += 1;
+    }
+    d[j * stride] = static_cast<int32_t>(x);
+  }
+}
+
+// Output coefficient c of ciphertext b from the two residues of its sum: (body - sum) mod q.
+FT_HD void tfhe_ks_write(const KeyswitchArgs& g, int64_t b, int64_t c, const int32_t r[2]) {
   int32_t v[2];
   for (int l = 0; l < 2; ++l) {
-    const int32_t q = g.m.q[l];
-    int64_t acc = 0;
-    const int32_t* k = g.keyswitch_key + static_cast<int64_t>(l) * w + c;
-    for (int64_t t = 0; t < terms; ++t) {
-      acc += static_cast<int64_t>(d[t]) * k[t * 2 * w];
-      if ((t & 1023) == 1023) acc %= q;
-    }
-    const int32_t body = c == g.n_out ? tfhe_residue(g.ct[b * (g.n_in + 1) + g.n_in], q) : 0;
-    v[l] = tfhe_residue(static_cast<int64_t>(body) - acc % q, q);
+    const int32_t body = c == g.n_out ? tfhe_residue(g.ct[b * (g.n_in + 1) + g.n_in], g.m.q[l]) : 0;
+    v[l] = tfhe_residue(static_cast<int64_t>(body) - r[l], g.m.q[l]);
   }
-  g.out[e] = tfhe_compose(v[0], v[1], g.m);
+  g.out[b * (g.n_out + 1) + c] = tfhe_compose(v[0], v[1], g.m);
+}
+
+// The tile (row_tile, col_tile) of K part `split`; MB ciphertexts per micro-tile, OWN = 256 / team
+// size micro-tiles per member; buf: tfhe_ks_tile_words(level, MB) words.
+template <int MB, int OWN, class T>
+FT_HD void tfhe_team_keyswitch_tile(const T& t, const KeyswitchArgs& g, int64_t row_tile, int64_t col_tile, int split,
+                                    int32_t* buf) {
+  constexpr int rows = 16 * MB;
+  const int per = tfhe_ks_masks_per_step(g.level), terms = per * g.level;
+  const int64_t w = g.n_out + 1, b0 = row_tile * rows, c0 = col_tile * kKsCols;
+  const int64_t t_end = static_cast<int64_t>(g.n_in) * g.level;
+  int32_t* sd = buf;                 // (terms, rows)
+  int32_t* sk = buf + terms * rows;  // (2, terms, kKsCols)
+  const int steps = tfhe_ks_steps(g), span = (steps + g.splits - 1) / g.splits;
+  const int s0 = split * span, s1 = s0 + span < steps ? s0 + span : steps;
+  const int64_t reduce = (int64_t(1) << (32 - g.base_log)) / terms;  // >= 8: base_log <= 23, terms <= 60
+  int64_t acc[OWN][2][MB][4] = {};
+  for (int s = s0; s < s1; ++s) {
+    const int i0 = s * per;
+    for (int e = t.rank; e < rows * per; e += t.size) {  // the digits of masks i0 .. i0 + per
+      const int r = e / per, ii = e - r * per;
+      const int64_t b = b0 + r, i = i0 + ii;
+      int32_t* d = sd + ii * g.level * rows + r;
+      if (b < g.B && i < g.n_in)
+        tfhe_digits(tfhe_round_pow2(g.ct[b * (g.n_in + 1) + i], g.m.q_full, g.base_log * g.level), g.base_log,
+                    g.level, d, rows);
+      else
+        for (int j = 0; j < g.level; ++j) d[j * rows] = 0;
+    }
+    const int64_t t0 = static_cast<int64_t>(i0) * g.level;
+    for (int e = t.rank; e < 2 * terms * kKsCols; e += t.size) {  // key rows t0 .. t0 + terms, both primes
+      const int c = e % kKsCols, l = (e / kKsCols) & 1, kk = e / (2 * kKsCols);
+      const int64_t row = t0 + kk, col = c0 + c;
+      sk[(l * terms + kk) * kKsCols + c] = row < t_end && col < w ? g.keyswitch_key[(row * 2 + l) * w + col] : 0;
+    }
+    t.sync();
+    const bool reduce_now = (s - s0 + 1) % reduce == 0;
+    for (int o = 0; o < OWN; ++o) {
+      const int u = t.rank + o * t.size, y = u / 16, x = u % 16;
+      for (int kk = 0; kk < terms; ++kk) {
+        int32_t d[MB];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) d[m] = sd[kk * rows + y + 16 * m];
+#pragma unroll
+        for (int l = 0; l < 2; ++l) {
+          const int32_t* kr = sk + (l * terms + kk) * kKsCols + x;
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int32_t k = kr[16 * c];
+#pragma unroll
+            for (int m = 0; m < MB; ++m) acc[o][l][m][c] += static_cast<int64_t>(d[m]) * k;
+          }
+        }
+      }
+      if (reduce_now) {
+#pragma unroll
+        for (int l = 0; l < 2; ++l)
+#pragma unroll
+          for (int m = 0; m < MB; ++m)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[o][l][m][c] %= g.m.q[l];
+      }
+    }
+    t.sync();  // the buffer is refilled next step
+  }
+  for (int o = 0; o < OWN; ++o) {
+    const int u = t.rank + o * t.size, y = u / 16, x = u % 16;
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+      const int64_t b = b0 + y + 16 * m;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int64_t col = c0 + x + 16 * c;
+        if (b >= g.B || col >= w) continue;
+        int32_t r[2];
+        for (int l = 0; l < 2; ++l) r[l] = tfhe_residue(acc[o][l][m][c] % g.m.q[l], g.m.q[l]);
+        if (g.splits == 1) {
+          tfhe_ks_write(g, b, col, r);
+        } else {
+          int32_t* p = g.partial + ((split * g.B + b) * w + col) * 2;
+          p[0] = r[0];
+          p[1] = r[1];
+        }
+      }
+    }
+  }
+}
+
+// Element e = (b, c) of B * (n_out + 1) after a split GEMM: the parts' residues summed.
+FT_HD void tfhe_keyswitch_finish_one(const KeyswitchArgs& g, int64_t e) {
+  const int64_t bw = g.B * (g.n_out + 1);
+  int32_t r[2];
+  for (int l = 0; l < 2; ++l) {
+    int64_t sum = 0;  // splits <= 64 residues < 2^31
+    for (int s = 0; s < g.splits; ++s) sum += g.partial[(s * bw + e) * 2 + l];
+    r[l] = static_cast<int32_t>(sum % g.m.q[l]);
+  }
+  const int64_t b = e / (g.n_out + 1);
+  tfhe_ks_write(g, b, e - b * (g.n_out + 1), r);
 }
 
 }  // namespace fhetorch

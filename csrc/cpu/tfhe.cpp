@@ -1,5 +1,7 @@
 // TFHE kernels on the CPU: the step functions of csrc/tfhe.h run by a team of one thread per
 // ciphertext, ciphertexts in parallel (the bit-exact oracle of csrc/cuda/tfhe.cu).
+#include <vector>
+
 #include "kernels.h"
 
 namespace fhetorch::cpu {
@@ -28,15 +30,35 @@ void tfhe_decompose(const int64_t* x, int64_t* out, int64_t total, const TfheMod
   });
 }
 
+// The GEMM tiles (csrc/tfhe.h) run by a team of one, tiles in parallel; small batches split the
+// K loop so that both cores have tiles (kCpuKsTiles at once), the parts joined afterwards.
+constexpr int64_t kCpuKsTiles = 8;
+
+template <int MB>
+void tfhe_keyswitch_tiles(const KeyswitchArgs& g, const Threads& th) {
+  const int64_t rows = tfhe_ks_row_tiles(g, MB), cols = tfhe_ks_col_tiles(g);
+  th.par(rows * cols * g.splits, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<int32_t> buf(static_cast<size_t>(tfhe_ks_tile_words(g.level, MB)));
+    for (int64_t e = i0; e < i1; ++e) {
+      const int64_t split = e / (rows * cols), rc = e - split * rows * cols;
+      tfhe_team_keyswitch_tile<MB, kKsTeam>(SoloTeam{}, g, rc / cols, rc % cols, static_cast<int>(split), buf.data());
+    }
+  });
+}
+
 void tfhe_keyswitch(const KeyswitchArgs& g_in, const Threads& th) {
+  if (g_in.B <= 0) return;
   KeyswitchArgs g = g_in;
-  g.digits = th.scratch(g.B * g.n_in * g.level);
-  th.par(g.B * g.n_in, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t e = i0; e < i1; ++e) tfhe_keyswitch_digits_one(g, e);
-  });
-  th.par(g.B * (g.n_out + 1), 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t e = i0; e < i1; ++e) tfhe_keyswitch_coeff(g, e);
-  });
+  const int mb = tfhe_ks_plan(g, kCpuKsTiles);
+  if (g.splits > 1) g.partial = th.scratch(g.splits * g.B * (g.n_out + 1) * 2);
+  if (mb == 4)
+    tfhe_keyswitch_tiles<4>(g, th);
+  else
+    tfhe_keyswitch_tiles<1>(g, th);
+  if (g.splits > 1)
+    th.par(g.B * (g.n_out + 1), 256, [&](int64_t i0, int64_t i1) {
+      for (int64_t e = i0; e < i1; ++e) tfhe_keyswitch_finish_one(g, e);
+    });
 }
 
 void tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,

@@ -45,16 +45,6 @@ __global__ void __launch_bounds__(kBlock)
   for (int j = 0; j < level; ++j) out[e * level + j] = tfhe_digit(v, base_log, level, j);
 }
 
-__global__ void __launch_bounds__(kBlock) keyswitch_digits_kernel(KeyswitchArgs g) {
-  const int64_t e = global_index();
-  if (e < g.B * g.n_in) tfhe_keyswitch_digits_one(g, e);
-}
-
-__global__ void __launch_bounds__(kBlock) keyswitch_coeff_kernel(KeyswitchArgs g) {
-  const int64_t e = global_index();
-  if (e < g.B * (g.n_out + 1)) tfhe_keyswitch_coeff(g, e);
-}
-
 __global__ void __launch_bounds__(kTeam)
     external_product_kernel(TfheRing r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int32_t* scratch) {
   const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(r.k1) << r.log_n;
@@ -101,18 +91,6 @@ cudaError_t tfhe_decompose(const int64_t* x, int64_t* out, int64_t total, const 
   unsigned grid;
   if (elementwise_grid(total, &grid) != cudaSuccess) return cudaErrorInvalidConfiguration;
   decompose_kernel<<<grid, kBlock, 0, s.stream>>>(x, out, total, m, base_log, level);
-  return cudaGetLastError();
-}
-
-cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
-  if (g_in.B <= 0) return cudaSuccess;
-  KeyswitchArgs g = g_in;
-  g.digits = s.scratch(g.B * g.n_in * g.level);
-  unsigned grid;
-  if (elementwise_grid(g.B * g.n_in, &grid) != cudaSuccess) return cudaErrorInvalidConfiguration;
-  keyswitch_digits_kernel<<<grid, kBlock, 0, s.stream>>>(g);
-  if (elementwise_grid(g.B * (g.n_out + 1), &grid) != cudaSuccess) return cudaErrorInvalidConfiguration;
-  keyswitch_coeff_kernel<<<grid, kBlock, 0, s.stream>>>(g);
   return cudaGetLastError();
 }
 

@@ -46,6 +46,19 @@ def test_keyswitch(gen):
     _both(ops.tfhe_keyswitch, rand_mod_q(gen, 7, 2048 + 1), ksk, MODULI, 3, 5)
 
 
+# the GEMM key switch at tfhe-4bit shapes (n_in 2048, level 5, n_out 833) through every CUDA plan:
+# K split over many blocks (batch 1, 7), one ciphertext per thread (132), four (1024, 3000); a
+# reduction inside the K loop (base_log 23); one mask per K step (level 40)
+@pytest.mark.parametrize("batch,n_in,n_out,base_log,level", [
+    (1, 2048, 833, 3, 5), (132, 2048, 833, 3, 5), (1024, 2048, 833, 3, 5), (3000, 2048, 833, 3, 5),
+    (5, 4096, 845, 4, 4), (20, 2048, 60, 23, 1), (9, 300, 100, 1, 40)])
+def test_keyswitch_gemm_plans(gen, batch, n_in, n_out, base_log, level):
+    ksk = ksk_kernel_form(rand_mod_q(gen, n_in, level, n_out + 1))
+    ct = rand_mod_q(gen, batch, n_in + 1)
+    ct[0, :4] = torch.tensor([0, 1, MODULI[0] * MODULI[1] - 1, MODULI[0] * MODULI[1] // 2])
+    _both(ops.tfhe_keyswitch, ct, ksk, MODULI, base_log, level)
+
+
 @pytest.mark.parametrize("log_n,k,base_log,level", [(10, 1, 12, 2), (11, 1, 23, 1), (10, 2, 23, 1), (13, 1, 15, 2)])
 def test_external_product_and_blind_rotate(gen, log_n, k, base_log, level):
     ring = TFHERing(log_n, MODULI)

@@ -1,0 +1,60 @@
+// The TFHE key switch on CUDA: the tiled integer GEMM of csrc/tfhe.h (oracle: csrc/cpu/tfhe.cpp).
+// One block of kKsTeam threads per tile (grid x: ciphertext tiles, y: coefficient tiles, z: parts
+// of the K loop), the tile's digits and key rows in shared memory, each thread's 2 x mb x 4
+// sums in registers. Small batches split the K loop so that about two blocks per SM run; a
+// second launch joins the parts. Scratch (the parts' sums) from the caching allocator.
+#include "kernels.h"
+#include "util.cuh"
+
+namespace fhetorch::cuda {
+namespace {
+
+constexpr int kFinishBlock = 128;
+
+struct KsTeam {
+  int rank, size;
+  __device__ void sync() const { __syncthreads(); }
+};
+
+template <int MB>
+__global__ void __launch_bounds__(kKsTeam) keyswitch_tile_kernel(KeyswitchArgs g) {
+  extern __shared__ int32_t buf[];
+  tfhe_team_keyswitch_tile<MB, 1>(KsTeam{static_cast<int>(threadIdx.x), kKsTeam}, g, blockIdx.x, blockIdx.y,
+                                  static_cast<int>(blockIdx.z), buf);
+}
+
+__global__ void __launch_bounds__(kFinishBlock) keyswitch_finish_kernel(KeyswitchArgs g) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < g.B * (g.n_out + 1)) tfhe_keyswitch_finish_one(g, e);
+}
+
+template <int MB>
+cudaError_t launch_tiles(const KeyswitchArgs& g, const Stream& s) {
+  const int64_t rows = tfhe_ks_row_tiles(g, MB), cols = tfhe_ks_col_tiles(g);
+  if (rows > 0x7FFFFFFFLL || cols > 65535) return cudaErrorInvalidConfiguration;
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(cols), static_cast<unsigned>(g.splits));
+  const size_t smem = static_cast<size_t>(tfhe_ks_tile_words(g.level, MB)) * sizeof(int32_t);  // <= 46 KiB
+  keyswitch_tile_kernel<MB><<<grid, kKsTeam, smem, s.stream>>>(g);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
+  if (g_in.B <= 0) return cudaSuccess;
+  KeyswitchArgs g = g_in;
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+  const int mb = tfhe_ks_plan(g, 2 * static_cast<int64_t>(sms));
+  if (g.splits > 1) g.partial = s.scratch(g.splits * g.B * (g.n_out + 1) * 2);
+  err = mb == 4 ? launch_tiles<4>(g, s) : launch_tiles<1>(g, s);
+  if (err != cudaSuccess || g.splits == 1) return err;
+  const unsigned grid = grid_for(g.B * (g.n_out + 1), kFinishBlock);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  keyswitch_finish_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g);
+  return cudaGetLastError();
+}
+
+}  // namespace fhetorch::cuda

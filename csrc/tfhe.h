@@ -334,10 +334,11 @@ FT_HD int64_t tfhe_ks_tile_words(int level, int mb) {
   return terms * 16 * mb + 2 * terms * kKsCols;
 }
 
-// The tiling of a batch: mb (1 or 4 ciphertexts per micro-tile) and the K splits, so that about
-// `target` tiles run at once (CUDA: two blocks per SM). Sets g.splits; returns mb.
+// The tiling of a batch: mb (1 or 4 ciphertexts per micro-tile: 4 once the batch fills 64-row
+// tiles and there are `target` of them) and the K splits, so that about `target` tiles run at
+// once (CUDA: two blocks per SM). Sets g.splits; returns mb.
 FT_HD int tfhe_ks_plan(KeyswitchArgs& g, int64_t target) {
-  const int mb = tfhe_ks_row_tiles(g, 4) * tfhe_ks_col_tiles(g) >= target ? 4 : 1;
+  const int mb = g.B >= 64 && tfhe_ks_row_tiles(g, 4) * tfhe_ks_col_tiles(g) >= target ? 4 : 1;
   const int64_t tiles = tfhe_ks_row_tiles(g, mb) * tfhe_ks_col_tiles(g);
   int64_t splits = tiles >= target ? 1 : (target + tiles - 1) / tiles;
   const int64_t steps = tfhe_ks_steps(g);

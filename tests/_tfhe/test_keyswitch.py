@@ -68,8 +68,8 @@ def _reference_columns(ct_row, ksk, base_log, level, cols):
     return out
 
 
-# (batch, n_in, n_out, base_log, level): the CPU plan splits K for batches 1 and 3 at n_out 32, uses
-# one ciphertext per micro-tile at 200 and four at 600 and at the tfhe-4bit shape
+# (batch, n_in, n_out, base_log, level): the CPU plan (8 tiles at once) splits K for batches 1 and 3
+# at n_out 32, uses one ciphertext per micro-tile at 200 and four at 600
 @pytest.mark.parametrize("batch,n_in,n_out,base_log,level", [
     (1, 1024, 32, 4, 6), (3, 1024, 32, 4, 6), (200, 1024, 32, 4, 6), (600, 128, 40, 4, 6),
     (5, 1024, 70, 23, 1), (4, 100, 33, 1, 40), (9, 37, 130, 3, 5)])
@@ -94,11 +94,13 @@ def test_keyswitch_largest_key_residues(gen):
 
 def test_keyswitch_at_tfhe_4bit_shape(gen):
     n_in, n_out, base_log, level = 2048, 833, 3, 5
-    ct, ksk, kk = _inputs(gen, 3, n_in, n_out, level)
+    ct, ksk, kk = _inputs(gen, 70, n_in, n_out, level)  # four ciphertexts per micro-tile
     got = ops.tfhe_keyswitch(ct, kk, MODULI, base_log, level)
     assert torch.equal(got, _composition(ct, kk, base_log, level))
     cols = [0, 1, 63, 64, 500, 831, 832, 833]  # tile edges and the body
-    assert got[2, cols].tolist() == _reference_columns(ct[2].tolist(), ksk, base_log, level, cols)
+    assert got[69, cols].tolist() == _reference_columns(ct[69].tolist(), ksk, base_log, level, cols)
+    one = ct[:1]  # one ciphertext per micro-tile
+    assert torch.equal(ops.tfhe_keyswitch(one, kk, MODULI, base_log, level), got[:1])
 
 
 def test_keyswitch_batched_equals_one_at_a_time(gen):

@@ -18,6 +18,7 @@ SUITES = {
     "bts": "benchmarks.bts",
     "resnet20": "benchmarks.resnet20",
     "helr": "benchmarks.helr",
+    "tfhe": "benchmarks.tfhe",
 }
 
 
@@ -45,7 +46,15 @@ def parse_args(argv=None):
     p.add_argument("--model", default=None, choices=("cifar", "digits"),
                    help="resnet20 suite: the CIFAR-10 checkpoint ($FHETORCH_DATA or ../shared/data; CUDA only) or "
                         "the digits network (default: cifar where it can run)")
-    return p.parse_args(argv)
+    p.add_argument("--batches", default=None,
+                   help="tfhe suite: comma list of batch sizes (default 1,132,1024,4096,16384; 1,8 with --quick)")
+    p.add_argument("--max-call-s", type=float, default=60.0,
+                   help="tfhe suite: an op slower than this per call skips its larger batches (default 60)")
+    p.add_argument("--no-circuits", action="store_true", help="tfhe suite: skip the radix-circuit figures")
+    args = p.parse_args(argv)
+    if args.batches is not None:
+        args.batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    return args
 
 
 def main(argv=None) -> int:

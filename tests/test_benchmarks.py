@@ -7,10 +7,14 @@ import importlib
 import json
 import os
 
+import warnings
+
 import pytest
 
 from benchmarks import __main__ as bench
-from benchmarks import common
+from benchmarks import common, tfhe
+from fhetorch._tfhe.presets import preset
+from fhetorch.errors import InsecureParametersWarning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,3 +50,33 @@ def test_every_suite_runs_and_is_documented():
         assert callable(importlib.import_module(module).run), name
         assert f"## Suite `{name}`" in readme, f"benchmarks/README.md has no section for suite {name!r}"
         assert f"--suite {name}" in readme, f"benchmarks/README.md shows no command for suite {name!r}"
+
+
+def test_tfhe_suite_quick_on_cpu(tmp_path):
+    path = tmp_path / "tfhe.json"
+    assert bench.main(["--suite", "tfhe", "--device", "cpu", "--quick", "--batches", "1,3", "--repeat", "1",
+                       "--warmup", "0", "--json", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["suite"] == "tfhe" and doc["commit"] and doc["device"].startswith("cpu")
+    info = doc["presets"]["toy-tfhe-4bit"]
+    assert info["check_ok"] is True and info["keyswitch_key_bytes"] > 0 and info["bootstrap_key_bytes"] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        model = tfhe.pbs_model(preset("toy-tfhe-4bit"))
+    assert info["model"] == model
+    rows = {(r["op"], r["batch"]): r for r in doc["results"]}
+    assert set(rows) == {(op, b) for op in tfhe.OPS for b in (1, 3)}
+    bw = doc["config"]["bandwidth_gbs"]
+    for (op, batch), r in rows.items():
+        assert r["median_us"] > 0 and r["per_s"] == pytest.approx(batch / (r["median_us"] * 1e-6))
+        assert r == {**r, **tfhe.floor_of(model, op, batch, bw)}
+        assert r["x_floor"] == pytest.approx(r["median_us"] / r["floor_us"])
+    # KS + PBS does the work of both
+    assert rows[("ks_pbs", 3)]["floor_imad"] == rows[("ks", 3)]["floor_imad"] + rows[("pbs", 3)]["floor_imad"]
+
+
+def test_tfhe_model_counts_the_tfhe_4bit_key_switch():
+    m = tfhe.pbs_model(preset("tfhe-4bit"))  # n_in = kN = 2048, level 5, n_out = 833, two primes
+    assert m["ks_imad"] == 2048 * 5 * 834 * 2 and m["ks_key_bytes"] == 2048 * 5 * 2 * 834 * 4
+    f = tfhe.floor_of(m, "ks", 16384, 3000.0)
+    assert f["floor_imad"] == 16384 * 2048 * 5 * 834 * 2 and f["floor_bound"] == "compute"

@@ -21,13 +21,20 @@ from .ring import TFHERing
 
 
 class TFHEContext:
-    def __init__(self, preset: str | TFHEParams = "toy-tfhe-4bit", device="cpu", *, seed: int | None = None):
-        """Raises ParameterError for an unknown preset, UnsupportedOperationError for parameters
-        this version cannot run yet (multi-bit PBS, ternary secrets); toy presets warn
-        (InsecureParametersWarning)."""
+    def __init__(self, preset: str | TFHEParams = "toy-tfhe-4bit", device="cpu", *, seed: int | None = None,
+                 message_bits: int | None = None):
+        """message_bits: read the preset's bits as message_bits of message and the rest carry
+        (TFHEParams.with_message_bits; e.g. tfhe-4bit with message_bits=2 is TFHE-rs's
+        MESSAGE_2_CARRY_2, what radix integers use).
+
+        Raises ParameterError for an unknown preset or message_bits outside [1, bits],
+        UnsupportedOperationError for parameters this version cannot run yet (multi-bit PBS,
+        ternary secrets); toy presets warn (InsecureParametersWarning)."""
         params = _preset(preset) if isinstance(preset, str) else preset
         if not isinstance(params, TFHEParams):
             raise ParameterError(f"tfhe.Context: preset must be a preset name or TFHEParams, got {type(preset).__name__}")
+        if message_bits is not None:
+            params = params.with_message_bits(message_bits)
         if params.grouping_factor != 1:
             raise UnsupportedOperationError(
                 f"tfhe.Context: {params.name} uses multi-bit PBS (grouping factor {params.grouping_factor}), not "

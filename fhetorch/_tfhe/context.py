@@ -16,6 +16,7 @@ from . import algorithms as alg
 from .lut import test_polynomial
 from .lwe_tensor import LWETensor
 from .params import TFHEParams
+from .radix import RadixTensor, decrypt_int, encrypt_int
 from .presets import preset as _preset
 from .ring import TFHERing
 
@@ -123,6 +124,19 @@ class TFHEContext:
         phase = alg.decrypt_lwe_ciphertext(self.modulus, self.glwe_key.as_lwe_key(), ex.data)
         v = self.decode(phase)
         return v if carries else v % self.params.message_modulus
+
+    def encrypt_int(self, x, bits: int) -> RadixTensor:
+        """Unsigned integers in [0, 2^bits) -> RadixTensor (blocks of message_bits; fhetorch/_tfhe/radix.py).
+
+        Raises ParameterError for bits not a multiple of message_bits or parameters without carry
+        room (use message_bits=2 on a 4-bit preset), EncodingError for values out of range,
+        ContextError without a secret key."""
+        return encrypt_int(self, x, bits)
+
+    def decrypt_int(self, r: RadixTensor) -> torch.Tensor:
+        """RadixTensor -> int64 tensor of its integers. Raises ContextError without a secret key or
+        for another context's integer, ShapeError for another type."""
+        return decrypt_int(self, r)
 
     def decode(self, phase: torch.Tensor) -> torch.Tensor:
         """Phase in [0, q) -> round(phase / delta) mod 2p (p the message space), int64."""

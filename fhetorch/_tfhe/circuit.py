@@ -5,7 +5,7 @@ on a stand-in runs the LWETensor operation itself on meta tensors (so the degree
 rules, and their MessageOverflowError, are the LWETensor's own and fire at trace time) and
 records it as a node of a DAG; a LUT applied to a stand-in is a PBS node. A PBS node's wave is
 one more than the latest wave its input depends on (ASAP levelization: a wave holds every PBS
-whose inputs are ready). A run executes, for w = 0, 1, ...: the linear nodes of level w, then
+whose inputs are ready). A run executes, for w = 0, 1, ...: the linear nodes depending on waves up to w, then
 every PBS of wave w + 1 as ONE Context.apply_lut call over all their ciphertexts (a
 per-ciphertext LUT index picks each node's function), whatever the functions.
 
@@ -35,7 +35,7 @@ class _Node:
     target: object  # call: method name or torch function; lut: the LUT over the whole message space
     args: tuple  # call: arguments with _Ref in place of traced values; lut: (input node,)
     kwargs: dict
-    level: int  # the wave whose outputs it depends on last (a PBS: the wave it runs in)
+    wave: int  # a PBS: the wave it runs in; else the latest wave it depends on (0: none)
     meta: LWETensor  # the value's shape, degree and noise level, data on the meta device
 
 
@@ -155,8 +155,8 @@ class _Trace:
             raise UnsupportedOperationError(f"circuit: {name} does not give an LWETensor; a circuit records "
                                             "operations from LWETensors to LWETensors")
         refs = _refs((args, tuple(kwargs.values())))
-        level = max((self.nodes[r].level for r in refs), default=0)
-        return self._add(_Node("call", target, args, kwargs, level, result))
+        wave = max((self.nodes[r].wave for r in refs), default=0)
+        return self._add(_Node("call", target, args, kwargs, wave, result))
 
     def _meta(self, ref: _Ref) -> LWETensor:
         return self.nodes[ref.node].meta
@@ -175,7 +175,7 @@ class _Trace:
         if key not in self._luts:
             out = LWETensor(self.real, torch.empty(meta.data.shape, dtype=torch.int64, device="meta"), max(table))
             whole = LUT.from_table(torch.tensor(table))
-            self._luts[key] = self._add(_Node("lut", whole, (ref.node,), {}, self.nodes[ref.node].level + 1, out))
+            self._luts[key] = self._add(_Node("lut", whole, (ref.node,), {}, self.nodes[ref.node].wave + 1, out))
         return self._luts[key]
 
     def apply_many_luts(self, x, luts) -> list:
@@ -252,7 +252,7 @@ class CircuitPlan:
     inputs: list
     outputs: list
     out_spec: tuple
-    linear: list = field(default_factory=list)  # linear[w]: call nodes of level w
+    linear: list = field(default_factory=list)  # linear[w]: call nodes after wave w (0: before any)
     waves: list = field(default_factory=list)  # waves[w]: PBS nodes of wave w + 1
     wave_luts: list = field(default_factory=list)  # waves[w]'s distinct LUTs
     wave_ids: list = field(default_factory=list)  # waves[w]: each node's LUT position
@@ -264,15 +264,15 @@ class CircuitPlan:
             if i in live:
                 node = self.nodes[i]
                 live |= set(node.args) if node.kind == "lut" else set(_refs((node.args, tuple(node.kwargs.values()))))
-        depth = max((self.nodes[i].level for i in live if self.nodes[i].kind == "lut"), default=0)
+        depth = max((self.nodes[i].wave for i in live if self.nodes[i].kind == "lut"), default=0)
         self.linear = [[] for _ in range(depth + 1)]
         self.waves = [[] for _ in range(depth)]
         for i in sorted(live):
             node = self.nodes[i]
             if node.kind == "call":
-                self.linear[node.level].append(i)
+                self.linear[node.wave].append(i)
             elif node.kind == "lut":
-                self.waves[node.level - 1].append(i)
+                self.waves[node.wave - 1].append(i)
         for nodes in self.waves:
             tables = []
             ids = []
@@ -295,7 +295,7 @@ class CircuitPlan:
             context._need_eval_keys("circuit")
         env: dict = dict(zip(self.inputs, leaves))
         value = lambda ref: env[ref.node]  # noqa: E731
-        for w, linear in enumerate(self.linear):
+        for w, linear in enumerate(self.linear):  # linear nodes after wave w, then wave w + 1
             for i in linear:
                 node = self.nodes[i]
                 env[i] = _invoke(node.target, _substitute(node.args, value), _substitute(node.kwargs, value))

@@ -160,7 +160,8 @@ class TFHEContext:
 
         Raises MissingKeyError without keys, ContextError for another context's tensor,
         MessageOverflowError if ex's values may not fit the LUT's input space, ShapeError for a
-        bad index or tables of different sizes."""
+        bad index or tables of different sizes (an index on the GPU out of range fails a device-side
+        assertion instead: checking it on the host would synchronise)."""
         self._need_eval_keys("bootstrap")
         self._check_tensor("bootstrap", ex)
         p = self.params
@@ -177,7 +178,10 @@ class TFHEContext:
             index = torch.as_tensor(index, device=self.device).to(torch.int64)
             if tuple(index.shape) != tuple(ex.shape):
                 raise ShapeError(f"tfhe.bootstrap: index has shape {tuple(index.shape)}, the tensor {tuple(ex.shape)}")
-            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= len(tables)):
+            in_range = ((index >= 0) & (index < len(tables))).all()
+            if index.device.type != "cpu":
+                torch._assert_async(in_range)  # checked on the device: no host sync in a batched PBS
+            elif not bool(in_range):
                 raise ShapeError(f"tfhe.bootstrap: index values must be in [0, {len(tables)})")
         ks = alg.keyswitch_lwe_ciphertext(self.keyswitch_key, ex.data, self.modulus)
         positions = [i * (p.N // c) for i in range(c)]

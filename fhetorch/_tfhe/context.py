@@ -16,18 +16,26 @@ from . import algorithms as alg
 from .lut import test_polynomial
 from .lwe_tensor import LWETensor
 from .params import TFHEParams
+from .radix import RadixTensor, decrypt_int, encrypt_int
 from .presets import preset as _preset
 from .ring import TFHERing
 
 
 class TFHEContext:
-    def __init__(self, preset: str | TFHEParams = "toy-tfhe-4bit", device="cpu", *, seed: int | None = None):
-        """Raises ParameterError for an unknown preset, UnsupportedOperationError for parameters
-        this version cannot run yet (multi-bit PBS, ternary secrets); toy presets warn
-        (InsecureParametersWarning)."""
+    def __init__(self, preset: str | TFHEParams = "toy-tfhe-4bit", device="cpu", *, seed: int | None = None,
+                 message_bits: int | None = None):
+        """message_bits: read the preset's bits as message_bits of message and the rest carry
+        (TFHEParams.with_message_bits; e.g. tfhe-4bit with message_bits=2 is TFHE-rs's
+        MESSAGE_2_CARRY_2, what radix integers use).
+
+        Raises ParameterError for an unknown preset or message_bits outside [1, bits],
+        UnsupportedOperationError for parameters this version cannot run yet (multi-bit PBS,
+        ternary secrets); toy presets warn (InsecureParametersWarning)."""
         params = _preset(preset) if isinstance(preset, str) else preset
         if not isinstance(params, TFHEParams):
             raise ParameterError(f"tfhe.Context: preset must be a preset name or TFHEParams, got {type(preset).__name__}")
+        if message_bits is not None:
+            params = params.with_message_bits(message_bits)
         if params.grouping_factor != 1:
             raise UnsupportedOperationError(
                 f"tfhe.Context: {params.name} uses multi-bit PBS (grouping factor {params.grouping_factor}), not "
@@ -117,6 +125,19 @@ class TFHEContext:
         v = self.decode(phase)
         return v if carries else v % self.params.message_modulus
 
+    def encrypt_int(self, x, bits: int) -> RadixTensor:
+        """Unsigned integers in [0, 2^bits) -> RadixTensor (blocks of message_bits; fhetorch/_tfhe/radix.py).
+
+        Raises ParameterError for bits not a multiple of message_bits or parameters without carry
+        room (use message_bits=2 on a 4-bit preset), EncodingError for values out of range,
+        ContextError without a secret key."""
+        return encrypt_int(self, x, bits)
+
+    def decrypt_int(self, r: RadixTensor) -> torch.Tensor:
+        """RadixTensor -> int64 tensor of its integers. Raises ContextError without a secret key or
+        for another context's integer, ShapeError for another type."""
+        return decrypt_int(self, r)
+
     def decode(self, phase: torch.Tensor) -> torch.Tensor:
         """Phase in [0, q) -> round(phase / delta) mod 2p (p the message space), int64."""
         d, two_p = self.params.delta, 2 * self.params.message_space
@@ -139,7 +160,8 @@ class TFHEContext:
 
         Raises MissingKeyError without keys, ContextError for another context's tensor,
         MessageOverflowError if ex's values may not fit the LUT's input space, ShapeError for a
-        bad index or tables of different sizes."""
+        bad index or tables of different sizes (an index on the GPU out of range fails a device-side
+        assertion instead: checking it on the host would synchronise)."""
         self._need_eval_keys("bootstrap")
         self._check_tensor("bootstrap", ex)
         p = self.params
@@ -156,7 +178,10 @@ class TFHEContext:
             index = torch.as_tensor(index, device=self.device).to(torch.int64)
             if tuple(index.shape) != tuple(ex.shape):
                 raise ShapeError(f"tfhe.bootstrap: index has shape {tuple(index.shape)}, the tensor {tuple(ex.shape)}")
-            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= len(tables)):
+            in_range = ((index >= 0) & (index < len(tables))).all()
+            if index.device.type != "cpu":
+                torch._assert_async(in_range)  # checked on the device: no host sync in a batched PBS
+            elif not bool(in_range):
                 raise ShapeError(f"tfhe.bootstrap: index values must be in [0, {len(tables)})")
         ks = alg.keyswitch_lwe_ciphertext(self.keyswitch_key, ex.data, self.modulus)
         positions = [i * (p.N // c) for i in range(c)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import IntegerArgumentError, MessageOverflowError, UnsupportedOperationError
+from ..errors import IntegerArgumentError, MessageOverflowError, ShapeError, UnsupportedOperationError
 
 
 class LWETensor:
@@ -33,10 +33,35 @@ class LWETensor:
         return self.shape.numel()
 
     def __len__(self) -> int:
+        """Raises TypeError for a 0-d tensor (as torch)."""
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d LWETensor")
         return self.shape[0]
 
     def __repr__(self) -> str:
         return f"LWETensor(shape={tuple(self.shape)}, degree={self.degree}, noise_level={self.noise_level})"
+
+    @property
+    def ndim(self) -> int:
+        return self.data.dim() - 1
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    # --- shape operations (torch semantics on the batch dimensions; the ciphertext dimension is
+    # --- always last and never touched; degree and noise level are kept) --------------------------
+    def _like(self, data: torch.Tensor) -> "LWETensor":
+        return LWETensor(self.context, data, self.degree, self.noise_level)
+
+    def _dim(self, op: str, dim: int, ndim: int | None = None) -> int:
+        """A batch dimension (negative counts from the last batch dimension) as a data dimension."""
+        ndim = self.ndim if ndim is None else ndim
+        if isinstance(dim, bool) or not isinstance(dim, int) or not -ndim <= dim < max(ndim, 1):
+            raise IndexError(f"LWETensor.{op}: dimension {dim!r} out of range for {ndim} batch dimension(s)")
+        return dim % max(ndim, 1)
 
     def __getitem__(self, index) -> "LWETensor":
         """Indexing over the batch dimensions (the ciphertext dimension is kept).
@@ -44,13 +69,101 @@ class LWETensor:
         Raises IndexError for an index out of range (as torch)."""
         if not isinstance(index, tuple):
             index = (index,)
-        return LWETensor(self.context, self.data[(*index, slice(None))], self.degree, self.noise_level)
+        return self._like(self.data[(*index, slice(None))])
 
     def reshape(self, *shape) -> "LWETensor":
         """Raises RuntimeError (torch's) for a shape of another size."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
             shape = tuple(shape[0])
-        return LWETensor(self.context, self.data.reshape(*shape, self.data.shape[-1]), self.degree, self.noise_level)
+        return self._like(self.data.reshape(*shape, self.data.shape[-1]))
+
+    def view(self, *shape) -> "LWETensor":
+        """Raises RuntimeError (torch's) for a shape of another size or a non-viewable layout."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+            shape = tuple(shape[0])
+        return self._like(self.data.view(*shape, self.data.shape[-1]))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "LWETensor":
+        """Raises IndexError for a dimension out of range."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        return self._like(self.data.flatten(self._dim("flatten", start_dim), self._dim("flatten", end_dim)))
+
+    def unsqueeze(self, dim: int) -> "LWETensor":
+        """Raises IndexError for a dimension out of range."""
+        return self._like(self.data.unsqueeze(self._dim("unsqueeze", dim, self.ndim + 1)))
+
+    def squeeze(self, dim: int | None = None) -> "LWETensor":
+        """Raises IndexError for a dimension out of range."""
+        if dim is None:
+            return self.reshape([s for s in self.shape if s != 1])
+        return self._like(self.data.squeeze(self._dim("squeeze", dim)) if self.ndim else self.data)
+
+    def transpose(self, dim0: int, dim1: int) -> "LWETensor":
+        """Raises IndexError for a dimension out of range."""
+        return self._like(self.data.transpose(self._dim("transpose", dim0), self._dim("transpose", dim1)))
+
+    def permute(self, *dims) -> "LWETensor":
+        """Raises IndexError for a dimension out of range, RuntimeError (torch's) for a non-permutation."""
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list, torch.Size)):
+            dims = tuple(dims[0])
+        return self._like(self.data.permute(*(self._dim("permute", d) for d in dims), self.ndim))
+
+    def sum(self, dim=None, keepdim: bool = False) -> "LWETensor":
+        """The sum over batch dimension(s) dim (None: all): a sum of m terms has m times the
+        degree and m times the noise level.
+
+        Raises IndexError for a dimension out of range, MessageOverflowError if the sum could
+        leave the message space or noise budget."""
+        dims = range(self.ndim) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = sorted({self._dim("sum", d) for d in dims})
+        m = 1
+        for d in dims:
+            m *= self.data.shape[d]
+        data = self.data
+        if dims:
+            # every value < q < 2^62: sum 31-bit halves (exact in int64 for < 2^32 terms), then join mod q
+            mq = self.context.modulus
+            hi = mq.reduce((data >> 31).sum(dims, keepdim=keepdim))
+            lo = mq.reduce((data & ((1 << 31) - 1)).sum(dims, keepdim=keepdim))
+            half = mq.mul_small(hi, 1 << 30)
+            data = mq.add(mq.add(half, half), lo)
+        return self._checked("sum", data, self.degree * m, self.noise_level * m)
+
+    @staticmethod
+    def stack(tensors, dim: int = 0) -> "LWETensor":
+        """torch.stack of LWETensors of one context: the degree and noise level are the largest.
+
+        Raises ContextError for tensors of several contexts, ShapeError for an empty sequence,
+        IndexError for a dimension out of range, RuntimeError (torch's) for unequal shapes."""
+        first = LWETensor._first("stack", tensors)
+        d = first._dim("stack", dim, first.ndim + 1)
+        return LWETensor._joined(first, tensors, torch.stack([t.data for t in tensors], d))
+
+    @staticmethod
+    def cat(tensors, dim: int = 0) -> "LWETensor":
+        """torch.cat of LWETensors of one context (see stack).
+
+        Raises ContextError, ShapeError, IndexError, RuntimeError as stack."""
+        first = LWETensor._first("cat", tensors)
+        d = first._dim("cat", dim)
+        return LWETensor._joined(first, tensors, torch.cat([t.data for t in tensors], d))
+
+    @staticmethod
+    def _first(op: str, tensors) -> "LWETensor":
+        tensors = list(tensors)
+        if not tensors:
+            raise ShapeError(f"LWETensor.{op}: expected a non-empty sequence of LWETensors")
+        first = tensors[0]
+        if not isinstance(first, LWETensor):
+            raise UnsupportedOperationError(f"torch.{op}: expected LWETensors, got {type(first).__name__}")
+        for t in tensors[1:]:
+            first.context._check_tensor(op, t)
+        return first
+
+    @staticmethod
+    def _joined(first, tensors, data) -> "LWETensor":
+        return LWETensor(first.context, data, max(t.degree for t in tensors), max(t.noise_level for t in tensors))
 
     # --- checks ----------------------------------------------------------------------------------
     def _checked(self, op: str, data: torch.Tensor, degree: int, noise_level: int) -> "LWETensor":
@@ -144,19 +257,32 @@ class LWETensor:
     def __bool__(self):
         raise UnsupportedOperationError("LWETensor: the truth value of an encrypted tensor is unknown; decrypt it")
 
+    # torch functions with an encrypted form: name -> method (stack and cat take a sequence)
     _TORCH = {"add": "add", "sub": "sub", "neg": "neg", "mul": "mul", "__add__": "add", "__sub__": "sub",
-              "__mul__": "mul", "__neg__": "neg"}
+              "__mul__": "mul", "__neg__": "neg", "__getitem__": "__getitem__", "reshape": "reshape",
+              "view": "view", "flatten": "flatten", "unsqueeze": "unsqueeze", "squeeze": "squeeze",
+              "transpose": "transpose", "permute": "permute", "sum": "sum", "numel": "numel", "stack": "stack",
+              "cat": "cat", "concat": "cat", "concatenate": "cat"}
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch.add/sub/mul/neg, torch.stack/cat, torch.sum and the shape functions on LWETensors.
+
+        Raises UnsupportedOperationError naming any other torch function."""
+        if not all(issubclass(t, (LWETensor, torch.Tensor)) for t in types):
+            return NotImplemented
         name = getattr(func, "__name__", str(func))
         method = cls._TORCH.get(name)
-        if method is None or kwargs:
+        if method is None:
             raise UnsupportedOperationError(f"torch.{name} has no encrypted form for an LWETensor "
-                                            "(supported: add, sub, neg, mul by an int, LUTs)")
+                                            "(supported: add, sub, neg, mul by an int, sum, stack, cat, shape "
+                                            "functions, LUTs)")
+        kwargs = kwargs or {}
+        if method in ("stack", "cat"):
+            return getattr(LWETensor, method)(*args, **kwargs)
         first, *rest = args
         if not isinstance(first, LWETensor):
             first, rest = rest[0], [first]
             if method == "sub":
                 return first.neg().add(*rest)
-        return getattr(first, method)(*rest)
+        return getattr(first, method)(*rest, **kwargs)

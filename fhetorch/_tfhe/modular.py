@@ -41,8 +41,11 @@ class Modulus:
 
     def mul_small(self, a: torch.Tensor, c) -> torch.Tensor:
         """a * c mod q for integers |c| < 2^31 (a Python int or an int64 tensor broadcasting with a)."""
-        c0 = torch.remainder(torch.as_tensor(c, dtype=torch.int64, device=a.device), self.q0)
-        c1 = torch.remainder(torch.as_tensor(c, dtype=torch.int64, device=a.device), self.q1)
+        if isinstance(c, int):  # a Python constant stays on the host: no copy to the device
+            c0, c1 = c % self.q0, c % self.q1
+        else:
+            c0 = torch.remainder(torch.as_tensor(c, dtype=torch.int64, device=a.device), self.q0)
+            c1 = torch.remainder(torch.as_tensor(c, dtype=torch.int64, device=a.device), self.q1)
         return self.compose(a % self.q0 * c0 % self.q0, a % self.q1 * c1 % self.q1)
 
     def dot_small(self, a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:

@@ -17,9 +17,10 @@ secrets are checked, with the standard deviation the sampler really draws (noise
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, fields, replace
 
-from ..errors import ParameterError, SecurityError, warn
+from ..errors import InsecureParametersWarning, ParameterError, SecurityError, warn
 from . import noise as _noise
 
 # Zama's 128-bit curve (concrete-security-curves, lattice estimator, q = 2^64, binary keys):
@@ -207,6 +208,25 @@ class TFHEParams:
     @property
     def is_secure(self) -> bool:
         return self.security_bits >= 128
+
+    def with_message_bits(self, message_bits: int, *, max_noise_level: int | None = None) -> "TFHEParams":
+        """The same cryptographic parameters with their bits split otherwise: message_bits of
+        message and bits - message_bits of carry (TFHE-rs's MESSAGE_2_CARRY_2 reading of a 4-bit
+        set), optionally another max_noise_level. The encoding (delta) and the noise model depend
+        on the total bits and max_noise_level only, so the modelled p_fail is unchanged unless
+        max_noise_level changes; it is checked again (make_params). Named "<name>:<m>+<c>".
+
+        Raises ParameterError for message_bits outside [1, bits], or a max_noise_level whose
+        modelled p_fail exceeds log2_p_fail_max."""
+        _check_int("TFHEParams.with_message_bits", "message_bits", message_bits, 1, self.bits)
+        nu = self.max_noise_level if max_noise_level is None else max_noise_level
+        base = self.name.split(":")[0]
+        name = f"{base}:{message_bits}+{self.bits - message_bits}" + (f":nu{nu}" if nu != self.max_noise_level else "")
+        lit = replace(self.literal(), message_bits=message_bits, carry_bits=self.bits - message_bits,
+                      max_noise_level=nu, name=name)
+        with warnings.catch_warnings():  # the parameters' own insecurity was already reported
+            warnings.simplefilter("ignore", InsecureParametersWarning)
+            return make_params(lit, allow_insecure=not self.is_secure)
 
     # ------------------------------------------------------------------ serialization
     def literal(self) -> TFHEParamsLiteral:

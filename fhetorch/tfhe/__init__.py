@@ -10,10 +10,13 @@ parameters (TFHEParamsLiteral -> make_params -> TFHEParams).
 
 This package only re-exports: the scheme lives in fhetorch/_tfhe (docs/architecture.md).
 """
+from .._tfhe.circuit import Circuit, CircuitPlan, apply_bivariate, circuit
 from .._tfhe.context import TFHEContext as Context
 from .._tfhe.lut import LUT
 from .._tfhe.lwe_tensor import LWETensor
 from .._tfhe.params import TFHEParams, TFHEParamsLiteral, make_params
 from .._tfhe.presets import preset, presets
+from .._tfhe.radix import RadixTensor
 
-__all__ = ["Context", "LUT", "LWETensor", "TFHEParams", "TFHEParamsLiteral", "make_params", "preset", "presets"]
+__all__ = ["Circuit", "CircuitPlan", "Context", "LUT", "LWETensor", "RadixTensor", "TFHEParams", "TFHEParamsLiteral",
+           "apply_bivariate", "circuit", "make_params", "preset", "presets"]

@@ -75,6 +75,7 @@ def test_frozen():
     ("max_noise_level", 0, "max_noise_level"),
     ("secret_distribution", "gaussian", "secret_distribution"),
     ("log2_p_fail_max", 3, "log2_p_fail_max"),
+    ("modulus_switch_type", "rounded", "modulus_switch_type"),
 ])
 def test_validation_errors_say_what_to_change(field, value, words):
     with pytest.raises(ParameterError, match=words):
@@ -97,13 +98,24 @@ def test_keywords_alone_make_params():
     p = quiet(None, **{f: getattr(BASE, f) for f in ("lwe_dimension", "glwe_dimension", "polynomial_size",
                                                         "lwe_noise_std", "glwe_noise_std", "pbs_base_log",
                                                         "pbs_level", "ks_base_log", "ks_level", "message_bits")},
-              max_noise_level=4)
+              max_noise_level=5, modulus_switch_type="centered")
     assert p.describe() == replace(preset("tfhe-4bit"), name="custom").describe()
 
 
 def test_multibit_needs_binary_secret():
     with pytest.raises(ParameterError, match="binary"):
         quiet(PRESETS["tfhe-4bit-mb4"], secret_distribution="ternary")
+
+
+def test_centered_switch_is_classical_only_and_fits_int64():
+    with pytest.raises(ParameterError, match="multi-bit PBS .* modulus_switch_type='standard'"):
+        quiet(PRESETS["tfhe-4bit-mb4"], modulus_switch_type="centered")
+    # n (q/4N + 2) must stay below 2^63: about n = 8192 at N = 1024
+    toy = replace(PRESETS["toy-tfhe-4bit"], log2_p_fail_max=0.0)
+    with pytest.raises(ParameterError, match="int64; n = 8200 is too large for N = 1024"):
+        quiet(toy, lwe_dimension=8200)
+    assert quiet(toy, lwe_dimension=8190).modulus_switch_type == "centered"
+    assert quiet(toy, lwe_dimension=8200, modulus_switch_type="standard").n == 8200
 
 
 def test_too_many_bits_for_the_noise():

@@ -17,9 +17,11 @@ secrets are checked, with the standard deviation the sampler really draws (noise
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, fields, replace
 
-from ..errors import ParameterError, SecurityError, warn
+from .._ring.primes import largest_ntt_primes
+from ..errors import InsecureParametersWarning, ParameterError, SecurityError, warn
 from . import noise as _noise
 
 # Zama's 128-bit curve (concrete-security-curves, lattice estimator, q = 2^64, binary keys):
@@ -39,8 +41,6 @@ DEFAULT_LOG2_P_FAIL_MAX = -64.0
 
 def tfhe_primes() -> tuple[int, int]:
     """The two primes of q: the largest below 2^31 with q_i = 1 mod 2^17 (2147352577, 2146959361)."""
-    from .._ring.primes import largest_ntt_primes
-
     return tuple(largest_ntt_primes(PRIME_LOG_2N - 1, 2))
 
 
@@ -236,10 +236,6 @@ class TFHEParams:
         missing = [f for f in _LITERAL_FIELDS if f not in d]
         if missing:
             raise ParameterError(f"TFHEParams.from_description: missing fields {missing}")
-        import warnings
-
-        from ..errors import InsecureParametersWarning
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InsecureParametersWarning)
             p = make_params(TFHEParamsLiteral(**{f: d[f] for f in _LITERAL_FIELDS}), allow_insecure=True)

@@ -150,7 +150,7 @@ def preset(name: str) -> TFHEParams:
 def presets() -> dict[str, dict]:
     """name -> plain info of every TFHE preset: n, N, k, grouping_factor, decomposition
     (pbs and ks base_log/level), bits (message + carry), message_bits, carry_bits,
-    max_noise_level, security_bits (0 for toy), log2_p_fail (this project's model), the cited
+    max_noise_level, modulus_switch_type, security_bits (0 for toy), log2_p_fail (this project's model), the cited
     set and its stated p_fail (None for toys). Raises nothing; does not warn."""
     out = {}
     with warnings.catch_warnings():
@@ -163,7 +163,8 @@ def presets() -> dict[str, dict]:
                 decomposition=dict(pbs_base_log=p.pbs_base_log, pbs_level=p.pbs_level, ks_base_log=p.ks_base_log,
                                    ks_level=p.ks_level),
                 bits=p.bits, message_bits=p.message_bits, carry_bits=p.carry_bits,
-                max_noise_level=p.max_noise_level, security_bits=p.security_bits, log2_p_fail=p.log2_p_fail,
+                max_noise_level=p.max_noise_level, modulus_switch_type=p.modulus_switch_type,
+                security_bits=p.security_bits, log2_p_fail=p.log2_p_fail,
                 cited=None if cite is None else f"{cite['repository']} {cite['file']} {cite['constant']}",
                 cited_log2_p_fail=None if cite is None else cite["cited_log2_p_fail"])
     return out

@@ -69,6 +69,8 @@ from ..errors import ParameterError
 
 NOISE_TERMS = 4  # uniform integers summed per noise sample (Irwin-Hall)
 MODULUS_SWITCH_TYPES = ("standard", "centered")
+
+
 # ----------------------------------------------------------------------------- sampler widths
 
 

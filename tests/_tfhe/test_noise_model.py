@@ -166,6 +166,15 @@ def test_log2_erfc_is_continuous_and_matches_math():
 # ----------------------------------------------------------------------------- model properties
 
 
+@pytest.mark.parametrize("gap, offset, var", [(1.0, 0.1, 0.04), (2.0, 0.5, 0.3), (30.0, 0.5, 25.0)])
+def test_offset_window_p_fail(gap, offset, var):
+    # P(e > gap - offset) + P(e < -gap - offset) for e ~ N(0, var), directly
+    s = math.sqrt(2 * var)
+    direct = (math.erfc((gap - offset) / s) + math.erfc((gap + offset) / s)) / 2
+    assert 2.0 ** noise.log2_p_fail_of_variance(var, gap, offset) == pytest.approx(direct, rel=1e-9)
+    assert noise.log2_p_fail_of_variance(var, gap, offset) > noise.log2_p_fail_of_variance(var, gap)
+
+
 def test_steps_compose():
     p = preset("tfhe-4bit")
     assert noise.pbs_variance(p) == noise.blind_rotation_variance(p) == noise.sample_extraction_variance(

@@ -151,6 +151,30 @@ def modulus_switch(x: torch.Tensor, modulus: Modulus, log_modulus: int) -> torch
     return _ops.tfhe_modulus_switch(x.contiguous(), modulus.moduli, log_modulus)
 
 
+def center_modulus_switch(ct: torch.Tensor, modulus: Modulus, log_modulus: int,
+                          secret_distribution: str = "binary") -> torch.Tensor:
+    """The centered modulus switch's body correction (TFHE-rs's CenteredMeanNoiseReduction):
+    (..., n + 1) -> the same masks, body + round(E[s] sum_i t_i) - round(q / 2^(log_modulus + 1))
+    mod q, with t_i = round(a~_i q / 2^log_modulus) - a_i (centred mod q) the known rounding of
+    each mask coefficient, a~_i = modulus_switch(a_i). Switched afterwards (the blind rotation),
+    the phase's rounding error is e_b - sum_i (s_i - E[s]) e_i and lies centred in its
+    test-polynomial window (noise.modulus_switch_variance, noise.window_offset). Exact int64:
+    with 2N = 2^log_modulus and q = Q0 2N + R, round(a~ q / 2N) = a~ Q0 + floor((a~ R + N) / 2N),
+    |t_i| <= q / 4N + 1, and make_params keeps n (q / 4N + 2) below 2^63, so the sum fits.
+    Raises nothing."""
+    q, two_n = modulus.q, 1 << log_modulus
+    q0, r = divmod(q, two_n)
+    a = ct[..., :-1]
+    a_sw = modulus_switch(a, modulus, log_modulus)
+    t = a_sw * q0 + torch.div(a_sw * r + two_n // 2, two_n, rounding_mode="floor") - a
+    t = torch.where(t > q // 2, t - q, torch.where(t < -(q // 2), t + q, t))
+    total = t.sum(-1)
+    mean = 0 if secret_distribution == "ternary" else torch.div(total + 1, 2, rounding_mode="floor")  # E[s] = 1/2
+    half_step = (q + two_n) // (2 * two_n)
+    body = torch.remainder(ct[..., -1] + mean - half_step, q)
+    return torch.cat((a, body.unsqueeze(-1)), -1)
+
+
 def decompose(x: torch.Tensor, modulus: Modulus, base_log: int, level: int) -> torch.Tensor:
     """(...) -> (..., level) balanced signed digits with sum_j d_j G_j = x + small (mod q)."""
     return _ops.tfhe_decompose(x.contiguous(), modulus.moduli, base_log, level)

@@ -184,6 +184,8 @@ class TFHEContext:
             elif not bool(in_range):
                 raise ShapeError(f"tfhe.bootstrap: index values must be in [0, {len(tables)})")
         ks = alg.keyswitch_lwe_ciphertext(self.keyswitch_key, ex.data, self.modulus)
+        if p.modulus_switch_type == "centered":
+            ks = alg.center_modulus_switch(ks, self.modulus, p.log_n + 1, p.secret_distribution)
         positions = [i * (p.N // c) for i in range(c)]
         outs = alg.programmable_bootstrap_lwe_ciphertext(self.ring, self.bootstrap_key, ks, tv, index, positions)
         degrees = [max(max(g[i]) for g in tables) for i in range(c)]

@@ -18,6 +18,9 @@ Conventions the formulas rely on (the core implements them; NOTES-params.md):
 - Classical blind rotation: n CMuxes ACC <- ACC + BSK_i [x] (X^{a_i} ACC - ACC).
   Multi-bit (grouping g): n/g steps ACC <- (sum over the 2^g subsets S of X^{a_S} GGSW(f_S)) [x] ACC.
 - Modulus switch to 2N: a' = round(2N a / q) per coefficient; multi-bit: per subset sum a_S mod q.
+  "centered" (classical only; TFHE-rs's CenteredMeanNoiseReduction): before the switch the body gets
+  round(E[s] sum_i t_i) - round(q / 4N), t_i = round(a'_i q / 2N) - a_i the known rounding of each
+  mask coefficient (docs/parameters.md, "TFHE", derives it).
 
 The formulas (Chillotti, Gama, Georgieva, Izabachene, "TFHE: fast fully homomorphic encryption over
 the torus", J. Cryptology 33, 2020, Lemmas on external product, key switching and bootstrapping;
@@ -32,10 +35,18 @@ parameter sets are optimised with), restated for an odd modulus q and the gadget
   blind rotation            v_br = n v_ep (classical);  (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)
   sample extraction         adds nothing (one coefficient of the GLWE error)
   key switch (kN -> n)      v_ks = kN E[s^2] v_dec(ks) + kN l_ks (B_ks^2+2)/12 * v_lwe
-  modulus switch (q -> 2N)  v_ms = (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2)  (classical)
+  modulus switch (q -> 2N)  v_ms = (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2)  (classical, standard)
+                            v_ms = (1 + n Var(s)) (1 - 1/q^2) / (12 (2N)^2)  (classical, centered)
                             v_ms = (1 + (n/g)(1 - 2^-g)) (1 - 1/q^2) / (12 (2N)^2)  (multi-bit, sums switched)
   decision (KS-PBS)         v = nu^2 v_pbs + v_ks + v_ms
-  p_fail                    erfc(g / (sqrt(2) sqrt(v))),  g = 2^-(p+2), p = message + carry bits
+  p_fail                    (erfc((g - o) / sqrt(2 v)) + erfc((g + o) / sqrt(2 v))) / 2,
+                            g = 2^-(p+2), p = message + carry bits, o the window offset:
+                            1/(4N) for the standard switch, 0 for the centered one
+
+The offset: the test polynomial gives value v the integer coefficients [v box - box/2, v box + box/2),
+a window whose centre lies half a step of the 2N torus (1/(4N) of q) below v box, where the
+standard switch's (mean-zero) error is centred: one tail is half a step nearer than g, the other half
+a step further. The centered switch subtracts that half step from the body, so both tails are at g.
 
 Why g = 2^-(p+2): with one padding bit the plaintext modulus is 2^(p+1); each of the 2^p messages owns
 a box of 1/2^(p+1) of the torus (N/2^p coefficients of the test polynomial, centred on the message
@@ -45,7 +56,8 @@ terms; TFHE-rs states its p_fail the same way).
 
 Model caveats, stated rather than hidden: error means are taken as zero (exact for the modulus switch
 with odd q; the decomposition's tie rule leaves a bias below 1/2 per coefficient, i.e. below 2^-52 of
-q after the key products, far below every standard deviation here); the encoding error of the rounded
+q after the key products, far below every standard deviation here; the centered switch's own roundings,
+at most n/2 + 1 in units of 1 mod q, are 2^-40 of a 2N step); the encoding error of the rounded
 delta (at most 2^p/2 absolute) is neglected; the worst message bit (s_i = 1) is taken in every CMux.
 """
 from __future__ import annotations
@@ -56,8 +68,7 @@ from fractions import Fraction
 from ..errors import ParameterError
 
 NOISE_TERMS = 4  # uniform integers summed per noise sample (Irwin-Hall)
-
-
+MODULUS_SWITCH_TYPES = ("standard", "centered")
 
 
 # ----------------------------------------------------------------------------- sampler widths
@@ -103,6 +114,15 @@ def _e_s2(params) -> float:
     """E[s^2] of a secret coefficient."""
     dist = getattr(params, "secret_distribution", "binary")
     return {"binary": 0.5, "ternary": 2.0 / 3.0}[dist]
+
+
+def secret_mean(secret_distribution: str) -> float:
+    """E[s] of a secret coefficient: 1/2 (binary), 0 (ternary, symmetric)."""
+    return {"binary": 0.5, "ternary": 0.0}[secret_distribution]
+
+
+def _is_centered(params) -> bool:
+    return getattr(params, "modulus_switch_type", "standard") == "centered"
 
 
 def _digit_second_moment(base_log: int) -> float:
@@ -156,12 +176,21 @@ def modulus_switch_variance(params) -> float:
     """Variance (relative, i.e. in units of the 2N torus) the switch from q to 2N adds:
     (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2): n + 1 rounding errors, each uniform on the centred
     residues (q odd, 2N a mod q runs over all of them for a uniform a), the body's with weight 1.
+    Centered switch (params.modulus_switch_type == "centered"): the known part E[s] sum_i e_i of
+    the mask's term sum_i s_i e_i is removed through the body, leaving sum_i (s_i - E[s]) e_i:
+    (1 + n Var(s)) (1 - 1/q^2) / (12 (2N)^2), Var(s) = E[s^2] - E[s]^2 (binary: 1/4, not 1/2).
     Multi-bit (grouping g): each group's 2^g - 1 subset sums a_S = sum_{i in S} a_i are switched
     as sums (one rounding each), and the group contributes the rounding error of the one selected
     subset (none when S is empty: probability 2^-g for a uniform binary key):
     (1 + (n/g)(1 - 2^-g)) (1 - 1/q^2) / (12 (2N)^2)."""
     n, two_n, g = params.lwe_dimension, 2 * params.polynomial_size, params.grouping_factor
-    terms = n * _e_s2(params) if g == 1 else (n // g) * (1.0 - 2.0 ** -g)
+    if g > 1:
+        terms = (n // g) * (1.0 - 2.0 ** -g)
+    elif _is_centered(params):
+        mean = secret_mean(getattr(params, "secret_distribution", "binary"))
+        terms = n * (_e_s2(params) - mean * mean)
+    else:
+        terms = n * _e_s2(params)
     return (1.0 + terms) * (1.0 - 1.0 / params.q ** 2) / (12.0 * two_n ** 2)
 
 
@@ -225,6 +254,14 @@ def half_gap(params) -> float:
     return 2.0 ** -(params.message_bits + params.carry_bits + 2)
 
 
+def window_offset(params) -> float:
+    """Distance (relative to q) between the mean of the modulus-switched phase and the centre of
+    its test-polynomial window: 1/(4N), half a 2N step, for the standard switch (the window of
+    integers [v box - box/2, v box + box/2) is centred half a step below v box); 0 for the
+    centered switch, which subtracts that half step through the body."""
+    return 0.0 if _is_centered(params) else 1.0 / (4.0 * params.polynomial_size)
+
+
 # ----------------------------------------------------------------------------- failure probability
 
 
@@ -240,18 +277,24 @@ def log2_erfc(x: float) -> float:
     return (-x * x) / math.log(2.0) - math.log2(x * math.sqrt(math.pi)) + math.log2(series)
 
 
-def log2_p_fail_of_variance(variance: float, gap: float) -> float:
-    """log2 P(|e| > gap) for a centred Gaussian error of the given variance (same units as gap)."""
+def log2_p_fail_of_variance(variance: float, gap: float, offset: float = 0.0) -> float:
+    """log2 P(e > gap - offset or e < -gap - offset) for a centred Gaussian error e of the given
+    variance (same units as gap; offset 0: P(|e| > gap))."""
     if variance <= 0:
         return -math.inf
-    return log2_erfc(gap / math.sqrt(2.0 * variance))
+    s = math.sqrt(2.0 * variance)
+    if offset == 0:
+        return log2_erfc(gap / s)
+    near, far = log2_erfc(max(gap - abs(offset), 0.0) / s), log2_erfc((gap + abs(offset)) / s)
+    return near + math.log2(1.0 + 2.0 ** (far - near)) - 1.0
 
 
 def log2_p_fail(params, input_variance: float | None = None) -> float:
     """log2 of the modelled probability that one PBS (key switch + modulus switch + blind rotation)
     returns a wrong message, for an input of the worst variance the parameters allow (see
-    decision_variance)."""
-    return log2_p_fail_of_variance(decision_variance(params, input_variance), half_gap(params))
+    decision_variance), with the window offset of the modulus switch (window_offset)."""
+    return log2_p_fail_of_variance(decision_variance(params, input_variance), half_gap(params),
+                                   window_offset(params))
 
 
 def p_fail(params, input_variance: float | None = None) -> float:

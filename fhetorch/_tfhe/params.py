@@ -20,6 +20,7 @@ import math
 import warnings
 from dataclasses import dataclass, fields, replace
 
+from .._ring.primes import largest_ntt_primes
 from ..errors import InsecureParametersWarning, ParameterError, SecurityError, warn
 from . import noise as _noise
 
@@ -40,8 +41,6 @@ DEFAULT_LOG2_P_FAIL_MAX = -64.0
 
 def tfhe_primes() -> tuple[int, int]:
     """The two primes of q: the largest below 2^31 with q_i = 1 mod 2^17 (2147352577, 2146959361)."""
-    from .._ring.primes import largest_ntt_primes
-
     return tuple(largest_ntt_primes(PRIME_LOG_2N - 1, 2))
 
 
@@ -79,6 +78,10 @@ class TFHEParamsLiteral:
     secret_distribution  "binary" (default) or "ternary": the LWE and GLWE secrets
     log2_p_fail_max  -64.0 by default: make_params refuses parameters whose modelled log2
                      p_fail is above this (raise it only for failure-rate experiments)
+    modulus_switch_type  "standard" (default: round every coefficient) or "centered" (TFHE-rs's
+                     CenteredMeanNoiseReduction, classical PBS only: the known mean of the mask's
+                     rounding term and half a step are removed through the body before the switch;
+                     fhetorch/_tfhe/noise.py, docs/parameters.md)
     """
 
     lwe_dimension: int
@@ -97,6 +100,7 @@ class TFHEParamsLiteral:
     max_noise_level: int = 1
     secret_distribution: str = "binary"
     log2_p_fail_max: float = DEFAULT_LOG2_P_FAIL_MAX
+    modulus_switch_type: str = "standard"
 
 
 _LITERAL_FIELDS = tuple(f.name for f in fields(TFHEParamsLiteral))
@@ -129,6 +133,7 @@ class TFHEParams:
     max_noise_level: int
     secret_distribution: str
     log2_p_fail_max: float
+    modulus_switch_type: str
     primes: tuple
     q: int
     delta: int
@@ -250,10 +255,6 @@ class TFHEParams:
         missing = [f for f in _LITERAL_FIELDS if f not in d]
         if missing:
             raise ParameterError(f"TFHEParams.from_description: missing fields {missing}")
-        import warnings
-
-        from ..errors import InsecureParametersWarning
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InsecureParametersWarning)
             p = make_params(TFHEParamsLiteral(**{f: d[f] for f in _LITERAL_FIELDS}), allow_insecure=True)
@@ -320,7 +321,9 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
     Raises ParameterError for: a field of the wrong type; N not a power of two in 2^10 .. 2^16;
     k, n, levels or base logs below 1; base_log * level above ceil(log2 q) = 62 for either
     decomposition; a base log above 30; a grouping factor outside 1..4, not dividing n, or with a
-    ternary secret; an unknown secret distribution; noise std outside [0, 1/8); message bits < 1
+    ternary secret or a centered modulus switch; an unknown secret distribution or modulus-switch type;
+    a centered switch whose int64 correction sum could overflow (n (q/4N + 2) >= 2^63); noise std
+    outside [0, 1/8); message bits < 1
     or carry bits < 0; more message + carry bits than N allows (2^(bits+1) <= N: at least two
     test-polynomial coefficients per message); max_noise_level < 1; a modelled log2 p_fail above
     log2_p_fail_max (the message says what to change).
@@ -368,8 +371,18 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
     if g > 1 and lit.secret_distribution != "binary":
         raise ParameterError(f"{op}: multi-bit PBS (grouping_factor {g}) needs a binary secret; "
                              "use secret_distribution='binary' or grouping_factor=1")
+    if lit.modulus_switch_type not in _noise.MODULUS_SWITCH_TYPES:
+        raise ParameterError(f"{op}: modulus_switch_type must be one of {_noise.MODULUS_SWITCH_TYPES}, "
+                             f"got {lit.modulus_switch_type!r}")
+    if g > 1 and lit.modulus_switch_type != "standard":
+        raise ParameterError(f"{op}: the centered modulus switch is for the classical PBS; multi-bit PBS "
+                             f"(grouping_factor {g}) needs modulus_switch_type='standard'")
     lwe_std = _check_std(op, "lwe_noise_std", lit.lwe_noise_std)
     glwe_std = _check_std(op, "glwe_noise_std", lit.glwe_noise_std)
+    if lit.modulus_switch_type == "centered" and n * (q // (4 * big_n) + 2) >= 1 << 63:
+        raise ParameterError(f"{op}: the centered modulus switch sums n mask corrections of up to q / 4N in "
+                             f"int64; n = {n} is too large for N = {big_n}: use a larger N or "
+                             "modulus_switch_type='standard'")
     m = _check_int(op, "message_bits", lit.message_bits, 1)
     c = _check_int(op, "carry_bits", lit.carry_bits, 0)
     if 1 << (m + c + 1) > big_n:
@@ -395,7 +408,8 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
                    ks_base_log=lit.ks_base_log, ks_level=lit.ks_level, message_bits=m, carry_bits=c,
                    grouping_factor=g, name=lit.name, max_noise_level=nu,
                    secret_distribution=lit.secret_distribution, log2_p_fail_max=float(lit.log2_p_fail_max),
-                   primes=(q1, q2), q=q, delta=delta, lwe_noise_width=lwe_w, glwe_noise_width=glwe_w,
+                   modulus_switch_type=lit.modulus_switch_type, primes=(q1, q2), q=q, delta=delta,
+                   lwe_noise_width=lwe_w, glwe_noise_width=glwe_w,
                    security_bits=128 if secure else 0, log2_p_fail=0.0)
     lpf = _noise.log2_p_fail(p)
     p = replace(p, log2_p_fail=lpf)

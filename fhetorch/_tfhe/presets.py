@@ -1,13 +1,17 @@
 """TFHE's named parameter sets, as literals (fhetorch/_tfhe/params.py), each secure one citing the
 published set it takes n, N, k, the noise (relative to q) and the decompositions from.
 
-Every secure preset copies a TFHE-rs shortint parameter set (zama-ai/tfhe-rs, Gaussian noise,
-binary keys, q = 2^64, the KS-PBS atomic pattern) at the same relative noise, except where the
-GLWE noise is TFHE-rs's floor (std 2^-62, i.e. an absolute std of 4 at 2^64): there the preset
-keeps the same absolute floor of 4 at our q (relative 2^-60: more noise, never less). Each
-preset's failure probability is this project's noise model's (fhetorch/_tfhe/noise.py) at the
-preset's max_noise_level; CITATIONS holds the cited set's own stated p_fail beside it. Toy
-presets (`toy-tfhe-*`) are insecure test sizes (small n, N = 2^10) and warn whenever used.
+Every secure preset copies a TFHE-rs shortint parameter set (zama-ai/tfhe-rs, binary keys,
+q = 2^64, the KS-PBS atomic pattern) at the same relative noise: Gaussian sets by their std,
+TUniform(b) sets (uniform on [-2^b, 2^b], the end points at half weight) by the std of that
+distribution, sqrt((2^(2b+1) + 1) / 6) / 2^64. Where the GLWE noise is TFHE-rs's floor (std 2^-62,
+an absolute std of 4 at 2^64) the preset keeps the absolute floor of 4 at our q (relative 2^-60:
+more noise, never less). Every classical preset uses the centered modulus switch (TFHE-rs's
+CenteredMeanNoiseReduction; the cited TUniform set was made for it, and it only lowers the
+Gaussian sets' failure probability); the multi-bit ones the standard switch. Each preset's
+failure probability is this project's noise model's (fhetorch/_tfhe/noise.py) at the preset's
+max_noise_level; CITATIONS holds the cited set's own stated p_fail beside it. Toy presets
+(`toy-tfhe-*`) are insecure test sizes (small n, N = 2^10) and warn whenever used.
 
 Bits: a "tfhe-Kbit" preset holds K message bits and no carry (LUT inputs 0 .. 2^K - 1, the API's
 `tctx.encrypt(torch.randint(0, 2^K, ...))`); the cited TFHE-rs set has message + carry = K (e.g.
@@ -15,6 +19,7 @@ MESSAGE_2_CARRY_2 for 4 bits): the decision gap depends on the total only.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 from ..errors import InsecureParametersWarning, ParameterError, warn
@@ -24,7 +29,14 @@ _ABS_FLOOR = 2.0 ** -60  # an absolute std of 4 at q ~ 2^62 (TFHE-rs's 2^-62 at 
 _TFHE_RS = "zama-ai/tfhe-rs"
 
 
+def t_uniform_std(bound_log2: int) -> float:
+    """The std, relative to 2^64, of TFHE-rs's TUniform(bound_log2) noise: every integer in
+    [-2^b, 2^b] with probability 2^-(b+1), the two end points 2^-(b+2); variance (2^(2b+1) + 1) / 6."""
+    return math.sqrt((2.0 ** (2 * bound_log2 + 1) + 1.0) / 6.0) / 2.0 ** 64
+
+
 def _lit(name, n, k, big_n, lwe_std, glwe_std, pbs, ks, bits, nu, g=1, **kw):
+    kw.setdefault("modulus_switch_type", "centered" if g == 1 else "standard")
     return TFHEParamsLiteral(lwe_dimension=n, glwe_dimension=k, polynomial_size=big_n, lwe_noise_std=lwe_std,
                              glwe_noise_std=glwe_std, pbs_base_log=pbs[0], pbs_level=pbs[1], ks_base_log=ks[0],
                              ks_level=ks[1], message_bits=bits, carry_bits=0, grouping_factor=g, name=name,
@@ -38,9 +50,9 @@ PRESETS = {
     "tfhe-2bit-p128": _lit("tfhe-2bit-p128", 747, 2, 1024, 8.243822162983204e-06, 3.1529322391500584e-16,
                            (23, 1), (4, 3), 2, 3, log2_p_fail_max=-128.0),
     "tfhe-4bit": _lit("tfhe-4bit", 833, 1, 2048, 3.6158408373309336e-06, 2.845267479601915e-15,
-                      (23, 1), (3, 5), 4, 4),
-    "tfhe-4bit-p128": _lit("tfhe-4bit-p128", 845, 1, 4096, 1.3533791553518106e-06, _ABS_FLOOR,
-                           (22, 1), (4, 4), 4, 5, log2_p_fail_max=-128.0),
+                      (23, 1), (3, 5), 4, 5),
+    "tfhe-4bit-p128": _lit("tfhe-4bit-p128", 918, 1, 2048, t_uniform_std(45), t_uniform_std(17),
+                           (23, 1), (4, 4), 4, 5, log2_p_fail_max=-128.0),
     "tfhe-4bit-mb4": _lit("tfhe-4bit-mb4", 808, 1, 2048, 5.565910031845765e-06, 2.845267479601915e-15,
                           (22, 1), (3, 5), 4, 5, g=4),
     "tfhe-4bit-mb4-p128": _lit("tfhe-4bit-mb4-p128", 872, 1, 2048, 1.844927811696596e-06, 2.845267479601915e-15,
@@ -73,14 +85,13 @@ CITATIONS = {
         repository=_TFHE_RS, commit="6a00779d74052f0ec3d2da5916741655da63c47b",
         file="tfhe/src/shortint/parameters/v1_1/classic/gaussian/p_fail_2_minus_64/ks_pbs.rs",
         constant="V1_1_PARAM_MESSAGE_2_CARRY_2_KS_PBS_GAUSSIAN_2M64", cited_log2_p_fail=-64.014, cited_norm2=5,
-        note="max_noise_level 4 here (5 in the source): our model puts 2-norm 5 at 2^-63.9"),
+        note="the source's standard modulus switch; with the centered one the model gives about 2^-93"),
     "tfhe-4bit-p128": dict(
-        repository=_TFHE_RS, commit="59b5ec13b3b3659ff80f2b02629298071b66e489",
-        file="tfhe/src/shortint/parameters/classic/p_fail_2_minus_128/ks_pbs.rs",
-        constant="PARAM_MESSAGE_2_CARRY_2_KS_PBS_GAUSSIAN_2M128", cited_log2_p_fail=-128.586, cited_norm2=5,
-        note="GLWE std: TFHE-rs's floor 2^-62 at 2^64 kept as the absolute floor 4 (2^-60 relative here); "
-             "the newer N = 2048 2^-128 sets (TFHE-rs v1.1+, the anchor's n = 918) reach 2^-128 only with a "
-             "modulus-switch noise reduction this project does not implement"),
+        repository=_TFHE_RS, commit="1feb4ca2f3733c3385d6c8d52f89e8f03e2a5182",
+        file="tfhe/src/shortint/parameters/v1_4/classic/tuniform/p_fail_2_minus_128/ks_pbs.rs",
+        constant="V1_4_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128", cited_log2_p_fail=-129.581, cited_norm2=5,
+        note="the anchor's set (alias PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128); TUniform(45) and "
+             "TUniform(17) at 2^64 as stds; its modulus switch is CenteredMeanNoiseReduction, as here"),
     "tfhe-4bit-mb4": dict(
         repository=_TFHE_RS, commit="dc9afe114694688acdc708fb519c67920989ac9d",
         file="tfhe/src/shortint/parameters/v1_1/multi_bit/gaussian/p_fail_2_minus_64/ks_pbs_gpu.rs",
@@ -139,7 +150,7 @@ def preset(name: str) -> TFHEParams:
 def presets() -> dict[str, dict]:
     """name -> plain info of every TFHE preset: n, N, k, grouping_factor, decomposition
     (pbs and ks base_log/level), bits (message + carry), message_bits, carry_bits,
-    max_noise_level, security_bits (0 for toy), log2_p_fail (this project's model), the cited
+    max_noise_level, modulus_switch_type, security_bits (0 for toy), log2_p_fail (this project's model), the cited
     set and its stated p_fail (None for toys). Raises nothing; does not warn."""
     out = {}
     with warnings.catch_warnings():
@@ -152,7 +163,8 @@ def presets() -> dict[str, dict]:
                 decomposition=dict(pbs_base_log=p.pbs_base_log, pbs_level=p.pbs_level, ks_base_log=p.ks_base_log,
                                    ks_level=p.ks_level),
                 bits=p.bits, message_bits=p.message_bits, carry_bits=p.carry_bits,
-                max_noise_level=p.max_noise_level, security_bits=p.security_bits, log2_p_fail=p.log2_p_fail,
+                max_noise_level=p.max_noise_level, modulus_switch_type=p.modulus_switch_type,
+                security_bits=p.security_bits, log2_p_fail=p.log2_p_fail,
                 cited=None if cite is None else f"{cite['repository']} {cite['file']} {cite['constant']}",
                 cited_log2_p_fail=None if cite is None else cite["cited_log2_p_fail"])
     return out

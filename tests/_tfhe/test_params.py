@@ -12,7 +12,7 @@ import pytest
 from fhetorch._ring.primes import is_prime
 from fhetorch._tfhe import noise
 from fhetorch._tfhe.params import TFHEParams, TFHEParamsLiteral, make_params, min_log2_std_128, tfhe_primes
-from fhetorch._tfhe.presets import CITATIONS, PRESETS, TARGET_LOG2_P_FAIL, is_toy, preset, presets
+from fhetorch._tfhe.presets import CITATIONS, PRESETS, TARGET_LOG2_P_FAIL, is_toy, preset, presets, t_uniform_std
 from fhetorch.errors import InsecureParametersWarning, ParameterError, SecurityError
 
 SECURE = [name for name in PRESETS if not is_toy(name)]
@@ -75,6 +75,7 @@ def test_frozen():
     ("max_noise_level", 0, "max_noise_level"),
     ("secret_distribution", "gaussian", "secret_distribution"),
     ("log2_p_fail_max", 3, "log2_p_fail_max"),
+    ("modulus_switch_type", "rounded", "modulus_switch_type"),
 ])
 def test_validation_errors_say_what_to_change(field, value, words):
     with pytest.raises(ParameterError, match=words):
@@ -97,13 +98,24 @@ def test_keywords_alone_make_params():
     p = quiet(None, **{f: getattr(BASE, f) for f in ("lwe_dimension", "glwe_dimension", "polynomial_size",
                                                         "lwe_noise_std", "glwe_noise_std", "pbs_base_log",
                                                         "pbs_level", "ks_base_log", "ks_level", "message_bits")},
-              max_noise_level=4)
+              max_noise_level=5, modulus_switch_type="centered")
     assert p.describe() == replace(preset("tfhe-4bit"), name="custom").describe()
 
 
 def test_multibit_needs_binary_secret():
     with pytest.raises(ParameterError, match="binary"):
         quiet(PRESETS["tfhe-4bit-mb4"], secret_distribution="ternary")
+
+
+def test_centered_switch_is_classical_only_and_fits_int64():
+    with pytest.raises(ParameterError, match="multi-bit PBS .* modulus_switch_type='standard'"):
+        quiet(PRESETS["tfhe-4bit-mb4"], modulus_switch_type="centered")
+    # n (q/4N + 2) must stay below 2^63: about n = 8192 at N = 1024
+    toy = replace(PRESETS["toy-tfhe-4bit"], log2_p_fail_max=0.0)
+    with pytest.raises(ParameterError, match="int64; n = 8200 is too large for N = 1024"):
+        quiet(toy, lwe_dimension=8200)
+    assert quiet(toy, lwe_dimension=8190).modulus_switch_type == "centered"
+    assert quiet(toy, lwe_dimension=8200, modulus_switch_type="standard").n == 8200
 
 
 def test_too_many_bits_for_the_noise():
@@ -195,6 +207,37 @@ def test_secure_presets(name):
     assert cite["file"].endswith(".rs") and "MESSAGE_" in cite["constant"]
 
 
+def test_the_anchor_preset_is_tfhe_rs_v1_4_at_n_2048():
+    """tfhe-4bit-p128 = V1_4_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128 (the anchor's set): same n,
+    k, N, decompositions, bits and 2-norm, noise at least the cited TUniform std (the sampler rounds
+    up, by under 1e-4 relatively), the centered switch; the model within 1.5 bits of the stated
+    2^-129.58, on the pessimistic side, and below 2^-128."""
+    p, cite = preset("tfhe-4bit-p128"), CITATIONS["tfhe-4bit-p128"]
+    assert cite["constant"] == "V1_4_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
+    assert (p.n, p.k, p.N, p.pbs_base_log, p.pbs_level, p.ks_base_log, p.ks_level) == (918, 1, 2048, 23, 1, 4, 4)
+    assert (p.bits, p.max_noise_level, p.modulus_switch_type, p.grouping_factor) == (4, 5, "centered", 1)
+    for var, bound in ((p.lwe_noise_variance, 45), (p.glwe_noise_variance, 17)):
+        ratio = math.sqrt(float(var)) / p.q / t_uniform_std(bound)
+        assert 1 <= ratio < 1 + 1e-4
+    assert cite["cited_log2_p_fail"] <= p.log2_p_fail <= min(-128, cite["cited_log2_p_fail"] + 1.5)
+
+
+def test_t_uniform_std_by_enumeration():
+    for b in (0, 1, 3, 6):
+        values = range(-(1 << b), (1 << b) + 1)
+        weight = [1 if abs(x) == 1 << b else 2 for x in values]  # end points at half weight
+        var = Fraction(sum(w * x * x for w, x in zip(weight, values)), sum(weight))
+        assert t_uniform_std(b) == pytest.approx(math.sqrt(var) / 2.0**64, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_classical_presets_use_the_centered_switch(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        p = preset(name)
+    assert p.modulus_switch_type == ("centered" if p.grouping_factor == 1 else "standard")
+
+
 @pytest.mark.parametrize("name", TOY)
 def test_toy_presets_warn_every_time(name):
     for _ in range(2):
@@ -231,6 +274,7 @@ def test_presets_info_does_not_warn():
     assert i["log2_p_fail"] <= -64 and i["cited_log2_p_fail"] == -64.014
     assert info["toy-tfhe-4bit"]["security_bits"] == 0 and info["toy-tfhe-4bit"]["cited"] is None
     assert info["tfhe-4bit-mb4"]["grouping_factor"] == 4
+    assert info["tfhe-4bit"]["modulus_switch_type"] == "centered" and i["max_noise_level"] == 5
 
 
 def test_preset_is_cached():

@@ -1,6 +1,7 @@
 """Radix-integer circuits of fhe.tfhe: add, compare (lt) and multiply of batch-1 unsigned
 integers of 8, 16 and 32 bits, with each circuit's waves and PBS count.
 
+`run(args, device)` is the hook of `python -m benchmarks --suite tfhe`.
 `measure_circuits(ctx, bits=(8, 16, 32), repeats=...)` returns one row per (op, bits): median
 and spread in microseconds (benchmarks.common.time_eager: CUDA events on CUDA, perf_counter on
 CPU; every sample starts from an idle GPU), waves, PBS and PBS per wave. ctx: a keyed
@@ -61,6 +62,23 @@ def measure_circuits(ctx, bits=(8, 16, 32), repeats: int | None = None, warmup: 
     return rows
 
 
+def print_rows(rows):
+    for r in rows:
+        print(f"{r['op']:>4} {r['bits']:>2}-bit  {r['median_us'] / 1e3:10.2f} ms  waves {r['waves']:>2}  "
+              f"PBS {r['pbs']:>4}  per wave {r['pbs_per_wave']}")
+
+
+def run(args, device) -> dict:
+    """The hook of `python -m benchmarks --suite tfhe`: tfhe-4bit read as 2+2 bits, 8/16/32-bit
+    add, lt and mul on CUDA; toy-tfhe-4bit, 8 bits with --quick or on a CPU."""
+    quick = args.quick or torch.device(device).type != "cuda"
+    preset, bits = ("toy-tfhe-4bit", (8,)) if quick else ("tfhe-4bit", (8, 16, 32))
+    print(f"\n== radix circuits: {preset} read as 2 message + 2 carry bits, batch 1, {', '.join(map(str, bits))} bits")
+    rows = measure_circuits(radix_context(preset, device), bits)
+    print_rows(rows)
+    return dict(preset=preset, message_bits=2, rows=rows)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks.tfhe_circuits")
     p.add_argument("--preset", default="toy-tfhe-4bit")
@@ -72,9 +90,7 @@ def main(argv=None):
     ctx = radix_context(args.preset, args.device)
     rows = measure_circuits(ctx, tuple(int(b) for b in args.bits.split(",")), args.repeat,
                             ops=tuple(args.ops.split(",")))
-    for r in rows:
-        print(f"{r['op']:>4} {r['bits']:>2}-bit  {r['median_us'] / 1e3:10.2f} ms  waves {r['waves']:>2}  "
-              f"PBS {r['pbs']:>4}  per wave {r['pbs_per_wave']}")
+    print_rows(rows)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,14 @@ class LWETensor:
             shape = tuple(shape[0])
         return LWETensor(self.context, self.data.reshape(*shape, self.data.shape[-1]), self.degree, self.noise_level)
 
+    # --- copies (pickling: fhetorch/_tfhe/serialization.py) ------------------------------------
+    def __copy__(self) -> "LWETensor":
+        return LWETensor(self.context, self.data, self.degree, self.noise_level)
+
+    def __deepcopy__(self, memo) -> "LWETensor":
+        """New ciphertext data, the same context: copying a tensor never copies its keys."""
+        return LWETensor(self.context, self.data.clone(), self.degree, self.noise_level)
+
     # --- checks ----------------------------------------------------------------------------------
     def _checked(self, op: str, data: torch.Tensor, degree: int, noise_level: int) -> "LWETensor":
         p = self.context.params

@@ -41,9 +41,9 @@ def load(f, ctx=None, *, device=None):
     scheme's context."""
     meta, tensors = _ckks_files.read_payload(f)
     kind = meta["kind"]
-    if kind in _tfhe_files.KINDS:
+    if _tfhe_files.is_tfhe_kind(kind):
         return _tfhe_files.decode(meta, tensors, ctx, device)
     if isinstance(ctx, TFHEContext):
-        raise SerializationError(f"load: this file holds a CKKS {kind}, which needs a fhetorch.Context, not a "
-                                 "tfhe.Context")
+        raise SerializationError(f"load: this file holds CKKS content ({kind!r}), which needs a fhetorch.Context, "
+                                 "not a tfhe.Context")
     return _ckks_files.decode(meta, tensors, ctx, device)

@@ -32,7 +32,9 @@ from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweSecret
 from .lwe_tensor import LWETensor
 from .params import TFHEParams
 
-KINDS = ("tfhe_params", "tfhe_context", "tfhe_lwe_tensor")
+def is_tfhe_kind(kind) -> bool:
+    """Whether a file's kind is TFHE content (every TFHE kind starts with "tfhe_"). Raises nothing."""
+    return isinstance(kind, str) and kind.startswith("tfhe_")
 
 
 def is_tfhe(obj) -> bool:

@@ -188,12 +188,12 @@ def _load_context(meta, tensors, device) -> TFHEContext:
     names = {"bootstrap_key", "keyswitch_key"} | ({"lwe_key", "glwe_key"} if secret else set())
     _expect(tensors, names)
     ctx = TFHEContext(p, device)
-    bsk = _residues(tensors["bootstrap_key"], (p.n, p.k + 1, p.pbs_level, p.k + 1, 2, p.N), p.moduli,
-                    "the bootstrapping key")
-    ksk = _residues(tensors["keyswitch_key"], (p.k * p.N, p.ks_level, 2, p.n + 1), p.moduli,
-                    "the key-switching key")
-    ctx.bootstrap_key = LweBootstrapKey(bsk.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
-    ctx.keyswitch_key = LweKeyswitchKey(ksk.to(device).contiguous(), p.ks_base_log, p.ks_level)
+    bootstrap = _residues(tensors["bootstrap_key"], (p.n, p.k + 1, p.pbs_level, p.k + 1, 2, p.N), p.moduli,
+                          "the bootstrapping key")
+    keyswitch = _residues(tensors["keyswitch_key"], (p.k * p.N, p.ks_level, 2, p.n + 1), p.moduli,
+                          "the key-switching key")
+    ctx.bootstrap_key = LweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
+    ctx.keyswitch_key = LweKeyswitchKey(keyswitch.to(device).contiguous(), p.ks_base_log, p.ks_level)
     if secret:
         ctx.lwe_key = LweSecretKey(_binary(tensors["lwe_key"], (p.n,), "the LWE secret key").to(device))
         ctx.glwe_key = GlweSecretKey(_binary(tensors["glwe_key"], (p.k, p.N), "the GLWE secret key").to(device))

@@ -192,13 +192,13 @@ def test_crafted_tensor_is_refused(craft):
         _load(data, tctx)
 
 
-def _bsk_edit(fn):
+def _bootstrap_key_edit(fn):
     return _tensor_edit("bootstrap_key", fn)
 
 
 CONTEXT_CRAFTS = {
-    "bootstrapping key residue = q1": (_bsk_edit(lambda t: _poke_prime(t, 1, Q1)), "residues outside"),
-    "bootstrapping key truncated": (_bsk_edit(lambda t: t[:-1]), "shape"),
+    "bootstrapping key residue = q1": (_bootstrap_key_edit(lambda t: _poke_prime(t, 1, Q1)), "residues outside"),
+    "bootstrapping key truncated": (_bootstrap_key_edit(lambda t: t[:-1]), "shape"),
     "key-switching key residue": (_tensor_edit("keyswitch_key", lambda t: _poke(t, Q0 + 5)), "residues outside"),
     "key-switching key missing": (lambda m, t: t.pop("keyswitch_key"), "expected"),
     "secret claimed, absent": (_set("secret_key", True), "expected"),

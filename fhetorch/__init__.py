@@ -21,7 +21,7 @@ from .errors import (ApproximationError, ContextError, EncodingError, EncryptedV
                      MessageOverflowError, MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
                      SlotError, UnsupportedLayerError, UnsupportedOperationError)
 from .tensor import Context, EncryptedTensor
-from .tensor.serialization import load, save
+from .serialization import load, save
 
 __version__ = "0.1.0"
 

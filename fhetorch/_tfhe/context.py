@@ -7,6 +7,9 @@ k N), a PBS key-switches to the small LWE key (dimension n), then blind-rotates 
 """
 from __future__ import annotations
 
+import secrets
+import weakref
+
 import torch
 
 from .._ring import Sampler
@@ -19,6 +22,27 @@ from .params import TFHEParams
 from .radix import RadixTensor, decrypt_int, encrypt_int
 from .presets import preset as _preset
 from .ring import TFHERing
+
+# key id -> weak references to the live contexts with those keys (the client, its public()
+# copies, loaded or unpickled ones): unpickling an LWETensor ties it to one of them
+# (fhetorch/_tfhe/serialization.py)
+_LIVE: dict[str, list] = {}
+
+
+def _register(ctx: "TFHEContext"):
+    if ctx.key_id is not None:
+        refs = [r for r in _LIVE.get(ctx.key_id, []) if r() is not None]
+        _LIVE[ctx.key_id] = refs + [weakref.ref(ctx)]
+
+
+def find_context(key_id, params: dict, device) -> "TFHEContext | None":
+    """A live context of this process with these keys and parameters (params.describe()) on
+    `device`; None if there is none. Raises nothing."""
+    for ref in _LIVE.get(key_id, []) if isinstance(key_id, str) else []:
+        c = ref()
+        if c is not None and c.params.describe() == params and c.device == torch.device(device):
+            return c
+    return None
 
 
 class TFHEContext:
@@ -50,7 +74,19 @@ class TFHEContext:
         self.sampler = Sampler(self.device, seed=seed)
         self.lwe_key = self.glwe_key = None
         self.bootstrap_key = self.keyswitch_key = None
+        self.key_id = None  # set by keygen(); shared by public() and copies
         self._tv_cache: dict = {}
+
+    @property
+    def key_id(self) -> str | None:
+        """Names the keys (random, set by keygen()): contexts with the same key id hold the
+        same evaluation keys, and their LWETensors mix."""
+        return self._key_id
+
+    @key_id.setter
+    def key_id(self, value):
+        self._key_id = value
+        _register(self)
 
     # --- keys --------------------------------------------------------------------------------------
     def keygen(self) -> "TFHEContext":
@@ -64,6 +100,7 @@ class TFHEContext:
                                                             p.pbs_level, p.glwe_noise_width)
         self.keyswitch_key = alg.generate_lwe_keyswitch_key(s, self.ring, self.glwe_key.as_lwe_key(), self.lwe_key,
                                                            p.ks_base_log, p.ks_level, p.lwe_noise_width)
+        self.key_id = secrets.token_hex(8)
         return self
 
     def public(self) -> "TFHEContext":
@@ -71,11 +108,22 @@ class TFHEContext:
 
         Raises MissingKeyError before keygen()."""
         self._need_eval_keys("public")
+        ctx = self.__copy__()
+        ctx.lwe_key = ctx.glwe_key = None
+        return ctx
+
+    def __copy__(self) -> "TFHEContext":
+        """copy.copy and copy.deepcopy: the keys (never changed in place) are shared, the random
+        generator is new, so a copy never repeats the original's encryption randomness.
+        Pickling: fhetorch/_tfhe/serialization.py (a secret key is never pickled)."""
         ctx = TFHEContext.__new__(TFHEContext)
         ctx.__dict__.update(self.__dict__)
-        ctx.lwe_key = ctx.glwe_key = None
         ctx.sampler = Sampler(self.device)
+        _register(ctx)
         return ctx
+
+    def __deepcopy__(self, memo) -> "TFHEContext":
+        return self.__copy__()
 
     @property
     def has_secret_key(self) -> bool:
@@ -93,7 +141,8 @@ class TFHEContext:
     def _check_tensor(self, op, x):
         if not isinstance(x, LWETensor):
             raise ContextError(f"tfhe.{op}: expected an LWETensor, got {type(x).__name__}")
-        if x.context.params != self.params or x.context.bootstrap_key is not self.bootstrap_key:
+        other = x.context
+        if other is not self and (self.key_id is None or other.key_id != self.key_id or other.params != self.params):
             raise ContextError(f"tfhe.{op}: the LWETensor belongs to another context (other parameters or keys)")
 
     # --- encryption --------------------------------------------------------------------------------

@@ -165,6 +165,14 @@ class LWETensor:
     def _joined(first, tensors, data) -> "LWETensor":
         return LWETensor(first.context, data, max(t.degree for t in tensors), max(t.noise_level for t in tensors))
 
+    # --- copies (pickling: fhetorch/_tfhe/serialization.py) ------------------------------------
+    def __copy__(self) -> "LWETensor":
+        return LWETensor(self.context, self.data, self.degree, self.noise_level)
+
+    def __deepcopy__(self, memo) -> "LWETensor":
+        """New ciphertext data, the same context: copying a tensor never copies its keys."""
+        return LWETensor(self.context, self.data.clone(), self.degree, self.noise_level)
+
     # --- checks ----------------------------------------------------------------------------------
     def _checked(self, op: str, data: torch.Tensor, degree: int, noise_level: int) -> "LWETensor":
         p = self.context.params

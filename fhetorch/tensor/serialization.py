@@ -53,6 +53,13 @@ def save(obj, f, *, secret_key: bool = False):
     Raises SerializationError for anything else (a bare Ciphertext or secret key included), or
     secret_key=True on a context without one."""
     meta, tensors = _encode(obj, secret_key)
+    write_payload(meta, tensors, f)
+
+
+def write_payload(meta: dict, tensors: dict, f):
+    """The file envelope: meta (plain data) and int32 tensors, with their SHA-256 digest, by
+    torch.save to a path or file object (fhetorch/serialization.py writes TFHE content with
+    it). Raises nothing of its own."""
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     payload = {"magic": MAGIC, "version": VERSION, "meta": meta, "tensors": tensors,
                "digest": _digest(meta, tensors)}
@@ -135,6 +142,14 @@ def load(f, ctx: Context | None = None, *, device=None):
 
     Raises SerializationError for unreadable, truncated, corrupted, crafted or foreign data,
     other parameters or keys than ctx's, or a ciphertext or key without its ctx."""
+    meta, tensors = read_payload(f)
+    return decode(meta, tensors, ctx, device)
+
+
+def read_payload(f) -> tuple[dict, dict]:
+    """(meta, tensors) of a file `write_payload` wrote, its digest checked; nothing unpickled.
+
+    Raises SerializationError for unreadable, truncated, corrupted or foreign data."""
     try:
         payload = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated or not a torch file
@@ -153,6 +168,11 @@ def load(f, ctx: Context | None = None, *, device=None):
         raise SerializationError(f"load: the file is corrupted (malformed content: {e})") from None
     if digest != payload.get("digest"):
         raise SerializationError("load: digest mismatch: the file is corrupted")
+    return meta, tensors
+
+
+def decode(meta: dict, tensors: dict, ctx: Context | None = None, device=None):
+    """The CKKS object of a file's (meta, tensors) (see load). Raises SerializationError as load does."""
     return _guarded(_decode, meta, tensors, ctx, device)
 
 

@@ -90,8 +90,11 @@ def conditioned_keyswitch_variance(ctx) -> float:
 
 
 def conditioned_modulus_switch_variance(ctx) -> float:
-    """noise.modulus_switch_variance with the small key's weight: (1 + h) rounding errors."""
+    """noise.modulus_switch_variance with the small key's weight: (1 + h) rounding errors
+    (the centered switch's error does not depend on the weight: (s_i - 1/2)^2 = 1/4)."""
     p = ctx.params
+    if p.modulus_switch_type == "centered":
+        return noise.modulus_switch_variance(p)
     weight = int(ctx.lwe_key.data.sum())
     return noise.modulus_switch_variance(p) * (1 + weight) / (1 + p.n * 0.5)
 
@@ -112,10 +115,14 @@ def conditioned_input_variance(ctx, input_variance: float) -> float:
 
 
 def switched_phase(ctx, ks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a~, phase~): the key-switched ciphertexts (..., n + 1) modulus-switched to 2N, and
-    their phase b~ - <a~, s> mod 2N under the small key."""
+    """(a~, phase~): the key-switched ciphertexts (..., n + 1) modulus-switched to 2N as the PBS
+    does (with the centered switch's body correction where the parameters use it), and their
+    phase b~ - <a~, s> mod 2N under the small key."""
     two_n = 2 * ctx.params.N
-    sw = alg.modulus_switch(ks, ctx.modulus, two_n.bit_length() - 1)
+    log_2n = two_n.bit_length() - 1
+    if ctx.params.modulus_switch_type == "centered":
+        ks = alg.center_modulus_switch(ks, ctx.modulus, log_2n, ctx.params.secret_distribution)
+    sw = alg.modulus_switch(ks, ctx.modulus, log_2n)
     phase = (sw[..., -1] - (sw[..., :-1] * ctx.lwe_key.data).sum(-1)) % two_n
     return sw, phase
 

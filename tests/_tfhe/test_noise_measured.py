@@ -93,7 +93,10 @@ def test_decision_variance_at_the_modulus_switch(label):
     p = ctx.params
     two_n = 2 * p.N
     _, phase = switched_phase(ctx, ks)
-    err = centred((phase - m * (two_n // p.plaintext_modulus)) % two_n, two_n).double() / two_n
+    # the error from the centre of the decision window (half a step below m * step after the
+    # centered switch; the standard switch's phase is centred on m * step itself)
+    offset = 0.5 if p.modulus_switch_type == "centered" else 0.0
+    err = (centred((phase - m * (two_n // p.plaintext_modulus)) % two_n, two_n).double() + offset) / two_n
     predicted = conditioned_decision_variance(ctx, noise.fresh_glwe_variance(p))
     assert_variance(err, predicted, f"{p.name} at the modulus-switch output", mean=keyswitch_mean(ctx))
 
@@ -107,7 +110,10 @@ def _blind_rotation_ratios(ctx, groups: int, seed: int) -> torch.Tensor:
     table = [int(v) for v in torch.randperm(p.message_modulus, generator=torch.Generator().manual_seed(seed))]
     tv = ctx._test_polynomials([table])
     ks = alg.keyswitch_lwe_ciphertext(ctx.keyswitch_key, ctx.encrypt(m).data, mq)
-    acc = alg.blind_rotate(ctx.ring, ctx.bootstrap_key, ks, tv.unsqueeze(0))
+    rotated = ks  # what the PBS rotates by: with the centered switch's body correction where used
+    if p.modulus_switch_type == "centered":
+        rotated = alg.center_modulus_switch(ks, mq, p.log_n + 1, p.secret_distribution)
+    acc = alg.blind_rotate(ctx.ring, ctx.bootstrap_key, rotated, tv.unsqueeze(0))
     glwe_phase = alg.decrypt_glwe_ciphertext(ctx.ring, ctx.glwe_key, acc)  # (groups, N)
     sw, phase = switched_phase(ctx, ks)
     want = torch.stack([alg.rotate_glwe(mq, tv, -int(s)) for s in phase])

@@ -49,16 +49,26 @@ void tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t
   });
 }
 
-// Key bit outermost (CMux-level batching): each step reads one GGSW of the key for the batch.
+// The same team functions as CUDA, with the same dispatch (tfhe_fused_fits): where CUDA runs the
+// fused kernel, every ciphertext runs its whole rotation in its own scratch (ciphertexts in
+// parallel); otherwise key bit outermost, one step per bit over the batch (CUDA: one launch
+// per bit). The accumulator is the output in both.
 void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
   BlindRotateArgs g = g_in;
-  g.scratch = th.scratch(g.B * tfhe_scratch_words(g.r));
+  const int64_t words = tfhe_scratch_words(g.r), k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
+  g.scratch = th.scratch(g.B * words);
+  if (tfhe_fused_fits(g.r)) {
+    th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+    });
+    return;
+  }
   th.par(g.B, 16, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate_init(SoloTeam{}, g, b);
+    for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate_init(SoloTeam{}, g, b, g.acc + b * k1n);
   });
   for (int i = 0; i < g.n; ++i) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) tfhe_team_cmux_step(SoloTeam{}, g, b, i);
+      for (int64_t b = b0; b < b1; ++b) tfhe_team_cmux_step(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
     });
   }
 }

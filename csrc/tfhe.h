@@ -179,6 +179,7 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
   const uint32_t items = static_cast<uint32_t>(rows) << wbits;
   const bool lanes = log_n >= 10;  // room for the lane layout; smaller rows: plain deposit
   uint32_t lane_pos[5] = {0, 0, 0, 0, 0}, lane_bits = 0;
+#pragma unroll
   for (int i = 0; i < 5; ++i) {
     lane_pos[i] = ((round_bits >> i) & 1u) ? i + 5u : static_cast<uint32_t>(i);
     lane_bits |= 1u << lane_pos[i];

@@ -1,8 +1,10 @@
 // TFHE kernels on CUDA (oracle: csrc/cpu/tfhe.cpp; step functions: csrc/tfhe.h). Element-wise
 // ops: one thread per element. Polynomial ops: one thread block per ciphertext (a team with
-// __syncthreads as its barrier); blind rotation launches one step per key bit over the whole
-// batch (CMux-level batching: each GGSW of the key is read once per step, from L2, for every
-// ciphertext). Scratch lives in global memory, from the caching allocator.
+// __syncthreads as its barrier). Blind rotation: where one ciphertext's accumulator and digit
+// scratch fit a block's shared memory (tfhe_fused_fits: N <= 2^12 at k = 1), ONE launch, a block
+// per ciphertext looping over every key bit in shared memory, the GGSW rows read from global
+// memory (L2-resident: the blocks in flight run about the same key bit); otherwise one launch
+// per key bit over the whole batch, scratch in global memory from the caching allocator.
 #include "kernels.h"
 #include "util.cuh"
 
@@ -11,6 +13,7 @@ namespace {
 
 constexpr int kBlock = 128;  // element-wise kernels
 constexpr int kTeam = 256;   // threads per ciphertext
+constexpr int kFusedTeam = 512;  // threads per ciphertext of the fused blind rotation
 
 struct BlockTeam {
   int rank, size;
@@ -63,11 +66,22 @@ __global__ void __launch_bounds__(kTeam)
 }
 
 __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArgs g) {
-  tfhe_team_blind_rotate_init(block_team(), g, blockIdx.x);
+  const int64_t b = blockIdx.x;
+  tfhe_team_blind_rotate_init(block_team(), g, b, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n));
 }
 
 __global__ void __launch_bounds__(kTeam) cmux_step_kernel(BlindRotateArgs g, int i) {
-  tfhe_team_cmux_step(block_team(), g, blockIdx.x, i);
+  const int64_t b = blockIdx.x;
+  tfhe_team_cmux_step(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
+                      g.scratch + b * tfhe_scratch_words(g.r));
+}
+
+// Shared memory: the accumulator (k1 N int64), then the digit scratch (tfhe_scratch_words int32).
+// Two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64 registers per thread).
+__global__ void __launch_bounds__(kFusedTeam, 2) blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
+  extern __shared__ __align__(16) int64_t smem[];
+  const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
+  tfhe_team_blind_rotate(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
 }
 
 cudaError_t elementwise_grid(int64_t total, unsigned* grid) {
@@ -125,14 +139,38 @@ cudaError_t tfhe_external_product(const TfheRing& r, const int64_t* glwe, const 
   return cudaGetLastError();
 }
 
+// The fused kernel's shared memory, or 0 where it does not fit this device (then the per-bit
+// path). Same rule as the CPU (tfhe_fused_fits), and the device's opt-in limit, which every
+// sm_90 meets. Host calls only: no synchronisation, capturable.
+cudaError_t fused_smem_bytes(const TfheRing& r, int* bytes) {
+  *bytes = 0;
+  if (!tfhe_fused_fits(r)) return cudaSuccess;
+  int dev = 0, optin = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (err != cudaSuccess) return err;
+  const int64_t need = tfhe_fused_bytes(r);
+  if (need > optin) return cudaSuccess;
+  *bytes = static_cast<int>(need);
+  return cudaFuncSetAttribute(blind_rotate_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *bytes);
+}
+
 cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (g_in.B <= 0) return cudaSuccess;
   if (g_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   BlindRotateArgs g = g_in;
-  g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   const unsigned grid = static_cast<unsigned>(g.B);
+  int smem = 0;
+  cudaError_t err = fused_smem_bytes(g.r, &smem);
+  if (err != cudaSuccess) return err;
+  if (smem > 0) {
+    g.scratch = nullptr;  // the block's own shared memory
+    blind_rotate_fused_kernel<<<grid, kFusedTeam, smem, s.stream>>>(g);
+    return cudaGetLastError();
+  }
+  g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   blind_rotate_init_kernel<<<grid, kTeam, 0, s.stream>>>(g);
-  cudaError_t err = cudaGetLastError();
+  err = cudaGetLastError();
   for (int i = 0; i < g.n && err == cudaSuccess; ++i) {
     cmux_step_kernel<<<grid, kTeam, 0, s.stream>>>(g, i);
     err = cudaGetLastError();

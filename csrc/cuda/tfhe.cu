@@ -5,7 +5,10 @@
 // per ciphertext looping over every key bit in shared memory, the GGSW rows read from global
 // memory (L2-resident: the blocks in flight run about the same key bit); otherwise one launch
 // per key bit over the whole batch, scratch in global memory from the caching allocator.
+#include <atomic>
+
 #include "kernels.h"
+#include "program.cuh"
 #include "util.cuh"
 
 namespace fhetorch::cuda {
@@ -141,18 +144,26 @@ cudaError_t tfhe_external_product(const TfheRing& r, const int64_t* glwe, const 
 
 // The fused kernel's shared memory, or 0 where it does not fit this device (then the per-bit
 // path). Same rule as the CPU (tfhe_fused_fits), and the device's opt-in limit, which every
-// sm_90 meets. Host calls only: no synchronisation, capturable.
+// sm_90 meets. The opt-in is raised once per device to min(limit, kTfheFusedBytesMax), so later
+// calls (and graph captures) make no attribute call. Host calls only: no synchronisation.
 cudaError_t fused_smem_bytes(const TfheRing& r, int* bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> opted[kDevices];  // the opt-in set per device (0: not yet)
   *bytes = 0;
   if (!tfhe_fused_fits(r)) return cudaSuccess;
-  int dev = 0, optin = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (err != cudaSuccess) return err;
+  int dev = 0;
+  FT_TRY(cudaGetDevice(&dev));
+  int limit = dev < kDevices ? opted[dev].load() : 0;
+  if (limit == 0) {
+    int optin = 0;
+    FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    limit = static_cast<int>(optin < kTfheFusedBytesMax ? optin : kTfheFusedBytesMax);
+    FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+    if (dev < kDevices) opted[dev].store(limit);
+  }
   const int64_t need = tfhe_fused_bytes(r);
-  if (need > optin) return cudaSuccess;
-  *bytes = static_cast<int>(need);
-  return cudaFuncSetAttribute(blind_rotate_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *bytes);
+  if (need <= limit) *bytes = static_cast<int>(need);
+  return cudaSuccess;
 }
 
 cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {

@@ -27,10 +27,9 @@ struct TfheMod {
   int32_t q0_inv_mont;  // q0^-1 * 2^32 mod q1 (the CRT join's Montgomery constant)
 };
 
-// Residues (r0 mod q0, r1 mod q1), canonical -> x in [0, q) (Garner: x = r0 + q0 * t).
-// Canonical mod-q arithmetic of the NTT and the product, each reduction one unsigned min (x - q
-// wraps above x when x < q; x + q wraps below x when x < 0): the same values as arith.h's
-// add_mod / sub_mod / mont_mul, one instruction fewer per reduction on the GPU.
+// Canonical mod-q arithmetic of the GGSW product, each reduction one unsigned min (x - q wraps
+// above x when x < q; x + q wraps below x when x < 0): the same values as arith.h's add_mod and
+// mont_mul.
 FT_HD uint32_t tfhe_umin(uint32_t x, uint32_t y) { return x < y ? x : y; }
 FT_HD int32_t tfhe_add_q(int32_t a, int32_t b, int32_t q) {
   const uint32_t s = static_cast<uint32_t>(a) + static_cast<uint32_t>(b);
@@ -39,11 +38,11 @@ FT_HD int32_t tfhe_add_q(int32_t a, int32_t b, int32_t q) {
 FT_HD int32_t tfhe_canon_q(int32_t x, int32_t q) {  // (-q, q) -> [0, q)
   return static_cast<int32_t>(tfhe_umin(static_cast<uint32_t>(x), static_cast<uint32_t>(x) + static_cast<uint32_t>(q)));
 }
-FT_HD int32_t tfhe_sub_q(int32_t a, int32_t b, int32_t q) { return tfhe_canon_q(a - b, q); }
 FT_HD int32_t tfhe_mul_q(int32_t a, int32_t b, int32_t q, int32_t qinv) {  // |a| < q, b in [0, q)
   return tfhe_canon_q(smr(static_cast<int64_t>(a) * b, q, qinv), q);
 }
 
+// Residues (r0 mod q0, r1 mod q1), canonical -> x in [0, q) (Garner: x = r0 + q0 * t).
 // t = (r1 - r0) q0^-1 mod q1 by one Montgomery product: |r1 - r0| < 2^31 and q0_inv_mont < q1,
 // so the product is inside smr's range; t is canonical, so x is unique whatever the method.
 FT_HD int64_t tfhe_compose(int32_t r0, int32_t r1, const TfheMod& m) {
@@ -169,6 +168,17 @@ FT_HD int32_t tfhe_load(const int32_t* p) {
 // the 32 banks of shared memory (below).
 FT_HD uint32_t tfhe_slot(uint32_t x) { return x ^ ((x >> 5) & 31u); }
 
+// Lazy values of the NTT, in [0, 2q) (2q < 2^32): [0, 2q) -> [0, q) by one unsigned min.
+FT_HD uint32_t tfhe_reduce_2q(uint32_t x, uint32_t q) { return tfhe_umin(x, x - q); }
+
+// a w 2^-32 mod q in [0, 2q), for a < 2q, w < q, nqinv = -q^-1 mod 2^32: with t = lo(a w) nqinv,
+// a w + t q < 2q^2 + 2^32 q < 2^64 is divisible by 2^32, and the quotient is below 2q.
+FT_HD uint32_t tfhe_mont_lazy(uint32_t a, uint32_t w, uint32_t q, uint32_t nqinv) {
+  const uint64_t p = static_cast<uint64_t>(a) * w;
+  const uint32_t t = static_cast<uint32_t>(p) * nqinv;
+  return static_cast<uint32_t>((p + static_cast<uint64_t>(t) * q) >> 32);
+}
+
 // The bits of w deposited, lowest first, at the set bits of mask.
 FT_HD uint32_t tfhe_deposit(uint32_t w, uint32_t mask) {
   uint32_t x = 0;
@@ -182,8 +192,9 @@ FT_HD uint32_t tfhe_deposit(uint32_t w, uint32_t mask) {
 // 2^R coefficients that differ only in those bits, loaded into registers, taken through the R
 // stages, stored back. Forward (INV false): Cooley-Tukey, bits from high to low; inverse:
 // Gentleman-Sande, bits from low to high. The stage on bit b pairs x with x | 2^b (bit b clear in
-// x) under twiddle tw[l][(N + x) >> (b + 1)], as csrc/cpu/ntt.cpp's radix-2 loops; arithmetic is
-// canonical, so the result is the transform whatever the grouping of stages into rounds.
+// x) under twiddle tw[l][(N + x) >> (b + 1)], as csrc/cpu/ntt.cpp's radix-2 loops. Arithmetic is
+// lazy: inputs and outputs in [0, 2q) (canonical inputs are fine; readers of the output reduce),
+// the same values mod q whatever the grouping of stages into rounds.
 // Items: w's 5 lowest bits (a warp's lanes, for consecutive ranks) go to index bits i, or i + 5
 // where bit i is a round bit, so that tfhe_slot maps the 32 lanes to 32 distinct banks (each bank
 // bit is one lane bit XOR constants); w's other bits fill the free index bits upwards.
@@ -210,10 +221,10 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
       x0 = tfhe_deposit(w, free_bits);
     }
     const int l = static_cast<int>(r & 1u);
-    const int32_t q = m.q[l], qinv = m.qinv[l];
-    int32_t* row = a + static_cast<int64_t>(r) * n;
+    const uint32_t q = static_cast<uint32_t>(m.q[l]), nqinv = 0u - static_cast<uint32_t>(m.qinv[l]);
+    uint32_t* row = reinterpret_cast<uint32_t*>(a) + static_cast<int64_t>(r) * n;
     const int32_t* twl = tw + static_cast<int64_t>(l) * n;
-    int32_t v[E];
+    uint32_t v[E];
 #pragma unroll
     for (int u = 0; u < E; ++u) v[u] = row[tfhe_slot(x0 | (static_cast<uint32_t>(u) << lo))];
 #pragma unroll
@@ -221,23 +232,24 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
       const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
       // twiddle of the pair whose lower member is x0 | u << lo: base + (u >> (lb + 1))
       const uint32_t base = (n + x0) >> (b + 1);
-      int32_t w_tw[E / 2];
+      uint32_t w_tw[E / 2];
 #pragma unroll
-      for (int g = 0; g < (E >> (lb + 1)); ++g) w_tw[g] = tfhe_load(twl + base + g);
+      for (int g = 0; g < (E >> (lb + 1)); ++g) w_tw[g] = static_cast<uint32_t>(tfhe_load(twl + base + g));
 #pragma unroll
       for (int u = 0; u < E; ++u) {
         if ((u >> lb) & 1) continue;
-        const int32_t s = w_tw[u >> (lb + 1)];
-        int32_t& x = v[u];
-        int32_t& y = v[u | (1 << lb)];
-        if (INV) {
-          const int32_t d = x - y;
-          x = tfhe_add_q(x, y, q);
-          y = tfhe_mul_q(d, s, q, qinv);
-        } else {
-          const int32_t sy = tfhe_mul_q(y, s, q, qinv);
-          y = tfhe_sub_q(x, sy, q);
-          x = tfhe_add_q(x, sy, q);
+        const uint32_t s = w_tw[u >> (lb + 1)];
+        uint32_t& x = v[u];
+        uint32_t& y = v[u | (1 << lb)];
+        const uint32_t xr = tfhe_reduce_2q(x, q);
+        if (INV) {  // Gentleman-Sande: (x + y, (x - y) s)
+          const uint32_t yr = tfhe_reduce_2q(y, q);
+          x = xr + yr;
+          y = tfhe_mont_lazy(xr - yr + q, s, q, nqinv);
+        } else {  // Cooley-Tukey: (x + s y, x - s y)
+          const uint32_t sy = tfhe_reduce_2q(tfhe_mont_lazy(y, s, q, nqinv), q);
+          x = xr + sy;
+          y = xr - sy + q;
         }
       }
     }
@@ -248,7 +260,8 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
 }
 
 // The whole transform in rounds of at most 4 stages, as even as possible (N = 2^11: 4, 4, 3),
-// one barrier per round. No post factor: the caller folds N^-1 into the values before an INTT.
+// one barrier per round; outputs in [0, 2q). No post factor: the caller folds N^-1 into the
+// values before an INTT.
 template <bool INV, class T>
 FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int32_t* tw, const TfheMod& m) {
   const int rounds = (log_n + 3) / 4;
@@ -326,7 +339,8 @@ FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const int32_t* 
 #pragma unroll
     for (int pp = 0; pp < kTfheMaxK1; ++pp) s[pp] = 0;
     for (int pj = 0; pj < pj_count; ++pj) {
-      const int32_t d = dig[static_cast<int64_t>(pj) * two_n + slot];
+      const uint32_t lazy = static_cast<uint32_t>(dig[static_cast<int64_t>(pj) * two_n + slot]);
+      const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
       const int32_t* g = ggsw + pj * row_stride + e;
 #pragma unroll
       for (int pp = 0; pp < kTfheMaxK1; ++pp)
@@ -342,8 +356,11 @@ FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const int32_t* 
   const uint32_t k1n = static_cast<uint32_t>(r.k1) * n;
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
     const uint32_t p = e >> r.log_n;
-    const int32_t* mp = dig + static_cast<int64_t>(p) * two_n + tfhe_slot(e & (n - 1u));
-    acc[e] = tfhe_add(acc[e], tfhe_compose(mp[0], mp[n], r.m), r.m.q_full);
+    const uint32_t* mp = reinterpret_cast<const uint32_t*>(dig) + static_cast<int64_t>(p) * two_n +
+                         tfhe_slot(e & (n - 1u));
+    const int32_t r0 = static_cast<int32_t>(tfhe_reduce_2q(mp[0], static_cast<uint32_t>(r.m.q[0])));
+    const int32_t r1 = static_cast<int32_t>(tfhe_reduce_2q(mp[n], static_cast<uint32_t>(r.m.q[1])));
+    acc[e] = tfhe_add(acc[e], tfhe_compose(r0, r1, r.m), r.m.q_full);
   }
   t.sync();
 }

@@ -260,11 +260,14 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
 }
 
 // The whole transform in rounds of at most 4 stages, as even as possible (N = 2^11: 4, 4, 3),
+// or of at most 3 or 2 where a round of 4 would leave part of a large team without an item;
 // one barrier per round; outputs in [0, 2q). No post factor: the caller folds N^-1 into the
 // values before an INTT.
 template <bool INV, class T>
 FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int32_t* tw, const TfheMod& m) {
-  const int rounds = (log_n + 3) / 4;
+  const int64_t coeffs = static_cast<int64_t>(rows) << log_n;
+  const int cap = (coeffs >> 4) >= t.size ? 4 : (coeffs >> 3) >= t.size ? 3 : 2;
+  const int rounds = (log_n + cap - 1) / cap;
   int done = 0;  // stages done
   for (int i = 0; i < rounds; ++i) {
     const int r = log_n / rounds + (i < log_n % rounds ? 1 : 0);

@@ -17,6 +17,7 @@ namespace {
 constexpr int kBlock = 128;  // element-wise kernels
 constexpr int kTeam = 256;   // threads per ciphertext
 constexpr int kFusedTeam = 512;  // threads per ciphertext of the fused blind rotation
+constexpr int kFusedSmallBatchTeam = 1024;  // ... when the batch leaves SMs free: one block per SM
 
 struct BlockTeam {
   int rank, size;
@@ -80,8 +81,12 @@ __global__ void __launch_bounds__(kTeam) cmux_step_kernel(BlindRotateArgs g, int
 }
 
 // Shared memory: the accumulator (k1 N int64), then the digit scratch (tfhe_scratch_words int32).
-// Two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64 registers per thread).
-__global__ void __launch_bounds__(kFusedTeam, 2) blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
+// THREADS = kFusedTeam: two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64
+// registers per thread). kFusedSmallBatchTeam: batches of at most one ciphertext per SM, where
+// twice the threads shorten each ciphertext's rotation.
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
+    blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
   extern __shared__ __align__(16) int64_t smem[];
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   tfhe_team_blind_rotate(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
@@ -142,27 +147,35 @@ cudaError_t tfhe_external_product(const TfheRing& r, const int64_t* glwe, const 
   return cudaGetLastError();
 }
 
-// The fused kernel's shared memory, or 0 where it does not fit this device (then the per-bit
-// path). Same rule as the CPU (tfhe_fused_fits), and the device's opt-in limit, which every
-// sm_90 meets. The opt-in is raised once per device to min(limit, kTfheFusedBytesMax), so later
-// calls (and graph captures) make no attribute call. Host calls only: no synchronisation.
-cudaError_t fused_smem_bytes(const TfheRing& r, int* bytes) {
+// What the fused kernel needs to know of the current device, found once per device (later calls
+// and graph captures make no attribute call): its SM count, and its shared-memory opt-in,
+// raised on both kernels to min(device limit, kTfheFusedBytesMax). Host calls only.
+struct FusedDevice {
+  int smem_limit, sms;
+};
+
+cudaError_t fused_device(FusedDevice* out) {
   constexpr int kDevices = 64;
-  static std::atomic<int> opted[kDevices];  // the opt-in set per device (0: not yet)
-  *bytes = 0;
-  if (!tfhe_fused_fits(r)) return cudaSuccess;
+  static std::atomic<int> limits[kDevices], sm_counts[kDevices];  // 0: not yet
   int dev = 0;
   FT_TRY(cudaGetDevice(&dev));
-  int limit = dev < kDevices ? opted[dev].load() : 0;
-  if (limit == 0) {
-    int optin = 0;
-    FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    limit = static_cast<int>(optin < kTfheFusedBytesMax ? optin : kTfheFusedBytesMax);
-    FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-    if (dev < kDevices) opted[dev].store(limit);
+  if (dev < kDevices && limits[dev].load() > 0) {
+    *out = FusedDevice{limits[dev].load(), sm_counts[dev].load()};
+    return cudaSuccess;
   }
-  const int64_t need = tfhe_fused_bytes(r);
-  if (need <= limit) *bytes = static_cast<int>(need);
+  int optin = 0, sms = 0;
+  FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int limit = static_cast<int>(optin < kTfheFusedBytesMax ? optin : kTfheFusedBytesMax);
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  if (dev < kDevices) {
+    sm_counts[dev].store(sms);
+    limits[dev].store(limit);
+  }
+  *out = FusedDevice{limit, sms};
   return cudaSuccess;
 }
 
@@ -171,13 +184,20 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (g_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   BlindRotateArgs g = g_in;
   const unsigned grid = static_cast<unsigned>(g.B);
-  int smem = 0;
-  cudaError_t err = fused_smem_bytes(g.r, &smem);
-  if (err != cudaSuccess) return err;
-  if (smem > 0) {
-    g.scratch = nullptr;  // the block's own shared memory
-    blind_rotate_fused_kernel<<<grid, kFusedTeam, smem, s.stream>>>(g);
-    return cudaGetLastError();
+  // fused where it fits (the CPU's rule, tfhe_fused_fits, and this device's opt-in limit)
+  cudaError_t err = cudaSuccess;
+  if (tfhe_fused_fits(g.r)) {
+    FusedDevice d{};
+    FT_TRY(fused_device(&d));
+    const int64_t smem = tfhe_fused_bytes(g.r);
+    if (smem <= d.smem_limit) {
+      g.scratch = nullptr;  // the block's own shared memory
+      if (g.B <= d.sms)
+        blind_rotate_fused_kernel<kFusedSmallBatchTeam><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
+      else
+        blind_rotate_fused_kernel<kFusedTeam><<<grid, kFusedTeam, smem, s.stream>>>(g);
+      return cudaGetLastError();
+    }
   }
   g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   blind_rotate_init_kernel<<<grid, kTeam, 0, s.stream>>>(g);

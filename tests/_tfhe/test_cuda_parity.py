@@ -90,6 +90,18 @@ def test_fused_blind_rotate_at_preset_shapes(gen, log_n, k, base_log, level):
     _both(ops.tfhe_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level)
 
 
+def test_fused_blind_rotate_large_batch(gen):
+    """A batch larger than the SM count: the 512-thread variant (smaller batches run 1024 threads
+    per ciphertext, with 3-stage NTT rounds), two blocks per SM, against the CPU."""
+    ring = TFHERing(11, MODULI)
+    n, big_n = 6, 2048
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, n, 2, 1, 2, big_n))
+    ct = rand_mod_q(gen, 300, n + 1)
+    luts = rand_mod_q(gen, 4, big_n)
+    idx = torch.randint(0, 4, (300,), generator=gen)
+    _both(ops.tfhe_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, MODULI, 23, 1)
+
+
 def test_blind_rotate_replays_in_a_cuda_graph(gen):
     """The whole rotation is capturable: a replay on new inputs equals the CPU."""
     ring = TFHERing(11, MODULI)

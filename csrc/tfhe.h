@@ -187,10 +187,10 @@ FT_HD uint32_t tfhe_deposit(uint32_t w, uint32_t mask) {
   return x;
 }
 
-// A round of R stages of a negacyclic NTT on `rows` rows of N = 2^log_n (row r on limb r & 1, the
-// rows of a TFHE polynomial alternate q0, q1), over the index bits [lo, lo + R): every item is the
-// 2^R coefficients that differ only in those bits, loaded into registers, taken through the R
-// stages, stored back. Forward (INV false): Cooley-Tukey, bits from high to low; inverse:
+// A round of R stages of a negacyclic NTT on `rows` rows of N = 2^log_n (row r on limb r & 1: the
+// rows of a TFHE polynomial alternate q0, q1; or every row on `limb` where limb >= 0), over the
+// index bits [lo, lo + R): every item is the 2^R coefficients that differ only in those bits,
+// loaded into registers, taken through the R stages, stored back. Forward (INV false): Cooley-Tukey, bits from high to low; inverse:
 // Gentleman-Sande, bits from low to high. The stage on bit b pairs x with x | 2^b (bit b clear in
 // x) under twiddle tw[l][(N + x) >> (b + 1)], as csrc/cpu/ntt.cpp's radix-2 loops. Arithmetic is
 // lazy: inputs and outputs in [0, 2q) (canonical inputs are fine; readers of the output reduce),
@@ -199,7 +199,8 @@ FT_HD uint32_t tfhe_deposit(uint32_t w, uint32_t mask) {
 // where bit i is a round bit, so that tfhe_slot maps the 32 lanes to 32 distinct banks (each bank
 // bit is one lane bit XOR constants); w's other bits fill the free index bits upwards.
 template <bool INV, int R, class T>
-FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, const int32_t* tw, const TfheMod& m) {
+FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, const int32_t* tw, const TfheMod& m,
+                          int limb) {
   constexpr int E = 1 << R;
   const uint32_t n = 1u << log_n, round_bits = ((1u << R) - 1u) << lo;
   const int wbits = log_n - R;
@@ -220,7 +221,7 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
     } else {
       x0 = tfhe_deposit(w, free_bits);
     }
-    const int l = static_cast<int>(r & 1u);
+    const int l = limb >= 0 ? limb : static_cast<int>(r & 1u);
     const uint32_t q = static_cast<uint32_t>(m.q[l]), nqinv = 0u - static_cast<uint32_t>(m.qinv[l]);
     uint32_t* row = reinterpret_cast<uint32_t*>(a) + static_cast<int64_t>(r) * n;
     const int32_t* twl = tw + static_cast<int64_t>(l) * n;
@@ -264,7 +265,8 @@ FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, c
 // one barrier per round; outputs in [0, 2q). No post factor: the caller folds N^-1 into the
 // values before an INTT.
 template <bool INV, class T>
-FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int32_t* tw, const TfheMod& m) {
+FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int32_t* tw, const TfheMod& m,
+                         int limb = -1) {
   const int64_t coeffs = static_cast<int64_t>(rows) << log_n;
   const int cap = (coeffs >> 4) >= t.size ? 4 : (coeffs >> 3) >= t.size ? 3 : 2;
   const int rounds = (log_n + cap - 1) / cap;
@@ -273,10 +275,10 @@ FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int3
     const int r = log_n / rounds + (i < log_n % rounds ? 1 : 0);
     const int lo = INV ? done : log_n - done - r;
     switch (r) {
-      case 1: tfhe_ntt_round<INV, 1>(t, a, rows, log_n, lo, tw, m); break;
-      case 2: tfhe_ntt_round<INV, 2>(t, a, rows, log_n, lo, tw, m); break;
-      case 3: tfhe_ntt_round<INV, 3>(t, a, rows, log_n, lo, tw, m); break;
-      default: tfhe_ntt_round<INV, 4>(t, a, rows, log_n, lo, tw, m); break;
+      case 1: tfhe_ntt_round<INV, 1>(t, a, rows, log_n, lo, tw, m, limb); break;
+      case 2: tfhe_ntt_round<INV, 2>(t, a, rows, log_n, lo, tw, m, limb); break;
+      case 3: tfhe_ntt_round<INV, 3>(t, a, rows, log_n, lo, tw, m, limb); break;
+      default: tfhe_ntt_round<INV, 4>(t, a, rows, log_n, lo, tw, m, limb); break;
     }
     done += r;
   }
@@ -454,6 +456,98 @@ FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t 
   int64_t* out = g.acc + b * k1n;
   if (acc != out)
     for (int64_t e = t.rank; e < k1n; e += t.size) out[e] = acc[e];
+}
+
+// ---- low latency: one ciphertext over a cluster of 2 k1 teams -----------------------------
+//
+// For small batches (tfhe_cluster_fits), team c of a cluster owns component p = c >> 1 on prime
+// l = c & 1: its level digit rows and one output row of the GGSW product, so the (k1, 2) NTTs of
+// a CMux run on 2 k1 SMs at once. Every team keeps a replica of the accumulator and updates it
+// from all teams' output rows, so each step is three phases with a cluster barrier after each;
+// a team reads the other teams' rows through `peer_dig` / `peer_out` (CUDA: distributed shared
+// memory; CPU: the teams' heap scratch, the teams run one after another within each phase).
+// Per team: acc (k1 N int64), dig (level N int32), out (N int32).
+constexpr int kTfheClusterMax = 8;    // 2 k1 teams: k <= 3 (a portable cluster size)
+constexpr int kTfheClusterCtas = 128; // batches with B * 2 k1 <= 128 teams take this path
+FT_HD int64_t tfhe_cluster_bytes(const TfheRing& r) {
+  return (static_cast<int64_t>(r.k1) * 8 << r.log_n) + (static_cast<int64_t>(r.level) * 4 << r.log_n) + (4 << r.log_n);
+}
+FT_HD bool tfhe_cluster_fits(const TfheRing& r, int64_t B) {
+  return 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
+}
+
+// a_i of ciphertext b: round(mask_i * 2N / q) (0: the step is skipped).
+FT_HD int64_t tfhe_mask_rotation(const BlindRotateArgs& g, int64_t b, int i) {
+  return static_cast<int64_t>(tfhe_round_pow2(g.ct[b * (g.n + 1) + i], g.r.m.q_full, g.r.log_n + 1));
+}
+
+// Phase 1 of team c: the level digit rows of component p of (X^a - 1) acc on prime l, forward NTT.
+template <class T>
+FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, const int64_t* acc, int32_t* dig) {
+  const int p = c >> 1, l = c & 1;
+  const uint32_t n = 1u << r.log_n;
+  const int bits = r.base_log * r.level;
+  const uint64_t mask = (uint64_t(1) << r.base_log) - 1, half = uint64_t(1) << (r.base_log - 1);
+  const int64_t* ap = acc + (static_cast<int64_t>(p) << r.log_n);
+  for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
+    const int64_t diff = tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
+    uint64_t v = tfhe_round_pow2(diff, r.m.q_full, bits);
+    for (int j = r.level - 1; j >= 0; --j) {  // as tfhe_store_digits, one prime
+      const uint64_t u = v & mask;
+      v >>= r.base_log;
+      int32_t d = static_cast<int32_t>(u);
+      if (u >= half) {
+        d -= static_cast<int32_t>(mask) + 1;
+        v += 1;
+      }
+      dig[(static_cast<int64_t>(j) << r.log_n) + tfhe_slot(x)] = d < 0 ? d + r.m.q[l] : d;
+    }
+  }
+  t.sync();
+  tfhe_team_ntt<false>(t, dig, r.level, r.log_n, r.psi, r.m, l);
+}
+
+// Phase 2 of team c: output row (p' = c >> 1, prime l) = sum over (p, j) of the digit rows of the
+// teams on prime l times the GGSW rows, times N^-1, inverse NTT.
+template <class T>
+FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int32_t* ggsw,
+                                const int32_t* const* peer_dig, int32_t* out) {
+  const int pp = c >> 1, l = c & 1;
+  const uint32_t n = 1u << r.log_n;
+  const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
+  const int64_t two_n = int64_t(2) << r.log_n;
+  for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
+    const uint32_t slot = tfhe_slot(x);
+    int32_t s = 0;
+    for (int p = 0; p < r.k1; ++p) {
+      const int32_t* pd = peer_dig[2 * p + l];
+      for (int j = 0; j < r.level; ++j) {
+        const uint32_t lazy = static_cast<uint32_t>(pd[(static_cast<int64_t>(j) << r.log_n) + slot]);
+        const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
+        const int32_t gv = tfhe_load(ggsw + ((static_cast<int64_t>(p) * r.level + j) * r.k1 + pp) * two_n +
+                                     (static_cast<int64_t>(l) << r.log_n) + x);
+        s = tfhe_add_q(s, tfhe_mul_q(d, gv, q, qinv), q);
+      }
+    }
+    out[slot] = tfhe_mul_q(s, tfhe_load(r.post + l), q, qinv);
+  }
+  t.sync();
+  tfhe_team_ntt<true>(t, out, 1, r.log_n, r.psi_inv, r.m, l);
+}
+
+// Phase 3 of every team: its replica acc += CRT of the output rows (component p: teams 2p, 2p+1).
+template <class T>
+FT_HD void tfhe_cluster_accumulate(const T& t, const TfheRing& r, const int32_t* const* peer_out, int64_t* acc) {
+  const uint32_t n = 1u << r.log_n, k1n = static_cast<uint32_t>(r.k1) * n;
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
+    const uint32_t p = e >> r.log_n, slot = tfhe_slot(e & (n - 1u));
+    const uint32_t* o0 = reinterpret_cast<const uint32_t*>(peer_out[2 * p]);
+    const uint32_t* o1 = reinterpret_cast<const uint32_t*>(peer_out[2 * p + 1]);
+    const int32_t r0 = static_cast<int32_t>(tfhe_reduce_2q(o0[slot], static_cast<uint32_t>(r.m.q[0])));
+    const int32_t r1 = static_cast<int32_t>(tfhe_reduce_2q(o1[slot], static_cast<uint32_t>(r.m.q[1])));
+    acc[e] = tfhe_add(acc[e], tfhe_compose(r0, r1, r.m), r.m.q_full);
+  }
+  t.sync();
 }
 
 // ---- LWE key switching ---------------------------------------------------------------------

@@ -7,6 +7,8 @@
 // per key bit over the whole batch, scratch in global memory from the caching allocator.
 #include <atomic>
 
+#include <cooperative_groups.h>
+
 #include "kernels.h"
 #include "program.cuh"
 #include "util.cuh"
@@ -18,6 +20,7 @@ constexpr int kBlock = 128;  // element-wise kernels
 constexpr int kTeam = 256;   // threads per ciphertext
 constexpr int kFusedTeam = 512;  // threads per ciphertext of the fused blind rotation
 constexpr int kFusedSmallBatchTeam = 1024;  // ... when the batch leaves SMs free: one block per SM
+constexpr int kClusterTeam = 256;  // threads per block of the cluster path (2 k1 blocks per ciphertext)
 
 struct BlockTeam {
   int rank, size;
@@ -90,6 +93,44 @@ __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
   extern __shared__ __align__(16) int64_t smem[];
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   tfhe_team_blind_rotate(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
+}
+
+// The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
+// c owning component c >> 1 on prime c & 1; shared memory per block: the accumulator replica
+// (k1 N int64), the level digit rows and the output row (N int32 each); the other blocks' rows
+// read through distributed shared memory; a cluster barrier after each phase.
+__global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(const __grid_constant__ BlindRotateArgs g) {
+  namespace cg = cooperative_groups;
+  extern __shared__ __align__(16) int64_t smem[];
+  const TfheRing& r = g.r;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int c = static_cast<int>(cluster.block_rank()), teams = 2 * r.k1;
+  const int64_t b = blockIdx.x / teams, k1n = static_cast<int64_t>(r.k1) << r.log_n;
+  int64_t* acc = smem;
+  int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
+  int32_t* out = dig + (static_cast<int64_t>(r.level) << r.log_n);
+  const int32_t* peer_dig[kTfheClusterMax];
+  const int32_t* peer_out[kTfheClusterMax];
+  for (int k = 0; k < teams; ++k) {
+    peer_dig[k] = cluster.map_shared_rank(dig, k);
+    peer_out[k] = cluster.map_shared_rank(out, k);
+  }
+  const BlockTeam t = block_team();
+  tfhe_team_blind_rotate_init(t, g, b, acc);
+  cluster.sync();  // every block of the cluster runs before any reads another's memory
+  const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n;
+  for (int i = 0; i < g.n; ++i) {
+    const int64_t a = tfhe_mask_rotation(g, b, i);
+    if (a == 0) continue;  // the same for the whole cluster
+    tfhe_cluster_digits(t, r, c, a, acc, dig);
+    cluster.sync();
+    tfhe_cluster_product(t, r, c, g.bsk + i * ggsw_words, peer_dig, out);
+    cluster.sync();
+    tfhe_cluster_accumulate(t, r, peer_out, acc);
+    cluster.sync();  // the output rows are read before the next step rewrites them
+  }
+  if (c == 0)
+    for (int64_t e = t.rank; e < k1n; e += t.size) g.acc[b * k1n + e] = acc[e];
 }
 
 cudaError_t elementwise_grid(int64_t total, unsigned* grid) {
@@ -171,6 +212,7 @@ cudaError_t fused_device(FusedDevice* out) {
                               limit));
   FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   if (dev < kDevices) {
     sm_counts[dev].store(sms);
     limits[dev].store(limit);
@@ -184,13 +226,31 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (g_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   BlindRotateArgs g = g_in;
   const unsigned grid = static_cast<unsigned>(g.B);
-  // fused where it fits (the CPU's rule, tfhe_fused_fits, and this device's opt-in limit)
+  // small batches: the cluster path; then fused where it fits (the CPU's rules, tfhe_cluster_fits
+  // and tfhe_fused_fits, and this device's opt-in limit)
   cudaError_t err = cudaSuccess;
-  if (tfhe_fused_fits(g.r)) {
+  if (tfhe_cluster_fits(g.r, g.B) || tfhe_fused_fits(g.r)) {
     FusedDevice d{};
     FT_TRY(fused_device(&d));
+    if (tfhe_cluster_fits(g.r, g.B) && tfhe_cluster_bytes(g.r) <= d.smem_limit) {
+      const int teams = 2 * g.r.k1;
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(static_cast<unsigned>(g.B * teams));
+      cfg.blockDim = dim3(kClusterTeam);
+      cfg.dynamicSmemBytes = static_cast<size_t>(tfhe_cluster_bytes(g.r));
+      cfg.stream = s.stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = static_cast<unsigned>(teams);
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      g.scratch = nullptr;
+      return cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel, g);
+    }
     const int64_t smem = tfhe_fused_bytes(g.r);
-    if (smem <= d.smem_limit) {
+    if (tfhe_fused_fits(g.r) && smem <= d.smem_limit) {
       g.scratch = nullptr;  // the block's own shared memory
       if (g.B <= d.sms)
         blind_rotate_fused_kernel<kFusedSmallBatchTeam><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);

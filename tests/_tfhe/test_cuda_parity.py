@@ -74,19 +74,22 @@ def test_whole_pbs_on_cuda_decrypts():
     assert torch.equal(gpu.decrypt(y_gpu).cpu(), (5 * x + 3) % 16)
 
 
+@pytest.mark.parametrize("batch", [8, 40])
 @pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (11, 1, 12, 2), (12, 1, 22, 1), (10, 2, 23, 1),
-                                                    (12, 1, 15, 2)])
-def test_fused_blind_rotate_at_preset_shapes(gen, log_n, k, base_log, level):
-    """The fused kernel (one launch, the rotation in shared memory) at tfhe-4bit-like shapes
-    (N = 2048, k = 1, level 1 and 2), N = 4096 and tfhe-2bit's k = 2: 40 ciphertexts, 48 key bits,
-    mixed LUTs and some zero masks, against the CPU."""
+                                                    (12, 1, 15, 2), (13, 1, 15, 2)])
+def test_blind_rotate_paths_at_preset_shapes(gen, batch, log_n, k, base_log, level):
+    """Batch 8: the cluster kernel (2 k1 blocks per ciphertext, distributed shared memory);
+    batch 40: the fused kernel (1024 threads per ciphertext, the rotation in shared memory) or, at
+    N = 2^13, the per-bit launches. tfhe-4bit-like shapes (N = 2048, k = 1, level 1 and 2),
+    N = 4096, tfhe-2bit's k = 2, tfhe-6bit's N = 8192: 48 key bits, mixed LUTs, some zero masks,
+    against the CPU."""
     ring = TFHERing(log_n, MODULI)
     k1, n, big_n = k + 1, 48, 1 << log_n
     bsk = ggsw_kernel_form(ring, rand_mod_q(gen, n, k1, level, k1, big_n))
-    ct = rand_mod_q(gen, 40, n + 1)
+    ct = rand_mod_q(gen, batch, n + 1)
     ct[::7, 5] = 0
     luts = rand_mod_q(gen, 3, big_n)
-    idx = torch.randint(0, 3, (40,), generator=gen)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
     _both(ops.tfhe_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level)
 
 

@@ -191,16 +191,18 @@ def test_external_product_matches_ckks_ntt_at_full_size(gen, log_n, k, base_log,
     assert torch.equal(got, _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level))
 
 
-@pytest.mark.parametrize("log_n,k,base_log,level,n", [(11, 1, 23, 1, 4), (11, 1, 12, 2, 3), (12, 1, 22, 1, 2),
-                                                       (13, 1, 23, 1, 2)])
-def test_blind_rotate_at_full_size_matches_cmux_steps(gen, log_n, k, base_log, level, n):
-    """The fused rotation (a whole rotation per ciphertext: N <= 2^12 at k = 1) and the per-bit
-    one (N = 2^13: too large for a block's shared memory on CUDA) both equal one CMux per bit."""
+@pytest.mark.parametrize("batch", [3, 40])
+@pytest.mark.parametrize("log_n,k,base_log,level,n", [(11, 1, 23, 1, 3), (11, 1, 12, 2, 2), (12, 1, 22, 1, 2),
+                                                       (13, 1, 23, 1, 2), (10, 2, 23, 1, 2)])
+def test_blind_rotate_paths_match_cmux_steps(gen, batch, log_n, k, base_log, level, n):
+    """Every path of the rotation equals one CMux (external product op) per key bit: batch 3 the
+    cluster path (B * 2 k1 <= 128: a ciphertext over 2 k1 teams), batch 40 the fused one (a whole
+    rotation per team, N <= 2^12 at k = 1) or, at N = 2^13, the per-bit one."""
     ring, k1 = _ring(log_n), k + 1
     bsk = alg.LweBootstrapKey(ggsw_kernel_form(ring, rand_mod_q(gen, n, k1, level, k1, 1 << log_n)), base_log, level)
-    ct = rand_mod_q(gen, 3, n + 1)
+    ct = rand_mod_q(gen, batch, n + 1)
     ct[1, 0] = 0  # a skipped step
     luts = rand_mod_q(gen, 2, 1 << log_n)
-    idx = torch.tensor([1, 0, 1])
+    idx = torch.randint(0, 2, (batch,), generator=gen)
     got = alg.blind_rotate(ring, bsk, ct, luts, idx)
     assert torch.equal(got, _blind_rotate_by_steps(ring, bsk, ct, luts, idx))

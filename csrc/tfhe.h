@@ -305,21 +305,28 @@ FT_HD int64_t tfhe_scratch_words(const TfheRing& r) {
   return static_cast<int64_t>(r.k1) * r.level * 2 << r.log_n;
 }
 
+// The balanced base-2^base_log digit of v's lowest digit (in [-B/2, B/2)), v advanced past it
+// with the carry: called level times from the least significant digit up, as tfhe_digit.
+FT_HD int32_t tfhe_next_digit(uint64_t& v, int base_log) {
+  const uint64_t mask = (uint64_t(1) << base_log) - 1, half = uint64_t(1) << (base_log - 1);
+  const uint64_t u = v & mask;
+  v >>= base_log;
+  int32_t d = static_cast<int32_t>(u);
+  if (u >= half) {
+    d -= static_cast<int32_t>(mask) + 1;
+    v += 1;
+  }
+  return d;
+}
+
 // Element e of the k1 N values to decompose (component p = e / N, coefficient c): the level
 // balanced digits of v = tfhe_round_pow2(x, q, base_log * level), least significant first as
 // the carries run (as tfhe_digit), each as its residue mod q0 and mod q1.
 FT_HD void tfhe_store_digits(const TfheRing& r, int32_t* dig, int64_t e, uint64_t v) {
   const uint32_t n = 1u << r.log_n, c = static_cast<uint32_t>(e) & (n - 1u);
   const int64_t p = e >> r.log_n;
-  const uint64_t mask = (uint64_t(1) << r.base_log) - 1, half = uint64_t(1) << (r.base_log - 1);
   for (int j = r.level - 1; j >= 0; --j) {
-    const uint64_t u = v & mask;
-    v >>= r.base_log;
-    int32_t d = static_cast<int32_t>(u);
-    if (u >= half) {
-      d -= static_cast<int32_t>(mask) + 1;
-      v += 1;
-    }
+    const int32_t d = tfhe_next_digit(v, r.base_log);
     int32_t* row = dig + ((p * r.level + j) * 2 << r.log_n) + tfhe_slot(c);
     row[0] = d < 0 ? d + r.m.q[0] : d;
     row[n] = d < 0 ? d + r.m.q[1] : d;
@@ -487,19 +494,12 @@ FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, 
   const int p = c >> 1, l = c & 1;
   const uint32_t n = 1u << r.log_n;
   const int bits = r.base_log * r.level;
-  const uint64_t mask = (uint64_t(1) << r.base_log) - 1, half = uint64_t(1) << (r.base_log - 1);
   const int64_t* ap = acc + (static_cast<int64_t>(p) << r.log_n);
   for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
     const int64_t diff = tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
     uint64_t v = tfhe_round_pow2(diff, r.m.q_full, bits);
     for (int j = r.level - 1; j >= 0; --j) {  // as tfhe_store_digits, one prime
-      const uint64_t u = v & mask;
-      v >>= r.base_log;
-      int32_t d = static_cast<int32_t>(u);
-      if (u >= half) {
-        d -= static_cast<int32_t>(mask) + 1;
-        v += 1;
-      }
+      const int32_t d = tfhe_next_digit(v, r.base_log);
       dig[(static_cast<int64_t>(j) << r.log_n) + tfhe_slot(x)] = d < 0 ? d + r.m.q[l] : d;
     }
   }

@@ -1,10 +1,11 @@
 // TFHE kernels on CUDA (oracle: csrc/cpu/tfhe.cpp; step functions: csrc/tfhe.h). Element-wise
 // ops: one thread per element. Polynomial ops: one thread block per ciphertext (a team with
-// __syncthreads as its barrier). Blind rotation: where one ciphertext's accumulator and digit
-// scratch fit a block's shared memory (tfhe_fused_fits: N <= 2^12 at k = 1), ONE launch, a block
-// per ciphertext looping over every key bit in shared memory, the GGSW rows read from global
-// memory (L2-resident: the blocks in flight run about the same key bit); otherwise one launch
-// per key bit over the whole batch, scratch in global memory from the caching allocator.
+// __syncthreads as its barrier). Blind rotation, ONE launch for all key bits where it fits:
+// small batches a thread-block cluster of 2 k1 blocks per ciphertext (tfhe_cluster_fits), else a
+// block per ciphertext with the rotation in shared memory (tfhe_fused_fits: N <= 2^12 at k = 1),
+// the GGSW rows read from global memory (L2-resident: the blocks in flight run about the same
+// key bit); otherwise one launch per key bit over the whole batch, scratch in global memory from
+// the caching allocator. docs/tfhe.md has the rules and the count.
 #include <atomic>
 
 #include <cooperative_groups.h>

@@ -24,13 +24,30 @@ struct TfheMod {
   int32_t qinv[2];  // q_i^-1 mod 2^32 (Montgomery)
   int64_t q_full;   // q0 * q1 < 2^62
   int64_t q0_inv;   // q0^-1 mod q1
+  int32_t q0_inv_mont;  // q0^-1 * 2^32 mod q1 (the CRT join's Montgomery constant)
 };
 
+// Canonical mod-q arithmetic of the GGSW product, each reduction one unsigned min (x - q wraps
+// above x when x < q; x + q wraps below x when x < 0): the same values as arith.h's add_mod and
+// mont_mul.
+FT_HD uint32_t tfhe_umin(uint32_t x, uint32_t y) { return x < y ? x : y; }
+FT_HD int32_t tfhe_add_q(int32_t a, int32_t b, int32_t q) {
+  const uint32_t s = static_cast<uint32_t>(a) + static_cast<uint32_t>(b);
+  return static_cast<int32_t>(tfhe_umin(s, s - static_cast<uint32_t>(q)));
+}
+FT_HD int32_t tfhe_canon_q(int32_t x, int32_t q) {  // (-q, q) -> [0, q)
+  return static_cast<int32_t>(tfhe_umin(static_cast<uint32_t>(x), static_cast<uint32_t>(x) + static_cast<uint32_t>(q)));
+}
+FT_HD int32_t tfhe_mul_q(int32_t a, int32_t b, int32_t q, int32_t qinv) {  // |a| < q, b in [0, q)
+  return tfhe_canon_q(smr(static_cast<int64_t>(a) * b, q, qinv), q);
+}
+
 // Residues (r0 mod q0, r1 mod q1), canonical -> x in [0, q) (Garner: x = r0 + q0 * t).
+// t = (r1 - r0) q0^-1 mod q1 by one Montgomery product: |r1 - r0| < 2^31 and q0_inv_mont < q1,
+// so the product is inside smr's range; t is canonical, so x is unique whatever the method.
 FT_HD int64_t tfhe_compose(int32_t r0, int32_t r1, const TfheMod& m) {
-  int64_t d = static_cast<int64_t>(r1) - static_cast<int64_t>(r0 % m.q[1]);
-  if (d < 0) d += m.q[1];
-  const int64_t t = d * m.q0_inv % m.q[1];  // both factors < 2^31
+  const int64_t d = static_cast<int64_t>(r1) - static_cast<int64_t>(r0);
+  const int32_t t = tfhe_canon_q(smr(d * m.q0_inv_mont, m.q[1], m.qinv[1]), m.q[1]);
   return static_cast<int64_t>(r0) + static_cast<int64_t>(m.q[0]) * t;
 }
 
@@ -49,11 +66,28 @@ FT_HD int64_t tfhe_sub(int64_t a, int64_t b, int64_t q) {
   return s < 0 ? s + q : s;
 }
 
-// round(x * 2^bits / q) mod 2^bits for x in [0, q), bits <= 62, exactly: bit-by-bit long
-// division (the quotient has `bits` bits; the remainder stays below q < 2^62, so its double
-// fits), then round half up. The modulus switch (bits = log2 2N) and the gadget
-// decomposition's rounding (bits = base_log * level) are both this.
+// round(x * 2^bits / q) mod 2^bits for x in [0, q), bits <= 62, exactly (round half up; q is
+// odd, so there is no tie). The modulus switch (bits = log2 2N) and the gadget decomposition's
+// rounding (bits = base_log * level) are both this.
+//  * bits <= 48: a double estimate r of x 2^bits / q (relative error < 2^-51, so within 1/8 of
+//    the true value below 2^48: r is the rounded value or off by one), then an exact correction:
+//    D = x 2^bits - r q computed mod 2^64 is exact as a signed number (|D| < 1.5 q < 2^63), and
+//    the rounded value is the r with -q/2 < D < q/2. The result does not depend on how the
+//    device rounds the double: any estimate within one of the truth gives the same r.
+//  * larger bits: bit-by-bit long division (the remainder stays below q < 2^62, so its double
+//    fits), then round half up. No 128-bit arithmetic on either device.
 FT_HD uint64_t tfhe_round_pow2(int64_t x, int64_t q, int bits) {
+  const uint64_t mask = (uint64_t(1) << bits) - 1;
+  if (bits <= 48) {
+    const double scale = static_cast<double>(uint64_t(1) << bits) / static_cast<double>(q);
+    int64_t r = static_cast<int64_t>(static_cast<double>(x) * scale + 0.5);
+    const int64_t d = static_cast<int64_t>((static_cast<uint64_t>(x) << bits) -
+                                           static_cast<uint64_t>(r) * static_cast<uint64_t>(q));
+    const int64_t half = q >> 1;
+    if (d > half) r += 1;
+    else if (d < -half) r -= 1;
+    return static_cast<uint64_t>(r) & mask;
+  }
   uint64_t r = static_cast<uint64_t>(x), res = 0;
   const uint64_t uq = static_cast<uint64_t>(q);
   for (int i = 0; i < bits; ++i) {
@@ -65,7 +99,7 @@ FT_HD uint64_t tfhe_round_pow2(int64_t x, int64_t q, int bits) {
     }
   }
   if (2 * r >= uq) res += 1;
-  return res & ((uint64_t(1) << bits) - 1);
+  return res & mask;
 }
 
 // Digit j (j = 0 the most significant) of the balanced base-2^base_log decomposition of
@@ -117,45 +151,136 @@ struct SoloTeam {  // the CPU: one thread per ciphertext
   FT_HD void sync() const {}
 };
 
-// Forward (INV false: Cooley-Tukey, natural in, bit-reversed out) or inverse (Gentleman-Sande,
-// then times post[limb]) negacyclic NTT of `rows` rows of N, row r on limb r & 1 (the rows of a
-// TFHE polynomial alternate q0, q1), twiddles as csrc/cpu/ntt.cpp's (tw (2, N), Montgomery).
-template <bool INV, class T>
-FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int32_t* tw, const int32_t* post,
-                         const TfheMod& m) {
-  const uint32_t n = 1u << log_n, half = n >> 1;
-  const uint32_t items = static_cast<uint32_t>(rows) * half;
-  for (int stage = 0; stage < log_n; ++stage) {
-    // forward: m = 2^stage groups of 2t, t = N / 2^(stage+1); inverse runs the stages reversed
-    const int lm = INV ? log_n - 1 - stage : stage;
-    const uint32_t groups = 1u << lm, lt = static_cast<uint32_t>(log_n - 1 - lm);
-    for (uint32_t it = static_cast<uint32_t>(t.rank); it < items; it += static_cast<uint32_t>(t.size)) {
-      const uint32_t r = it >> (log_n - 1), bf = it & (half - 1);
-      const int l = static_cast<int>(r & 1u);
-      const int32_t q = m.q[l], qinv = m.qinv[l];
-      const uint32_t i = bf >> lt, j = bf & ((1u << lt) - 1u);
-      int32_t* lo = a + static_cast<int64_t>(r) * n + (2u * i << lt) + j;
-      int32_t* hi = lo + (1u << lt);
-      const int32_t s = tw[static_cast<int64_t>(l) * n + groups + i];
-      const int32_t u = *lo, v = *hi;
-      if (INV) {
-        *lo = add_mod(u, v, q);
-        *hi = mont_mul(u - v, s, q, qinv);
-      } else {
-        const int32_t sv = mont_mul(v, s, q, qinv);
-        *lo = add_mod(u, sv, q);
-        *hi = sub_mod(u, sv, q);
+// A read of read-only data (keys, tables): through the non-coherent cache on the GPU.
+FT_HD int32_t tfhe_load(const int32_t* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+// ---- NTT of polynomials held by a team -----------------------------------------------------
+//
+// Coefficient x of a row lives at slot tfhe_slot(x) = x ^ ((x >> 5) & 31) (a permutation of the
+// row: the low 5 bits are XORed with bits 5..9). Every access to the NTT scratch goes through it,
+// so the values are the same as without it; on the GPU it spreads the accesses of a warp over
+// the 32 banks of shared memory (below).
+FT_HD uint32_t tfhe_slot(uint32_t x) { return x ^ ((x >> 5) & 31u); }
+
+// Lazy values of the NTT, in [0, 2q) (2q < 2^32): [0, 2q) -> [0, q) by one unsigned min.
+FT_HD uint32_t tfhe_reduce_2q(uint32_t x, uint32_t q) { return tfhe_umin(x, x - q); }
+
+// a w 2^-32 mod q in [0, 2q), for a < 2q, w < q, nqinv = -q^-1 mod 2^32: with t = lo(a w) nqinv,
+// a w + t q < 2q^2 + 2^32 q < 2^64 is divisible by 2^32, and the quotient is below 2q.
+FT_HD uint32_t tfhe_mont_lazy(uint32_t a, uint32_t w, uint32_t q, uint32_t nqinv) {
+  const uint64_t p = static_cast<uint64_t>(a) * w;
+  const uint32_t t = static_cast<uint32_t>(p) * nqinv;
+  return static_cast<uint32_t>((p + static_cast<uint64_t>(t) * q) >> 32);
+}
+
+// The bits of w deposited, lowest first, at the set bits of mask.
+FT_HD uint32_t tfhe_deposit(uint32_t w, uint32_t mask) {
+  uint32_t x = 0;
+  for (; mask != 0; mask &= mask - 1, w >>= 1)
+    if (w & 1u) x |= mask & (0u - mask);
+  return x;
+}
+
+// A round of R stages of a negacyclic NTT on `rows` rows of N = 2^log_n (row r on limb r & 1: the
+// rows of a TFHE polynomial alternate q0, q1; or every row on `limb` where limb >= 0), over the
+// index bits [lo, lo + R): every item is the 2^R coefficients that differ only in those bits,
+// loaded into registers, taken through the R stages, stored back. Forward (INV false): Cooley-Tukey, bits from high to low; inverse:
+// Gentleman-Sande, bits from low to high. The stage on bit b pairs x with x | 2^b (bit b clear in
+// x) under twiddle tw[l][(N + x) >> (b + 1)], as csrc/cpu/ntt.cpp's radix-2 loops. Arithmetic is
+// lazy: inputs and outputs in [0, 2q) (canonical inputs are fine; readers of the output reduce),
+// the same values mod q whatever the grouping of stages into rounds.
+// Items: w's 5 lowest bits (a warp's lanes, for consecutive ranks) go to index bits i, or i + 5
+// where bit i is a round bit, so that tfhe_slot maps the 32 lanes to 32 distinct banks (each bank
+// bit is one lane bit XOR constants); w's other bits fill the free index bits upwards.
+template <bool INV, int R, class T>
+FT_HD void tfhe_ntt_round(const T& t, int32_t* a, int rows, int log_n, int lo, const int32_t* tw, const TfheMod& m,
+                          int limb) {
+  constexpr int E = 1 << R;
+  const uint32_t n = 1u << log_n, round_bits = ((1u << R) - 1u) << lo;
+  const int wbits = log_n - R;
+  const uint32_t items = static_cast<uint32_t>(rows) << wbits;
+  const bool lanes = log_n >= 10;  // room for the lane layout; smaller rows: plain deposit
+  // lane bit i goes to index bit i, or i + 5 where i is a round bit
+  uint32_t lane_bits = 0;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) lane_bits |= 1u << (i + 5 * ((round_bits >> i) & 1u));
+  const uint32_t free_bits = (n - 1u) & ~round_bits, rest_bits = free_bits & ~lane_bits;
+  for (uint32_t it = static_cast<uint32_t>(t.rank); it < items; it += static_cast<uint32_t>(t.size)) {
+    const uint32_t r = it >> wbits, w = it & ((1u << wbits) - 1u);
+    uint32_t x0;
+    if (lanes) {
+      x0 = tfhe_deposit(w >> 5, rest_bits);
+#pragma unroll
+      for (int i = 0; i < 5; ++i) x0 |= ((w >> i) & 1u) << (i + 5 * ((round_bits >> i) & 1u));
+    } else {
+      x0 = tfhe_deposit(w, free_bits);
+    }
+    const int l = limb >= 0 ? limb : static_cast<int>(r & 1u);
+    const uint32_t q = static_cast<uint32_t>(m.q[l]), nqinv = 0u - static_cast<uint32_t>(m.qinv[l]);
+    uint32_t* row = reinterpret_cast<uint32_t*>(a) + static_cast<int64_t>(r) * n;
+    const int32_t* twl = tw + static_cast<int64_t>(l) * n;
+    uint32_t v[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) v[u] = row[tfhe_slot(x0 | (static_cast<uint32_t>(u) << lo))];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
+      // twiddle of the pair whose lower member is x0 | u << lo: base + (u >> (lb + 1))
+      const uint32_t base = (n + x0) >> (b + 1);
+      uint32_t w_tw[E / 2];
+#pragma unroll
+      for (int g = 0; g < (E >> (lb + 1)); ++g) w_tw[g] = static_cast<uint32_t>(tfhe_load(twl + base + g));
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        if ((u >> lb) & 1) continue;
+        const uint32_t s = w_tw[u >> (lb + 1)];
+        uint32_t& x = v[u];
+        uint32_t& y = v[u | (1 << lb)];
+        const uint32_t xr = tfhe_reduce_2q(x, q);
+        if (INV) {  // Gentleman-Sande: (x + y, (x - y) s)
+          const uint32_t yr = tfhe_reduce_2q(y, q);
+          x = xr + yr;
+          y = tfhe_mont_lazy(xr - yr + q, s, q, nqinv);
+        } else {  // Cooley-Tukey: (x + s y, x - s y)
+          const uint32_t sy = tfhe_reduce_2q(tfhe_mont_lazy(y, s, q, nqinv), q);
+          x = xr + sy;
+          y = xr - sy + q;
+        }
       }
     }
-    t.sync();
+#pragma unroll
+    for (int u = 0; u < E; ++u) row[tfhe_slot(x0 | (static_cast<uint32_t>(u) << lo))] = v[u];
   }
-  if (INV) {
-    const uint32_t total = static_cast<uint32_t>(rows) * n;
-    for (uint32_t e = static_cast<uint32_t>(t.rank); e < total; e += static_cast<uint32_t>(t.size)) {
-      const int l = static_cast<int>((e >> log_n) & 1u);
-      a[e] = mont_mul(a[e], post[l], m.q[l], m.qinv[l]);
+  t.sync();
+}
+
+// The whole transform in rounds of at most 4 stages, as even as possible (N = 2^11: 4, 4, 3),
+// or of at most 3 or 2 where a round of 4 would leave part of a large team without an item;
+// one barrier per round; outputs in [0, 2q). No post factor: the caller folds N^-1 into the
+// values before an INTT.
+template <bool INV, class T>
+FT_HD void tfhe_team_ntt(const T& t, int32_t* a, int rows, int log_n, const int32_t* tw, const TfheMod& m,
+                         int limb = -1) {
+  const int64_t coeffs = static_cast<int64_t>(rows) << log_n;
+  const int cap = (coeffs >> 4) >= t.size ? 4 : (coeffs >> 3) >= t.size ? 3 : 2;
+  const int rounds = (log_n + cap - 1) / cap;
+  int done = 0;  // stages done
+  for (int i = 0; i < rounds; ++i) {
+    const int r = log_n / rounds + (i < log_n % rounds ? 1 : 0);
+    const int lo = INV ? done : log_n - done - r;
+    switch (r) {
+      case 1: tfhe_ntt_round<INV, 1>(t, a, rows, log_n, lo, tw, m, limb); break;
+      case 2: tfhe_ntt_round<INV, 2>(t, a, rows, log_n, lo, tw, m, limb); break;
+      case 3: tfhe_ntt_round<INV, 3>(t, a, rows, log_n, lo, tw, m, limb); break;
+      default: tfhe_ntt_round<INV, 4>(t, a, rows, log_n, lo, tw, m, limb); break;
     }
-    t.sync();
+    done += r;
   }
 }
 
@@ -172,64 +297,98 @@ struct TfheRing {
   const int32_t* post;     // (2,) N^-1 * 2^32 mod q_i
 };
 
-// Scratch words (int32) one ciphertext's team needs: xt (k1 N int64), buf (2 N), macc (2 k1 N).
+constexpr int kTfheMaxK1 = 8;  // k <= 7 (the bindings check it)
+
+// The digit scratch of one ciphertext, int32 words: (k1, level, 2, N) digit polynomials, one per
+// (component, level, prime); the product's (k1, 2, N) result reuses its first rows.
 FT_HD int64_t tfhe_scratch_words(const TfheRing& r) {
-  const int64_t n = int64_t(1) << r.log_n;
-  return 2 * r.k1 * n + 2 * n + 2 * r.k1 * n;
+  return static_cast<int64_t>(r.k1) * r.level * 2 << r.log_n;
 }
 
-// acc (k1, N) += GGSW x GLWE, where xt (k1, N) holds the GLWE's coefficients already rounded
-// to base_log * level bits (tfhe_round_pow2): sum over (p, j) of digit_j(xt_p) * row(p, j),
-// each product per prime in the NTT domain, one INTT per output polynomial, then CRT.
-template <class T>
-FT_HD void tfhe_team_external_product(const T& t, const TfheRing& r, const uint64_t* xt, const int32_t* ggsw,
-                                      int32_t* buf, int32_t* macc, int64_t* acc) {
-  const uint32_t n = 1u << r.log_n, two_n = 2u * n;
-  const uint32_t k1n2 = static_cast<uint32_t>(r.k1) * two_n;
-  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n2; e += static_cast<uint32_t>(t.size)) macc[e] = 0;
-  for (int p = 0; p < r.k1; ++p) {
-    for (int j = 0; j < r.level; ++j) {
-      for (uint32_t e = static_cast<uint32_t>(t.rank); e < two_n; e += static_cast<uint32_t>(t.size)) {
-        const int l = static_cast<int>(e >> r.log_n);
-        const int32_t d = tfhe_digit(xt[static_cast<int64_t>(p) * n + (e & (n - 1u))], r.base_log, r.level, j);
-        buf[e] = d < 0 ? d + r.m.q[l] : d;
-      }
-      t.sync();
-      tfhe_team_ntt<false>(t, buf, 2, r.log_n, r.psi, nullptr, r.m);
-      const int32_t* row = ggsw + static_cast<int64_t>(p * r.level + j) * k1n2;
-      for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n2; e += static_cast<uint32_t>(t.size)) {
-        const uint32_t x = e % two_n;
-        const int l = static_cast<int>(x >> r.log_n);
-        const int32_t q = r.m.q[l];
-        macc[e] = add_mod(macc[e], mont_mul(buf[x], row[e], q, r.m.qinv[l]), q);
-      }
-      t.sync();  // buf is refilled next
-    }
+// The balanced base-2^base_log digit of v's lowest digit (in [-B/2, B/2)), v advanced past it
+// with the carry: called level times from the least significant digit up, as tfhe_digit.
+FT_HD int32_t tfhe_next_digit(uint64_t& v, int base_log) {
+  const uint64_t mask = (uint64_t(1) << base_log) - 1, half = uint64_t(1) << (base_log - 1);
+  const uint64_t u = v & mask;
+  v >>= base_log;
+  int32_t d = static_cast<int32_t>(u);
+  if (u >= half) {
+    d -= static_cast<int32_t>(mask) + 1;
+    v += 1;
   }
-  tfhe_team_ntt<true>(t, macc, 2 * r.k1, r.log_n, r.psi_inv, r.post, r.m);
+  return d;
+}
+
+// Element e of the k1 N values to decompose (component p = e / N, coefficient c): the level
+// balanced digits of v = tfhe_round_pow2(x, q, base_log * level), least significant first as
+// the carries run (as tfhe_digit), each as its residue mod q0 and mod q1.
+FT_HD void tfhe_store_digits(const TfheRing& r, int32_t* dig, int64_t e, uint64_t v) {
+  const uint32_t n = 1u << r.log_n, c = static_cast<uint32_t>(e) & (n - 1u);
+  const int64_t p = e >> r.log_n;
+  for (int j = r.level - 1; j >= 0; --j) {
+    const int32_t d = tfhe_next_digit(v, r.base_log);
+    int32_t* row = dig + ((p * r.level + j) * 2 << r.log_n) + tfhe_slot(c);
+    row[0] = d < 0 ? d + r.m.q[0] : d;
+    row[n] = d < 0 ? d + r.m.q[1] : d;
+  }
+}
+
+// acc (k1, N) += GGSW x (the GLWE whose digits dig holds, tfhe_store_digits): forward NTT of
+// the 2 k1 level digit rows, multiply-accumulate with the GGSW rows per (prime, coefficient)
+// into the first 2 k1 rows of dig (each column is read whole before it is overwritten, by the
+// same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig.
+template <class T>
+FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const int32_t* ggsw, int32_t* dig, int64_t* acc) {
+  const uint32_t n = 1u << r.log_n, two_n = 2u * n;
+  const int pj_count = r.k1 * r.level;
+  tfhe_team_ntt<false>(t, dig, 2 * pj_count, r.log_n, r.psi, r.m);
+  const int64_t row_stride = static_cast<int64_t>(r.k1) * two_n;  // one (p, j) of the GGSW
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < two_n; e += static_cast<uint32_t>(t.size)) {
+    const int l = static_cast<int>(e >> r.log_n);
+    const uint32_t c = e & (n - 1u), slot = tfhe_slot(c) + static_cast<uint32_t>(l) * n;
+    const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
+    int32_t s[kTfheMaxK1];
+#pragma unroll
+    for (int pp = 0; pp < kTfheMaxK1; ++pp) s[pp] = 0;
+    for (int pj = 0; pj < pj_count; ++pj) {
+      const uint32_t lazy = static_cast<uint32_t>(dig[static_cast<int64_t>(pj) * two_n + slot]);
+      const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
+      const int32_t* g = ggsw + pj * row_stride + e;
+#pragma unroll
+      for (int pp = 0; pp < kTfheMaxK1; ++pp)
+        if (pp < r.k1) s[pp] = tfhe_add_q(s[pp], tfhe_mul_q(d, tfhe_load(g + static_cast<int64_t>(pp) * two_n), q, qinv), q);
+    }
+    const int32_t post = tfhe_load(r.post + l);
+#pragma unroll
+    for (int pp = 0; pp < kTfheMaxK1; ++pp)
+      if (pp < r.k1) dig[static_cast<int64_t>(pp) * two_n + slot] = tfhe_mul_q(s[pp], post, q, qinv);
+  }
+  t.sync();
+  tfhe_team_ntt<true>(t, dig, 2 * r.k1, r.log_n, r.psi_inv, r.m);
   const uint32_t k1n = static_cast<uint32_t>(r.k1) * n;
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
-    const uint32_t p = e >> r.log_n, c = e & (n - 1u);
-    const int32_t* mp = macc + static_cast<int64_t>(p) * two_n + c;
-    acc[e] = tfhe_add(acc[e], tfhe_compose(mp[0], mp[n], r.m), r.m.q_full);
+    const uint32_t p = e >> r.log_n;
+    const uint32_t* mp = reinterpret_cast<const uint32_t*>(dig) + static_cast<int64_t>(p) * two_n +
+                         tfhe_slot(e & (n - 1u));
+    const int32_t r0 = static_cast<int32_t>(tfhe_reduce_2q(mp[0], static_cast<uint32_t>(r.m.q[0])));
+    const int32_t r1 = static_cast<int32_t>(tfhe_reduce_2q(mp[n], static_cast<uint32_t>(r.m.q[1])));
+    acc[e] = tfhe_add(acc[e], tfhe_compose(r0, r1, r.m), r.m.q_full);
   }
   t.sync();
 }
 
-// out (k1, N) = GGSW x glwe (k1, N): the external_product op, one ciphertext.
+// out (k1, N) = GGSW x glwe (k1, N): the external_product op, one ciphertext; dig: its scratch.
 template <class T>
 FT_HD void tfhe_team_external_product_op(const T& t, const TfheRing& r, const int64_t* glwe, const int32_t* ggsw,
-                                         int32_t* scratch, int64_t* out) {
+                                         int32_t* dig, int64_t* out) {
   const uint32_t k1n = static_cast<uint32_t>(r.k1) << r.log_n;
-  uint64_t* xt = reinterpret_cast<uint64_t*>(scratch);
   const int bits = r.base_log * r.level;
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
-    xt[e] = tfhe_round_pow2(glwe[e], r.m.q_full, bits);
+    tfhe_store_digits(r, dig, e, tfhe_round_pow2(glwe[e], r.m.q_full, bits));
     out[e] = 0;
   }
   t.sync();
-  int32_t* buf = scratch + 2 * k1n;
-  tfhe_team_external_product(t, r, xt, ggsw, buf, buf + (2u << r.log_n), out);
+  tfhe_team_ggsw_product(t, r, ggsw, dig, out);
 }
 
 struct BlindRotateArgs {
@@ -239,14 +398,25 @@ struct BlindRotateArgs {
   const int64_t* lut_index;  // (B,) in [0, T) (clamped into it: never a read outside luts), or null: LUT 0
   const int32_t* bsk;        // (n, k1, level, k1, 2, N): GGSW of each LWE secret bit
   int64_t* acc;              // (B, k1, N) the accumulators (the output)
-  int32_t* scratch;          // B * tfhe_scratch_words(r)
+  int32_t* scratch;          // B * tfhe_scratch_words(r), where the team's scratch is not its own
   int64_t B, T;
   int n;
 };
 
-// Accumulator b of the batch := X^(-round(body * 2N / q)) * LUT (trivial GLWE: masks zero).
+// One ciphertext's whole blind rotation fits a team's own fast memory (a thread block's shared
+// memory: the accumulator and the digit scratch) when this many bytes are at most
+// kTfheFusedBytesMax, sm_90's opt-in maximum of shared memory per block (227 KiB). Then one
+// launch runs every key bit (tfhe_team_blind_rotate); otherwise one launch per key bit
+// (tfhe_team_cmux_step) keeps them in global memory. Both devices choose by this rule.
+constexpr int64_t kTfheFusedBytesMax = 227 * 1024;
+FT_HD int64_t tfhe_fused_bytes(const TfheRing& r) {
+  return (static_cast<int64_t>(r.k1) * 8 << r.log_n) + 4 * tfhe_scratch_words(r);
+}
+FT_HD bool tfhe_fused_fits(const TfheRing& r) { return tfhe_fused_bytes(r) <= kTfheFusedBytesMax; }
+
+// acc (k1, N) := X^(-round(body * 2N / q)) * LUT of ciphertext b (a trivial GLWE: masks zero).
 template <class T>
-FT_HD void tfhe_team_blind_rotate_init(const T& t, const BlindRotateArgs& g, int64_t b) {
+FT_HD void tfhe_team_blind_rotate_init(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc) {
   const TfheRing& r = g.r;
   const int64_t n = int64_t(1) << r.log_n;
   const int64_t* ct = g.ct + b * (g.n + 1);
@@ -255,7 +425,6 @@ FT_HD void tfhe_team_blind_rotate_init(const T& t, const BlindRotateArgs& g, int
   int64_t li = g.lut_index ? g.lut_index[b] : 0;
   li = li < 0 ? 0 : (li >= g.T ? g.T - 1 : li);
   const int64_t* lut = g.luts + li * n;
-  int64_t* acc = g.acc + b * r.k1 * n;
   const int64_t k1n = r.k1 * n, body_start = (r.k1 - 1) * n;
   for (int64_t e = t.rank; e < k1n; e += t.size)
     acc[e] = e < body_start ? 0 : tfhe_rotated(lut, e - body_start, shift, r.log_n, r.m.q_full);
@@ -263,27 +432,122 @@ FT_HD void tfhe_team_blind_rotate_init(const T& t, const BlindRotateArgs& g, int
 }
 
 // Key bit i of ciphertext b: acc := CMux(bsk_i, acc, X^a_i * acc) = acc + bsk_i x ((X^a_i - 1) acc),
-// a_i = round(mask_i * 2N / q). a_i = 0 leaves acc unchanged (decomposing zero gives zero).
+// a_i = round(mask_i * 2N / q); dig: the team's digit scratch (tfhe_scratch_words). a_i = 0
+// leaves acc unchanged (decomposing zero gives zero).
 template <class T>
-FT_HD void tfhe_team_cmux_step(const T& t, const BlindRotateArgs& g, int64_t b, int i) {
+FT_HD void tfhe_team_cmux_step(const T& t, const BlindRotateArgs& g, int64_t b, int i, int64_t* acc, int32_t* dig) {
   const TfheRing& r = g.r;
   const int64_t n = int64_t(1) << r.log_n;
   const int64_t a = static_cast<int64_t>(tfhe_round_pow2(g.ct[b * (g.n + 1) + i], r.m.q_full, r.log_n + 1));
   if (a == 0) return;  // the whole team sees the same a
-  int64_t* acc = g.acc + b * r.k1 * n;
-  int32_t* scratch = g.scratch + b * tfhe_scratch_words(r);
-  uint64_t* xt = reinterpret_cast<uint64_t*>(scratch);
   const int bits = r.base_log * r.level;
   const int64_t k1n = r.k1 * n;
   for (int64_t e = t.rank; e < k1n; e += t.size) {
     const int64_t p = e >> r.log_n, c = e & (n - 1);
     const int64_t diff = tfhe_sub(tfhe_rotated(acc + p * n, c, a, r.log_n, r.m.q_full), acc[e], r.m.q_full);
-    xt[e] = tfhe_round_pow2(diff, r.m.q_full, bits);
+    tfhe_store_digits(r, dig, e, tfhe_round_pow2(diff, r.m.q_full, bits));
   }
   t.sync();  // every read of acc is done before the product adds to it
   const int32_t* ggsw = g.bsk + static_cast<int64_t>(i) * r.k1 * r.level * r.k1 * 2 * n;
-  int32_t* buf = scratch + 2 * k1n;
-  tfhe_team_external_product(t, r, xt, ggsw, buf, buf + 2 * n, acc);
+  tfhe_team_ggsw_product(t, r, ggsw, dig, acc);
+}
+
+// The whole blind rotation of ciphertext b by one team: init, then every key bit, in the team's
+// acc (k1 N int64) and dig (tfhe_scratch_words) scratch, then acc copied to the output (unless
+// acc is the output already).
+template <class T>
+FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig) {
+  tfhe_team_blind_rotate_init(t, g, b, acc);
+  for (int i = 0; i < g.n; ++i) tfhe_team_cmux_step(t, g, b, i, acc, dig);
+  const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
+  int64_t* out = g.acc + b * k1n;
+  if (acc != out)
+    for (int64_t e = t.rank; e < k1n; e += t.size) out[e] = acc[e];
+}
+
+// ---- low latency: one ciphertext over a cluster of 2 k1 teams -----------------------------
+//
+// For small batches (tfhe_cluster_fits), team c of a cluster owns component p = c >> 1 on prime
+// l = c & 1: its level digit rows and one output row of the GGSW product, so the (k1, 2) NTTs of
+// a CMux run on 2 k1 SMs at once. Every team keeps a replica of the accumulator and updates it
+// from all teams' output rows, so each step is three phases with a cluster barrier after each;
+// a team reads the other teams' rows through `peer_dig` / `peer_out` (CUDA: distributed shared
+// memory; CPU: the teams' heap scratch, the teams run one after another within each phase).
+// Per team: acc (k1 N int64), dig (level N int32), out (N int32).
+constexpr int kTfheClusterMax = 8;    // 2 k1 teams: k <= 3 (a portable cluster size)
+constexpr int kTfheClusterCtas = 128; // batches with B * 2 k1 <= 128 teams take this path
+FT_HD int64_t tfhe_cluster_bytes(const TfheRing& r) {
+  return (static_cast<int64_t>(r.k1) * 8 << r.log_n) + (static_cast<int64_t>(r.level) * 4 << r.log_n) + (4 << r.log_n);
+}
+FT_HD bool tfhe_cluster_fits(const TfheRing& r, int64_t B) {
+  return 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
+}
+
+// a_i of ciphertext b: round(mask_i * 2N / q) (0: the step is skipped).
+FT_HD int64_t tfhe_mask_rotation(const BlindRotateArgs& g, int64_t b, int i) {
+  return static_cast<int64_t>(tfhe_round_pow2(g.ct[b * (g.n + 1) + i], g.r.m.q_full, g.r.log_n + 1));
+}
+
+// Phase 1 of team c: the level digit rows of component p of (X^a - 1) acc on prime l, forward NTT.
+template <class T>
+FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, const int64_t* acc, int32_t* dig) {
+  const int p = c >> 1, l = c & 1;
+  const uint32_t n = 1u << r.log_n;
+  const int bits = r.base_log * r.level;
+  const int64_t* ap = acc + (static_cast<int64_t>(p) << r.log_n);
+  for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
+    const int64_t diff = tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
+    uint64_t v = tfhe_round_pow2(diff, r.m.q_full, bits);
+    for (int j = r.level - 1; j >= 0; --j) {  // as tfhe_store_digits, one prime
+      const int32_t d = tfhe_next_digit(v, r.base_log);
+      dig[(static_cast<int64_t>(j) << r.log_n) + tfhe_slot(x)] = d < 0 ? d + r.m.q[l] : d;
+    }
+  }
+  t.sync();
+  tfhe_team_ntt<false>(t, dig, r.level, r.log_n, r.psi, r.m, l);
+}
+
+// Phase 2 of team c: output row (p' = c >> 1, prime l) = sum over (p, j) of the digit rows of the
+// teams on prime l times the GGSW rows, times N^-1, inverse NTT.
+template <class T>
+FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int32_t* ggsw,
+                                const int32_t* const* peer_dig, int32_t* out) {
+  const int pp = c >> 1, l = c & 1;
+  const uint32_t n = 1u << r.log_n;
+  const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
+  const int64_t two_n = int64_t(2) << r.log_n;
+  for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
+    const uint32_t slot = tfhe_slot(x);
+    int32_t s = 0;
+    for (int p = 0; p < r.k1; ++p) {
+      const int32_t* pd = peer_dig[2 * p + l];
+      for (int j = 0; j < r.level; ++j) {
+        const uint32_t lazy = static_cast<uint32_t>(pd[(static_cast<int64_t>(j) << r.log_n) + slot]);
+        const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
+        const int32_t gv = tfhe_load(ggsw + ((static_cast<int64_t>(p) * r.level + j) * r.k1 + pp) * two_n +
+                                     (static_cast<int64_t>(l) << r.log_n) + x);
+        s = tfhe_add_q(s, tfhe_mul_q(d, gv, q, qinv), q);
+      }
+    }
+    out[slot] = tfhe_mul_q(s, tfhe_load(r.post + l), q, qinv);
+  }
+  t.sync();
+  tfhe_team_ntt<true>(t, out, 1, r.log_n, r.psi_inv, r.m, l);
+}
+
+// Phase 3 of every team: its replica acc += CRT of the output rows (component p: teams 2p, 2p+1).
+template <class T>
+FT_HD void tfhe_cluster_accumulate(const T& t, const TfheRing& r, const int32_t* const* peer_out, int64_t* acc) {
+  const uint32_t n = 1u << r.log_n, k1n = static_cast<uint32_t>(r.k1) * n;
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
+    const uint32_t p = e >> r.log_n, slot = tfhe_slot(e & (n - 1u));
+    const uint32_t* o0 = reinterpret_cast<const uint32_t*>(peer_out[2 * p]);
+    const uint32_t* o1 = reinterpret_cast<const uint32_t*>(peer_out[2 * p + 1]);
+    const int32_t r0 = static_cast<int32_t>(tfhe_reduce_2q(o0[slot], static_cast<uint32_t>(r.m.q[0])));
+    const int32_t r1 = static_cast<int32_t>(tfhe_reduce_2q(o1[slot], static_cast<uint32_t>(r.m.q[1])));
+    acc[e] = tfhe_add(acc[e], tfhe_compose(r0, r1, r.m), r.m.q_full);
+  }
+  t.sync();
 }
 
 // ---- LWE key switching: a tiled integer GEMM -----------------------------------------------

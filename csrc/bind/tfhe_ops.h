@@ -45,6 +45,7 @@ inline TfheMod tfhe_mod(at::IntArrayRef moduli, const char* op) {
   }
   tfhe_need(a == 1, op, "moduli must be coprime");
   m.q0_inv = ((x0 % moduli[1]) + moduli[1]) % moduli[1];
+  m.q0_inv_mont = static_cast<int32_t>((m.q0_inv << 32) % moduli[1]);  // q0_inv < 2^31: fits
   return m;
 }
 

@@ -1,9 +1,17 @@
 // TFHE kernels on CUDA (oracle: csrc/cpu/tfhe.cpp; step functions: csrc/tfhe.h). Element-wise
 // ops: one thread per element. Polynomial ops: one thread block per ciphertext (a team with
-// __syncthreads as its barrier); blind rotation launches one step per key bit over the whole
-// batch (CMux-level batching: each GGSW of the key is read once per step, from L2, for every
-// ciphertext). Scratch lives in global memory, from the caching allocator.
+// __syncthreads as its barrier). Blind rotation, ONE launch for all key bits where it fits:
+// small batches a thread-block cluster of 2 k1 blocks per ciphertext (tfhe_cluster_fits), else a
+// block per ciphertext with the rotation in shared memory (tfhe_fused_fits: N <= 2^12 at k = 1),
+// the GGSW rows read from global memory (L2-resident: the blocks in flight run about the same
+// key bit); otherwise one launch per key bit over the whole batch, scratch in global memory from
+// the caching allocator. docs/tfhe.md has the rules and the count.
+#include <atomic>
+
+#include <cooperative_groups.h>
+
 #include "kernels.h"
+#include "program.cuh"
 #include "util.cuh"
 
 namespace fhetorch::cuda {
@@ -11,6 +19,9 @@ namespace {
 
 constexpr int kBlock = 128;  // element-wise kernels
 constexpr int kTeam = 256;   // threads per ciphertext
+constexpr int kFusedTeam = 512;  // threads per ciphertext of the fused blind rotation
+constexpr int kFusedSmallBatchTeam = 1024;  // ... when the batch leaves SMs free: one block per SM
+constexpr int kClusterTeam = 256;  // threads per block of the cluster path (2 k1 blocks per ciphertext)
 
 struct BlockTeam {
   int rank, size;
@@ -53,11 +64,64 @@ __global__ void __launch_bounds__(kTeam)
 }
 
 __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArgs g) {
-  tfhe_team_blind_rotate_init(block_team(), g, blockIdx.x);
+  const int64_t b = blockIdx.x;
+  tfhe_team_blind_rotate_init(block_team(), g, b, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n));
 }
 
 __global__ void __launch_bounds__(kTeam) cmux_step_kernel(BlindRotateArgs g, int i) {
-  tfhe_team_cmux_step(block_team(), g, blockIdx.x, i);
+  const int64_t b = blockIdx.x;
+  tfhe_team_cmux_step(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
+                      g.scratch + b * tfhe_scratch_words(g.r));
+}
+
+// Shared memory: the accumulator (k1 N int64), then the digit scratch (tfhe_scratch_words int32).
+// THREADS = kFusedTeam: two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64
+// registers per thread). kFusedSmallBatchTeam: batches of at most one ciphertext per SM, where
+// twice the threads shorten each ciphertext's rotation.
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
+    blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
+  extern __shared__ __align__(16) int64_t smem[];
+  const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
+  tfhe_team_blind_rotate(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
+}
+
+// The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
+// c owning component c >> 1 on prime c & 1; shared memory per block: the accumulator replica
+// (k1 N int64), the level digit rows and the output row (N int32 each); the other blocks' rows
+// read through distributed shared memory; a cluster barrier after each phase.
+__global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(const __grid_constant__ BlindRotateArgs g) {
+  namespace cg = cooperative_groups;
+  extern __shared__ __align__(16) int64_t smem[];
+  const TfheRing& r = g.r;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int c = static_cast<int>(cluster.block_rank()), teams = 2 * r.k1;
+  const int64_t b = blockIdx.x / teams, k1n = static_cast<int64_t>(r.k1) << r.log_n;
+  int64_t* acc = smem;
+  int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
+  int32_t* out = dig + (static_cast<int64_t>(r.level) << r.log_n);
+  const int32_t* peer_dig[kTfheClusterMax];
+  const int32_t* peer_out[kTfheClusterMax];
+  for (int k = 0; k < teams; ++k) {
+    peer_dig[k] = cluster.map_shared_rank(dig, k);
+    peer_out[k] = cluster.map_shared_rank(out, k);
+  }
+  const BlockTeam t = block_team();
+  tfhe_team_blind_rotate_init(t, g, b, acc);
+  cluster.sync();  // every block of the cluster runs before any reads another's memory
+  const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n;
+  for (int i = 0; i < g.n; ++i) {
+    const int64_t a = tfhe_mask_rotation(g, b, i);
+    if (a == 0) continue;  // the same for the whole cluster
+    tfhe_cluster_digits(t, r, c, a, acc, dig);
+    cluster.sync();
+    tfhe_cluster_product(t, r, c, g.bsk + i * ggsw_words, peer_dig, out);
+    cluster.sync();
+    tfhe_cluster_accumulate(t, r, peer_out, acc);
+    cluster.sync();  // the output rows are read before the next step rewrites them
+  }
+  if (c == 0)
+    for (int64_t e = t.rank; e < k1n; e += t.size) g.acc[b * k1n + e] = acc[e];
 }
 
 cudaError_t elementwise_grid(int64_t total, unsigned* grid) {
@@ -103,14 +167,80 @@ cudaError_t tfhe_external_product(const TfheRing& r, const int64_t* glwe, const 
   return cudaGetLastError();
 }
 
+// What the fused kernel needs to know of the current device, found once per device (later calls
+// and graph captures make no attribute call): its SM count, and its shared-memory opt-in,
+// raised on both kernels to min(device limit, kTfheFusedBytesMax). Host calls only.
+struct FusedDevice {
+  int smem_limit, sms;
+};
+
+cudaError_t fused_device(FusedDevice* out) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> limits[kDevices], sm_counts[kDevices];  // 0: not yet
+  int dev = 0;
+  FT_TRY(cudaGetDevice(&dev));
+  if (dev < kDevices && limits[dev].load() > 0) {
+    *out = FusedDevice{limits[dev].load(), sm_counts[dev].load()};
+    return cudaSuccess;
+  }
+  int optin = 0, sms = 0;
+  FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int limit = static_cast<int>(optin < kTfheFusedBytesMax ? optin : kTfheFusedBytesMax);
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  if (dev < kDevices) {
+    sm_counts[dev].store(sms);
+    limits[dev].store(limit);
+  }
+  *out = FusedDevice{limit, sms};
+  return cudaSuccess;
+}
+
 cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (g_in.B <= 0) return cudaSuccess;
   if (g_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   BlindRotateArgs g = g_in;
-  g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   const unsigned grid = static_cast<unsigned>(g.B);
+  // small batches: the cluster path; then fused where it fits (the CPU's rules, tfhe_cluster_fits
+  // and tfhe_fused_fits, and this device's opt-in limit)
+  cudaError_t err = cudaSuccess;
+  if (tfhe_cluster_fits(g.r, g.B) || tfhe_fused_fits(g.r)) {
+    FusedDevice d{};
+    FT_TRY(fused_device(&d));
+    if (tfhe_cluster_fits(g.r, g.B) && tfhe_cluster_bytes(g.r) <= d.smem_limit) {
+      const int teams = 2 * g.r.k1;
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(static_cast<unsigned>(g.B * teams));
+      cfg.blockDim = dim3(kClusterTeam);
+      cfg.dynamicSmemBytes = static_cast<size_t>(tfhe_cluster_bytes(g.r));
+      cfg.stream = s.stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = static_cast<unsigned>(teams);
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      g.scratch = nullptr;
+      return cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel, g);
+    }
+    const int64_t smem = tfhe_fused_bytes(g.r);
+    if (tfhe_fused_fits(g.r) && smem <= d.smem_limit) {
+      g.scratch = nullptr;  // the block's own shared memory
+      if (g.B <= d.sms)
+        blind_rotate_fused_kernel<kFusedSmallBatchTeam><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
+      else
+        blind_rotate_fused_kernel<kFusedTeam><<<grid, kFusedTeam, smem, s.stream>>>(g);
+      return cudaGetLastError();
+    }
+  }
+  g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   blind_rotate_init_kernel<<<grid, kTeam, 0, s.stream>>>(g);
-  cudaError_t err = cudaGetLastError();
+  err = cudaGetLastError();
   for (int i = 0; i < g.n && err == cudaSuccess; ++i) {
     cmux_step_kernel<<<grid, kTeam, 0, s.stream>>>(g, i);
     err = cudaGetLastError();

@@ -85,3 +85,55 @@ def test_whole_pbs_on_cuda_decrypts():
     y_cpu, y_gpu = lut(ex_cpu), lut(ex_gpu)
     assert torch.equal(y_cpu.data, y_gpu.data.cpu())
     assert torch.equal(gpu.decrypt(y_gpu).cpu(), (5 * x + 3) % 16)
+
+
+@pytest.mark.parametrize("batch", [8, 40])
+@pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (11, 1, 12, 2), (12, 1, 22, 1), (10, 2, 23, 1),
+                                                    (12, 1, 15, 2), (13, 1, 15, 2)])
+def test_blind_rotate_paths_at_preset_shapes(gen, batch, log_n, k, base_log, level):
+    """Batch 8: the cluster kernel (2 k1 blocks per ciphertext, distributed shared memory);
+    batch 40: the fused kernel (1024 threads per ciphertext, the rotation in shared memory) or, at
+    N = 2^13, the per-bit launches. tfhe-4bit-like shapes (N = 2048, k = 1, level 1 and 2),
+    N = 4096, tfhe-2bit's k = 2, tfhe-6bit's N = 8192: 48 key bits, mixed LUTs, some zero masks,
+    against the CPU."""
+    ring = TFHERing(log_n, MODULI)
+    k1, n, big_n = k + 1, 48, 1 << log_n
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, n, k1, level, k1, big_n))
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[::7, 5] = 0
+    luts = rand_mod_q(gen, 3, big_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    _both(ops.tfhe_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level)
+
+
+def test_fused_blind_rotate_large_batch(gen):
+    """A batch larger than the SM count: the 512-thread variant (smaller batches run 1024 threads
+    per ciphertext, with 3-stage NTT rounds), two blocks per SM, against the CPU."""
+    ring = TFHERing(11, MODULI)
+    n, big_n = 6, 2048
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, n, 2, 1, 2, big_n))
+    ct = rand_mod_q(gen, 300, n + 1)
+    luts = rand_mod_q(gen, 4, big_n)
+    idx = torch.randint(0, 4, (300,), generator=gen)
+    _both(ops.tfhe_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, MODULI, 23, 1)
+
+
+def test_blind_rotate_replays_in_a_cuda_graph(gen):
+    """The whole rotation is capturable: a replay on new inputs equals the CPU."""
+    ring = TFHERing(11, MODULI)
+    n, big_n = 16, 2048
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, n, 2, 1, 2, big_n)).to(GPU)
+    ct = rand_mod_q(gen, 8, n + 1).to(GPU)
+    luts = rand_mod_q(gen, 1, big_n).to(GPU)
+    args = (bsk, ring.psi.to(GPU), ring.psi_inv.to(GPU), ring.post.to(GPU), MODULI, 23, 1)
+    ops.tfhe_blind_rotate(ct, luts, None, *args)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.tfhe_blind_rotate(ct, luts, None, *args)
+    fresh = rand_mod_q(gen, 8, n + 1)
+    ct.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+    assert torch.equal(out.cpu(), ops.tfhe_blind_rotate(fresh, luts.cpu(), None, *cpu_args))

@@ -30,7 +30,7 @@ def _ring(log_n):
 
 def test_modulus_switch_matches_reference(gen):
     x = torch.cat((rand_mod_q(gen, 500), torch.tensor([0, 1, Q - 1, Q // 2, Q // 2 + 1, (Q + 1) // 4])))
-    for bits in (1, 11, 12, 24, 46, 62):
+    for bits in (1, 11, 12, 24, 46, 48, 49, 62):  # <= 48: double estimate + exact correction; above: long division
         got = ops.tfhe_modulus_switch(x, MODULI, bits).tolist()
         assert got == [ref.modulus_switch(v, Q, bits) for v in x.tolist()], bits
 
@@ -164,3 +164,45 @@ def test_opcheck(gen):
                           (x, luts, torch.tensor([1, 0]), bsk, ring.psi, ring.psi_inv, ring.post,
                            list(MODULI), 5, 2))
     torch.library.opcheck(torch.ops.fhetorch.tfhe_sample_int, (Sampler(seed=1).key, 3, 10, 0, 9))
+
+
+def _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level):
+    """An independent product: the gadget digits (tfhe_decompose), the CKKS side's NTT and
+    element-wise ops per (component, level), the CKKS INTT, CRT."""
+    digits = ops.tfhe_decompose(glwe, MODULI, base_log, level)  # (B, k1, N, level)
+    k1 = glwe.shape[-2]
+    total = 0
+    for p in range(k1):
+        for j in range(level):
+            d = ring.to_ntt(digits[:, p, :, j])  # (B, 2, N)
+            total = total + torch.stack([ring.mul(d, ggsw[p, j, r]).to(torch.int64) for r in range(k1)], 1)
+    q = torch.tensor(MODULI, dtype=torch.int64).view(2, 1)
+    res = ops.intt((total % q).to(torch.int32).contiguous(), ring.mod, ring.psi_inv, ring.post).to(torch.int64)
+    return MQ.compose(res[..., 0, :], res[..., 1, :])
+
+
+@pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (11, 1, 12, 2), (10, 2, 23, 1), (12, 1, 22, 1)])
+def test_external_product_matches_ckks_ntt_at_full_size(gen, log_n, k, base_log, level):
+    """N >= 2^10: the NTT rounds' lane layout (not used below N = 2^10) against the CKKS NTT."""
+    ring, k1 = _ring(log_n), k + 1
+    ggsw = ggsw_kernel_form(ring, rand_mod_q(gen, k1, level, k1, 1 << log_n))
+    glwe = rand_mod_q(gen, 2, k1, 1 << log_n)
+    got = alg.external_product(ring, ggsw, glwe, base_log, level)
+    assert torch.equal(got, _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level))
+
+
+@pytest.mark.parametrize("batch", [3, 40])
+@pytest.mark.parametrize("log_n,k,base_log,level,n", [(11, 1, 23, 1, 3), (11, 1, 12, 2, 2), (12, 1, 22, 1, 2),
+                                                       (13, 1, 23, 1, 2), (10, 2, 23, 1, 2)])
+def test_blind_rotate_paths_match_cmux_steps(gen, batch, log_n, k, base_log, level, n):
+    """Every path of the rotation equals one CMux (external product op) per key bit: batch 3 the
+    cluster path (B * 2 k1 <= 128: a ciphertext over 2 k1 teams), batch 40 the fused one (a whole
+    rotation per team, N <= 2^12 at k = 1) or, at N = 2^13, the per-bit one."""
+    ring, k1 = _ring(log_n), k + 1
+    bsk = alg.LweBootstrapKey(ggsw_kernel_form(ring, rand_mod_q(gen, n, k1, level, k1, 1 << log_n)), base_log, level)
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[1, 0] = 0  # a skipped step
+    luts = rand_mod_q(gen, 2, 1 << log_n)
+    idx = torch.randint(0, 2, (batch,), generator=gen)
+    got = alg.blind_rotate(ring, bsk, ct, luts, idx)
+    assert torch.equal(got, _blind_rotate_by_steps(ring, bsk, ct, luts, idx))

@@ -1,17 +1,29 @@
 // Element-wise ops on the CPU: loops over the element functions of csrc/elementwise.h and
 // csrc/hoisted_mac.h, which the CUDA kernels (csrc/cuda/elementwise.cu) call too.
+#include <algorithm>
+
 #include "kernels.h"
 
 namespace fhetorch::cpu {
 namespace {
 
+// Row by row (a row is n coefficients of one limb), so the limb's constants and the offset into
+// b are computed once per row, not by two 64-bit divisions per element.
 template <EwOp OP>
 void ew_range(const int32_t* a, const int32_t* ca, const int32_t* b, const int32_t* cb, int32_t* out, int64_t i0,
               int64_t i1, int64_t nb, int64_t n, int L, const int32_t* mod) {
-  for (int64_t i = i0; i < i1; ++i) {
+  for (int64_t i = i0; i < i1;) {
+    const int64_t row_end = std::min(i1, (i / n + 1) * n);
     const int l = static_cast<int>((i / n) % L);
-    out[i] = ew_apply<OP>(a[i], ew_uses_b<OP>() ? b[i % nb] : 0, mod[2 * l], mod[2 * l + 1], ca ? ca[l] : 0,
-                          cb ? cb[l] : 0);
+    const int32_t q = mod[2 * l], qinv = mod[2 * l + 1], c_a = ca ? ca[l] : 0, c_b = cb ? cb[l] : 0;
+    if (!ew_uses_b<OP>()) {
+      for (; i < row_end; ++i) out[i] = ew_apply<OP>(a[i], 0, q, qinv, c_a, c_b);
+    } else if (nb % n == 0) {  // b is whole rows: contiguous within this row
+      const int32_t* br = b + i % nb;  // row_end - i <= n <= nb elements from here
+      for (int64_t j = 0; i < row_end; ++i, ++j) out[i] = ew_apply<OP>(a[i], br[j], q, qinv, c_a, c_b);
+    } else {
+      for (; i < row_end; ++i) out[i] = ew_apply<OP>(a[i], b[i % nb], q, qinv, c_a, c_b);
+    }
   }
 }
 

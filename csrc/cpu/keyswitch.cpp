@@ -81,24 +81,26 @@ void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out
   // + addend * c_add on the first La limbs; in tensor-product mode the addend is (a0 b0, a0 b1 + a1 b0).
   const int La = g.b ? L : key.La;
   const int64_t plane = La * n;
-  th.par(g.B * 2 * plane, 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t it = i0; it < i1; ++it) {
-      const int64_t bc = it / plane, e = it % plane;
-      const int l = static_cast<int>(e / n), c = static_cast<int>(bc % 2);
-      const int32_t q = g.mod_ext[2 * l], qinv = g.mod_ext[2 * l + 1];
-      int32_t v = 0;
+  th.par(g.B * 2 * La, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {  // row = (ciphertext k, component c, limb l)
+      const int64_t bc = row / La;
+      const int l = static_cast<int>(row % La), c = static_cast<int>(bc % 2);
+      const int32_t q = g.mod_ext[2 * l], qinv = g.mod_ext[2 * l + 1], c_add = key.c_add[l];
+      const int64_t e0 = static_cast<int64_t>(l) * n;
+      int32_t* o = out + bc * Lext * n + e0;
       if (g.b) {
         const int64_t k = bc / 2;
-        const int32_t* a = g.a + 2 * k * plane + e;
-        const int32_t* b = g.b + k * g.b_stride + e;
-        int32_t d0, d1, d2;
-        tensor_product_element(a[0], a[plane], b[0], b[plane], q, qinv, d0, d1, d2);
-        v = c == 0 ? d0 : d1;
+        const int32_t* a = g.a + 2 * k * plane + e0;
+        const int32_t* b = g.b + k * g.b_stride + e0;
+        for (int64_t x = 0; x < n; ++x) {
+          int32_t d0, d1, d2;
+          tensor_product_element(a[x], a[plane + x], b[x], b[plane + x], q, qinv, d0, d1, d2);
+          o[x] = add_mod(o[x], mont_mul(c == 0 ? d0 : d1, c_add, q, qinv), q);
+        }
       } else {
-        v = key.addend[it];
+        const int32_t* v = key.addend + bc * plane + e0;
+        for (int64_t x = 0; x < n; ++x) o[x] = add_mod(o[x], mont_mul(v[x], c_add, q, qinv), q);
       }
-      int32_t& o = out[bc * Lext * n + e];
-      o = add_mod(o, mont_mul(v, key.c_add[l], q, qinv), q);
     }
   });
 }
@@ -118,16 +120,23 @@ void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {
   int32_t* y = th.scratch(B * Ld * n);
   bconv(t, y, B, D, Ld, n, g.mod_drop, g.mod_dst, g.mat, th);
   ntt(y, y, B * Ld, Ld, g.log_n, g.mod_dst, g.psi_dst, g.psi_dst_rows, th);
-  // out = x[keep] * c_keep + y * c_sub (+ addend).
-  th.par(B * Ld * n, 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t it = i0; it < i1; ++it) {
-      const int64_t p = it / (Ld * n), c = it % n;
-      const int i = static_cast<int>((it / n) % Ld);
-      const int32_t q = g.mod_dst[2 * i], qinv = g.mod_dst[2 * i + 1];
-      int32_t r = mont_mul(y[it], g.c_sub[i], q, qinv);
-      if (g.keep[i] >= 0) r = add_mod(mont_mul(g.x[(p * g.Ls + g.keep[i]) * n + c], g.c_keep[i], q, qinv), r, q);
-      if (g.addend && p % g.K < g.Ka) r = add_mod(r, g.addend[(((p / g.K) * g.Ka + p % g.K) * Ld + i) * n + c], q);
-      out[it] = r;
+  // out = x[keep] * c_keep + y * c_sub (+ addend), row by row (constants once per row).
+  th.par(B * Ld, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t p = row / Ld;
+      const int i = static_cast<int>(row % Ld);
+      const int32_t q = g.mod_dst[2 * i], qinv = g.mod_dst[2 * i + 1], c_sub = g.c_sub[i], c_keep = g.c_keep[i];
+      const int32_t* yr = y + row * n;
+      const int32_t* keep = g.keep[i] >= 0 ? g.x + (p * g.Ls + g.keep[i]) * n : nullptr;
+      const int32_t* add =
+          g.addend && p % g.K < g.Ka ? g.addend + (((p / g.K) * g.Ka + p % g.K) * Ld + i) * n : nullptr;
+      int32_t* o = out + row * n;
+      for (int64_t c = 0; c < n; ++c) {
+        int32_t r = mont_mul(yr[c], c_sub, q, qinv);
+        if (keep) r = add_mod(mont_mul(keep[c], c_keep, q, qinv), r, q);
+        if (add) r = add_mod(r, add[c], q);
+        o[c] = r;
+      }
     }
   });
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|profile|bytes|resnet] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|profile|bytes|resnet] [bts presets] [bts repeat]
+#   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
+#   then TFHE-rs's anchor where a copy of ../shared/anchors/tfhers is carried as .anchors/tfhers.
 #   resnet: the cuda linear-transform / nn tests and the resnet20 suite (CIFAR-10 where
 #   $FHETORCH_DATA or ../shared/data has the data; $2 = images, $3 = presets, space-separated).
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
@@ -40,6 +42,14 @@ fi
 if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests
   timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/models/test_helr.py 2>&1 | tail -5
   timeout 300 python3 -m benchmarks --suite helr --device cuda --json "$OUT/helr.json" 2>&1 | tee "$OUT/helr.log" | tail -20
+fi
+if [ "$STAGE" = tfhe ]; then
+  timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/_tfhe tests/tfhe 2>&1 | tail -5
+  timeout 330 python3 -m benchmarks --suite tfhe --device cuda --shapes "${2:-tfhe-4bit-p128,tfhe-4bit}" \
+    --json "$OUT/tfhe.json" 2>&1 | tee "$OUT/tfhe.log" | grep -A12 "^| preset"
+  if [ -x .anchors/tfhers/bench_pbs_sm90 ]; then
+    OUT="$OUT" timeout 200 bash .anchors/tfhers/run.sh --ops pbs,kspbs --batches 1,1024,16384 | grep -E "^(pbs|ks\+)"
+  fi
 fi
 if [ "$STAGE" = profile ]; then
   timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \

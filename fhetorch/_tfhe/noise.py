@@ -5,11 +5,11 @@ Units. Every variance here is RELATIVE to q^2 (the error divided by q, squared: 
 convention), unless the function name ends in `_abs` (absolute: integers mod q). A relative
 variance v means an error of standard deviation sqrt(v) * q in Z_q.
 
-Conventions the formulas rely on (the core implements them; NOTES-params.md):
+Conventions the formulas rely on (the core implements them; docs/tfhe.md):
 - q = q1 * q2 is odd; values are taken as their centred representatives in (-q/2, q/2).
 - Noise: the sum of 4 independent uniform integers in [-W, W] (variance 4 W (W+1) / 3).
 - Secrets: binary (E[s^2] = 1/2) or ternary uniform in {-1, 0, 1} (E[s^2] = 2/3).
-- Gadget decomposition with base B = 2^beta and l levels (the core's, NOTES-core.md):
+- Gadget decomposition with base B = 2^beta and l levels (the core's, docs/tfhe.md):
   x = round(a B^l / q) mod B^l in balanced digits d_j in [-B/2, B/2), gadget g_j = round(q / B^j),
   j = 1..l. The error a - sum_j d_j g_j is (a B^l mod q, centred) / B^l - sum_j d_j delta_j with
   delta_j = round(q/B^j) - q/B^j: for a uniform a (q odd, so a B^l mod q runs over all centred

@@ -1,7 +1,7 @@
 """The TFHE noise model (fhetorch/_tfhe/noise.py): exact small cases, a direct simulation of
 the key switch, monotonicity, TFHE-rs's stated p_fail reproduced at q = 2^64, and every secure
 preset's failure-probability claim. Measured PBS noise against the model is the core's test
-(it needs the PBS): NOTES-params.md lists the functions it calls."""
+(it needs the PBS): tests/_tfhe/test_noise_measured.py."""
 from __future__ import annotations
 
 import math

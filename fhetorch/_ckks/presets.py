@@ -6,9 +6,8 @@ bootstrapping configuration and live with it in fhetorch/circuits/bootstrap_conf
 """
 from __future__ import annotations
 
-import warnings
-
-from ..errors import InsecureParametersWarning, ParameterError, warn
+from ..errors import ParameterError
+from .._ring.presets import cached_params, is_toy
 from .params import Params, ParamsLiteral, make_params
 
 PRESETS = {
@@ -23,21 +22,9 @@ PRESETS = {
 }
 
 
-def is_toy(name: str) -> bool:
-    return name.startswith("toy-")
-
-
 def params_of(literal: ParamsLiteral, cache: dict) -> Params:
     """make_params of a preset's literal, once per name (toy presets warn at every use)."""
-    name = literal.name
-    p = cache.get(name)
-    if p is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", InsecureParametersWarning)
-            p = cache[name] = make_params(literal, allow_insecure=is_toy(name))
-    if is_toy(name):
-        warn(f"preset {name!r} is insecure (toy size); use it for tests only")
-    return p
+    return cached_params(literal, make_params, cache, "")
 
 
 _made: dict[str, Params] = {}

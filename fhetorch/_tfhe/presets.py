@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..errors import InsecureParametersWarning, ParameterError, warn
+from ..errors import InsecureParametersWarning, ParameterError
+from .._ring.presets import cached_params, is_toy
 from .params import TFHEParams, TFHEParamsLiteral, make_params
 
 _ABS_FLOOR = 2.0 ** -60  # an absolute std of 4 at q ~ 2^62 (TFHE-rs's 2^-62 at 2^64)
@@ -119,21 +120,9 @@ CITATIONS = {
 TARGET_LOG2_P_FAIL = {name: lit.log2_p_fail_max for name, lit in PRESETS.items()}
 
 
-def is_toy(name: str) -> bool:
-    return name.startswith("toy-")
-
-
 def params_of(literal: TFHEParamsLiteral, cache: dict) -> TFHEParams:
     """make_params of a preset's literal, once per name (toy presets warn at every use)."""
-    name = literal.name
-    p = cache.get(name)
-    if p is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", InsecureParametersWarning)
-            p = cache[name] = make_params(literal, allow_insecure=is_toy(name))
-    if is_toy(name):
-        warn(f"TFHE preset {name!r} is insecure (toy size); use it for tests only")
-    return p
+    return cached_params(literal, make_params, cache, "TFHE ")
 
 
 _made: dict[str, TFHEParams] = {}

@@ -152,6 +152,6 @@ def test_pbs_variance_decomposition_term():
     """toy-tfhe-4bit: the decomposition error dominates (2^25 x the key term). The binary GLWE
     key's mean 1/2 gathers that error into a few low-frequency modes of the accumulator, so one
     ciphertext's N coefficients hold only a few independent samples (its mean square spreads by
-    ~40 %): 512 ciphertexts."""
+    ~40 %): 768 ciphertexts (512 gave a band just over the 10 % the check requires)."""
     ctx = context(TOY)
-    assert_ratios(_blind_rotation_ratios(ctx, 512, seed=5), f"{ctx.params.name} after the blind rotation", z=5.0)
+    assert_ratios(_blind_rotation_ratios(ctx, 768, seed=5), f"{ctx.params.name} after the blind rotation", z=5.0)

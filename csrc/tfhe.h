@@ -507,15 +507,23 @@ FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, 
   tfhe_team_ntt<false>(t, dig, r.level, r.log_n, r.psi, r.m, l);
 }
 
+// The GGSW rows team c reads in phase 2: row (p, j) = ggsw + tfhe_cluster_key_offset + (p level +
+// j) * tfhe_cluster_key_stride, N words each (k1 level rows: what CUDA prefetches into shared
+// memory, there with stride N).
+FT_HD int64_t tfhe_cluster_key_offset(const TfheRing& r, int c) {
+  return ((static_cast<int64_t>(c >> 1) * 2) + (c & 1)) << r.log_n;
+}
+FT_HD int64_t tfhe_cluster_key_stride(const TfheRing& r) { return static_cast<int64_t>(r.k1) * 2 << r.log_n; }
+
 // Phase 2 of team c: output row (p' = c >> 1, prime l) = sum over (p, j) of the digit rows of the
-// teams on prime l times the GGSW rows, times N^-1, inverse NTT.
+// teams on prime l times the GGSW rows (row (p, j) at key_rows + (p level + j) * row_stride),
+// times N^-1, inverse NTT.
 template <class T>
-FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int32_t* ggsw,
+FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int32_t* key_rows, int64_t row_stride,
                                 const int32_t* const* peer_dig, int32_t* out) {
-  const int pp = c >> 1, l = c & 1;
+  const int l = c & 1;
   const uint32_t n = 1u << r.log_n;
   const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
-  const int64_t two_n = int64_t(2) << r.log_n;
   for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
     const uint32_t slot = tfhe_slot(x);
     int32_t s = 0;
@@ -524,8 +532,7 @@ FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int3
       for (int j = 0; j < r.level; ++j) {
         const uint32_t lazy = static_cast<uint32_t>(pd[(static_cast<int64_t>(j) << r.log_n) + slot]);
         const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
-        const int32_t gv = tfhe_load(ggsw + ((static_cast<int64_t>(p) * r.level + j) * r.k1 + pp) * two_n +
-                                     (static_cast<int64_t>(l) << r.log_n) + x);
+        const int32_t gv = key_rows[(static_cast<int64_t>(p) * r.level + j) * row_stride + x];  // global or shared
         s = tfhe_add_q(s, tfhe_mul_q(d, gv, q, qinv), q);
       }
     }

@@ -96,7 +96,8 @@ static void blind_rotate_cluster(const BlindRotateArgs& g, const Threads& th) {
         for (int c = 0; c < teams; ++c)
           tfhe_cluster_digits(SoloTeam{}, r, c, a, acc.data() + c * k1n, dig.data() + c * r.level * n);
         for (int c = 0; c < teams; ++c)
-          tfhe_cluster_product(SoloTeam{}, r, c, g.bsk + i * ggsw_words, peer_dig, out.data() + c * n);
+          tfhe_cluster_product(SoloTeam{}, r, c, g.bsk + i * ggsw_words + tfhe_cluster_key_offset(r, c),
+                               tfhe_cluster_key_stride(r), peer_dig, out.data() + c * n);
         for (int c = 0; c < teams; ++c) tfhe_cluster_accumulate(SoloTeam{}, r, peer_out, acc.data() + c * k1n);
       }
       for (int64_t e = 0; e < k1n; ++e) g.acc[b * k1n + e] = acc[e];

@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include <cooperative_groups.h>
+#include <cuda_pipeline.h>
 
 #include "kernels.h"
 #include "program.cuh"
@@ -88,8 +89,29 @@ __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
 
 // The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
 // c owning component c >> 1 on prime c & 1; shared memory per block: the accumulator replica
-// (k1 N int64), the level digit rows and the output row (N int32 each); the other blocks' rows
-// read through distributed shared memory; a cluster barrier after each phase.
+// (k1 N int64), the level digit rows and the output row (N int32 each), then two buffers of the
+// block's GGSW rows (k1 level rows of N); the other blocks' rows read through distributed shared
+// memory; a cluster barrier after each phase. The next key bit's GGSW rows are copied into the
+// other buffer asynchronously (cp.async) while this bit runs: at small batches nothing else hides
+// the key's memory latency (one block per SM, every step reading 8 k1 level N bytes).
+int64_t cluster_smem_bytes(const TfheRing& r) {
+  return tfhe_cluster_bytes(r) + 2 * 4 * (static_cast<int64_t>(r.k1) * r.level << r.log_n);
+}
+
+// Block-wide: starts copying this block's GGSW rows of key bit i into buf (16-byte cp.async).
+__device__ void prefetch_cluster_key(const BlindRotateArgs& g, int c, int i, int32_t* buf) {
+  const TfheRing& r = g.r;
+  const int64_t n = int64_t(1) << r.log_n, rows = static_cast<int64_t>(r.k1) * r.level;
+  const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n;
+  const int32_t* src = g.bsk + i * ggsw_words + tfhe_cluster_key_offset(r, c);
+  const int64_t stride = tfhe_cluster_key_stride(r), chunks = rows * n / 4;
+  for (int64_t e = threadIdx.x; e < chunks; e += blockDim.x) {
+    const int64_t row = (e * 4) >> r.log_n, x = (e * 4) & (n - 1);
+    __pipeline_memcpy_async(buf + row * n + x, src + row * stride + x, 16);
+  }
+  __pipeline_commit();
+}
+
 __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(const __grid_constant__ BlindRotateArgs g) {
   namespace cg = cooperative_groups;
   extern __shared__ __align__(16) int64_t smem[];
@@ -100,6 +122,9 @@ __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(cons
   int64_t* acc = smem;
   int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
   int32_t* out = dig + (static_cast<int64_t>(r.level) << r.log_n);
+  int32_t* key_buf[2];
+  key_buf[0] = out + (int64_t(1) << r.log_n);
+  key_buf[1] = key_buf[0] + (static_cast<int64_t>(r.k1) * r.level << r.log_n);
   const int32_t* peer_dig[kTfheClusterMax];
   const int32_t* peer_out[kTfheClusterMax];
   for (int k = 0; k < teams; ++k) {
@@ -107,19 +132,24 @@ __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(cons
     peer_out[k] = cluster.map_shared_rank(out, k);
   }
   const BlockTeam t = block_team();
+  if (g.n > 0) prefetch_cluster_key(g, c, 0, key_buf[0]);
   tfhe_team_blind_rotate_init(t, g, b, acc);
   cluster.sync();  // every block of the cluster runs before any reads another's memory
-  const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n;
   for (int i = 0; i < g.n; ++i) {
+    // key_buf[(i + 1) & 1] was last read by step i - 1's product, finished before its barriers
+    if (i + 1 < g.n) prefetch_cluster_key(g, c, i + 1, key_buf[(i + 1) & 1]);
+    else __pipeline_commit();  // an empty group keeps "all but the newest" meaning step i's
     const int64_t a = tfhe_mask_rotation(g, b, i);
     if (a == 0) continue;  // the same for the whole cluster
     tfhe_cluster_digits(t, r, c, a, acc, dig);
-    cluster.sync();
-    tfhe_cluster_product(t, r, c, g.bsk + i * ggsw_words, peer_dig, out);
+    __pipeline_wait_prior(1);  // this thread's copies of step i's rows have landed
+    cluster.sync();            // and everyone's (the barrier also orders the digit rows)
+    tfhe_cluster_product(t, r, c, key_buf[i & 1], int64_t(1) << r.log_n, peer_dig, out);
     cluster.sync();
     tfhe_cluster_accumulate(t, r, peer_out, acc);
     cluster.sync();  // the output rows are read before the next step rewrites them
   }
+  __pipeline_wait_prior(0);
   if (c == 0)
     for (int64_t e = t.rank; e < k1n; e += t.size) g.acc[b * k1n + e] = acc[e];
 }
@@ -211,12 +241,12 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (tfhe_cluster_fits(g.r, g.B) || tfhe_fused_fits(g.r)) {
     FusedDevice d{};
     FT_TRY(fused_device(&d));
-    if (tfhe_cluster_fits(g.r, g.B) && tfhe_cluster_bytes(g.r) <= d.smem_limit) {
+    if (tfhe_cluster_fits(g.r, g.B) && cluster_smem_bytes(g.r) <= d.smem_limit) {
       const int teams = 2 * g.r.k1;
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(static_cast<unsigned>(g.B * teams));
       cfg.blockDim = dim3(kClusterTeam);
-      cfg.dynamicSmemBytes = static_cast<size_t>(tfhe_cluster_bytes(g.r));
+      cfg.dynamicSmemBytes = static_cast<size_t>(cluster_smem_bytes(g.r));
       cfg.stream = s.stream;
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -333,30 +333,45 @@ FT_HD void tfhe_store_digits(const TfheRing& r, int32_t* dig, int64_t e, uint64_
   }
 }
 
+// The GGSW operand of a product, read per NTT column e = l N + c (prime l, coefficient c):
+// column(r, e).at(pj, pp) is the Montgomery residue of row pj = (p, j), component pp, there.
+struct TfheGgswOperand {  // one stored GGSW (k1, level, k1, 2, N)
+  const int32_t* ggsw;
+  struct Column {
+    const int32_t* g;  // ggsw + e
+    int64_t row_stride, two_n;
+    FT_HD int32_t at(int pj, int pp) const { return tfhe_load(g + pj * row_stride + pp * two_n); }
+  };
+  FT_HD Column column(const TfheRing& r, uint32_t e) const {
+    const int64_t two_n = int64_t(2) << r.log_n;
+    return Column{ggsw + e, static_cast<int64_t>(r.k1) * two_n, two_n};
+  }
+};
+
 // acc (k1, N) += GGSW x (the GLWE whose digits dig holds, tfhe_store_digits): forward NTT of
 // the 2 k1 level digit rows, multiply-accumulate with the GGSW rows per (prime, coefficient)
 // into the first 2 k1 rows of dig (each column is read whole before it is overwritten, by the
-// same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig.
-template <class T>
-FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const int32_t* ggsw, int32_t* dig, int64_t* acc) {
+// same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig. `key`: a
+// stored GGSW (TfheGgswOperand) or a multi-bit key bundle (TfheKeyBundleOperand).
+template <class T, class Key>
+FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const Key& key, int32_t* dig, int64_t* acc) {
   const uint32_t n = 1u << r.log_n, two_n = 2u * n;
   const int pj_count = r.k1 * r.level;
   tfhe_team_ntt<false>(t, dig, 2 * pj_count, r.log_n, r.psi, r.m);
-  const int64_t row_stride = static_cast<int64_t>(r.k1) * two_n;  // one (p, j) of the GGSW
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < two_n; e += static_cast<uint32_t>(t.size)) {
     const int l = static_cast<int>(e >> r.log_n);
     const uint32_t c = e & (n - 1u), slot = tfhe_slot(c) + static_cast<uint32_t>(l) * n;
     const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
+    const typename Key::Column col = key.column(r, e);
     int32_t s[kTfheMaxK1];
 #pragma unroll
     for (int pp = 0; pp < kTfheMaxK1; ++pp) s[pp] = 0;
     for (int pj = 0; pj < pj_count; ++pj) {
       const uint32_t lazy = static_cast<uint32_t>(dig[static_cast<int64_t>(pj) * two_n + slot]);
       const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
-      const int32_t* g = ggsw + pj * row_stride + e;
 #pragma unroll
       for (int pp = 0; pp < kTfheMaxK1; ++pp)
-        if (pp < r.k1) s[pp] = tfhe_add_q(s[pp], tfhe_mul_q(d, tfhe_load(g + static_cast<int64_t>(pp) * two_n), q, qinv), q);
+        if (pp < r.k1) s[pp] = tfhe_add_q(s[pp], tfhe_mul_q(d, col.at(pj, pp), q, qinv), q);
     }
     const int32_t post = tfhe_load(r.post + l);
 #pragma unroll
@@ -388,7 +403,7 @@ FT_HD void tfhe_team_external_product_op(const T& t, const TfheRing& r, const in
     out[e] = 0;
   }
   t.sync();
-  tfhe_team_ggsw_product(t, r, ggsw, dig, out);
+  tfhe_team_ggsw_product(t, r, TfheGgswOperand{ggsw}, dig, out);
 }
 
 struct BlindRotateArgs {
@@ -396,12 +411,21 @@ struct BlindRotateArgs {
   const int64_t* ct;         // (B, n + 1) LWE ciphertexts under the bootstrapping key's LWE secret
   const int64_t* luts;       // (T, N) test polynomials (the body of a trivial GLWE)
   const int64_t* lut_index;  // (B,) in [0, T) (clamped into it: never a read outside luts), or null: LUT 0
-  const int32_t* bsk;        // (n, k1, level, k1, 2, N): GGSW of each LWE secret bit
+  const int32_t* bsk;        // (n, k1, level, k1, 2, N): GGSW of each LWE secret bit; multi-bit:
+                             // (n / grouping, 2^grouping, k1, level, k1, 2, N), the GGSWs of f_S
   int64_t* acc;              // (B, k1, N) the accumulators (the output)
   int32_t* scratch;          // B * tfhe_scratch_words(r), where the team's scratch is not its own
   int64_t B, T;
   int n;
+  int grouping;              // <= 1: classical (one CMux per key bit); 2..kTfheMaxGrouping: multi-bit
+  const int32_t* mono_exp;   // multi-bit: (2, N) e_lc: the NTT of X^a on prime l, slot c, is w_l^(e_lc a)
+  const int32_t* mono_pow;   // multi-bit: (2, 2N) w_l^j * 2^32 mod q_l, w_l a primitive 2N-th root
 };
+
+constexpr int kTfheMaxGrouping = 4;
+
+// Steps of a blind rotation: one per key bit, or one per group of `grouping` key bits.
+FT_HD int tfhe_rotate_steps(const BlindRotateArgs& g) { return g.grouping > 1 ? g.n / g.grouping : g.n; }
 
 // One ciphertext's whole blind rotation fits a team's own fast memory (a thread block's shared
 // memory: the accumulator and the digit scratch) when this many bytes are at most
@@ -449,16 +473,113 @@ FT_HD void tfhe_team_cmux_step(const T& t, const BlindRotateArgs& g, int64_t b, 
   }
   t.sync();  // every read of acc is done before the product adds to it
   const int32_t* ggsw = g.bsk + static_cast<int64_t>(i) * r.k1 * r.level * r.k1 * 2 * n;
-  tfhe_team_ggsw_product(t, r, ggsw, dig, acc);
+  tfhe_team_ggsw_product(t, r, TfheGgswOperand{ggsw}, dig, acc);
 }
 
-// The whole blind rotation of ciphertext b by one team: init, then every key bit, in the team's
-// acc (k1 N int64) and dig (tfhe_scratch_words) scratch, then acc copied to the output (unless
-// acc is the output already).
+// ---- multi-bit blind rotation (grouping factor G, TFHE-rs's multi-bit PBS) ------------------
+//
+// Group j holds key bits s_i, i = G j .. G j + G - 1, and the bootstrapping key the GGSWs of
+// f_S = prod_(i in S) s_i prod_(i not in S) (1 - s_i) for the 2^G subsets S (bit u of S: key bit
+// G j + u); exactly one f_S is 1. With a_S = round(2N (sum_(i in S) mask_i mod q) / q) (one
+// rounding per subset sum, a_0 = 0), the step is acc := K x acc with the key bundle
+// K = sum_S X^(a_S) GGSW(f_S), a GGSW of X^(a_S*) for the selected S*: one external product
+// per group. K is never stored: the product reads it per NTT column, where X^a is the scalar
+// w_l^(e_lc a) (mono_exp, mono_pow), so each of K's entries is 2^G - 1 products and sums of the
+// group's GGSW entries. No rotation of acc, and its digits are those of acc itself.
+struct TfheKeyBundleOperand {
+  const int32_t* ggsw;      // the group's (2^G, k1, level, k1, 2, N)
+  const int32_t* mono_exp;  // (2, N)
+  const int32_t* mono_pow;  // (2, 2N)
+  int64_t a[1 << kTfheMaxGrouping];  // a_S
+  int subsets;              // 2^G
+  struct Column {
+    const int32_t* g;  // ggsw + e
+    int64_t row_stride, two_n, ggsw_words;
+    int32_t q, qinv;
+    int subsets;
+    int32_t mono[1 << kTfheMaxGrouping];  // X^(a_S) at this column, Montgomery (S = 0: unused, 1)
+    FT_HD int32_t at(int pj, int pp) const {
+      const int32_t* p = g + pj * row_stride + pp * two_n;
+      int32_t s = tfhe_load(p);  // S = {}: X^0 = 1
+#pragma unroll
+      for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
+        if (u < subsets) s = tfhe_add_q(s, tfhe_mul_q(mono[u], tfhe_load(p + u * ggsw_words), q, qinv), q);
+      return s;
+    }
+  };
+  FT_HD Column column(const TfheRing& r, uint32_t e) const {
+    const int64_t two_n = int64_t(2) << r.log_n;
+    const int l = static_cast<int>(e >> r.log_n);
+    Column c{};
+    c.g = ggsw + e;
+    c.row_stride = static_cast<int64_t>(r.k1) * two_n;
+    c.two_n = two_n;
+    c.ggsw_words = static_cast<int64_t>(r.k1) * r.level * c.row_stride;
+    c.q = r.m.q[l];
+    c.qinv = r.m.qinv[l];
+    c.subsets = subsets;
+    const int64_t ex = tfhe_load(mono_exp + e);  // any value: the index below is masked into the table
+    const int32_t* pw = mono_pow + l * two_n;
+#pragma unroll
+    for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
+      c.mono[u] = u < subsets ? tfhe_load(pw + ((ex * a[u]) & (two_n - 1))) : 0;
+    return c;
+  }
+};
+
+// The key bundle operand of group j of ciphertext b: the subset sums of its masks, switched.
+FT_HD TfheKeyBundleOperand tfhe_key_bundle(const BlindRotateArgs& g, int64_t b, int j) {
+  const TfheRing& r = g.r;
+  TfheKeyBundleOperand k{};
+  k.subsets = 1 << g.grouping;
+  k.ggsw = g.bsk + static_cast<int64_t>(j) * k.subsets * (static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n);
+  k.mono_exp = g.mono_exp;
+  k.mono_pow = g.mono_pow;
+  const int64_t* mask = g.ct + b * (g.n + 1) + static_cast<int64_t>(j) * g.grouping;
+  int64_t sum[1 << kTfheMaxGrouping];
+  sum[0] = 0;
+  k.a[0] = 0;
+  for (int u = 1; u < k.subsets; ++u) {
+    int low = 0;  // the lowest key bit of S = u
+    while (!((u >> low) & 1)) ++low;
+    sum[u] = tfhe_add(sum[u & (u - 1)], mask[low], r.m.q_full);
+    k.a[u] = static_cast<int64_t>(tfhe_round_pow2(sum[u], r.m.q_full, r.log_n + 1));
+  }
+  return k;
+}
+
+// Group j of ciphertext b: acc := K x acc (TfheKeyBundleOperand); dig: the team's digit scratch.
+template <class T>
+FT_HD void tfhe_team_multi_bit_step(const T& t, const BlindRotateArgs& g, int64_t b, int j, int64_t* acc,
+                                    int32_t* dig) {
+  const TfheRing& r = g.r;
+  const int bits = r.base_log * r.level;
+  const int64_t k1n = static_cast<int64_t>(r.k1) << r.log_n;
+  for (int64_t e = t.rank; e < k1n; e += t.size) {  // each member reads and clears only its own acc[e]
+    tfhe_store_digits(r, dig, e, tfhe_round_pow2(acc[e], r.m.q_full, bits));
+    acc[e] = 0;
+  }
+  t.sync();
+  tfhe_team_ggsw_product(t, r, tfhe_key_bundle(g, b, j), dig, acc);
+}
+
+// Step i of ciphertext b's blind rotation (tfhe_rotate_steps): a CMux, or a multi-bit group.
+template <class T>
+FT_HD void tfhe_team_rotate_step(const T& t, const BlindRotateArgs& g, int64_t b, int i, int64_t* acc, int32_t* dig) {
+  if (g.grouping > 1)
+    tfhe_team_multi_bit_step(t, g, b, i, acc, dig);
+  else
+    tfhe_team_cmux_step(t, g, b, i, acc, dig);
+}
+
+// The whole blind rotation of ciphertext b by one team: init, then every step (key bit or
+// group), in the team's acc (k1 N int64) and dig (tfhe_scratch_words) scratch, then acc copied
+// to the output (unless acc is the output already).
 template <class T>
 FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig) {
   tfhe_team_blind_rotate_init(t, g, b, acc);
-  for (int i = 0; i < g.n; ++i) tfhe_team_cmux_step(t, g, b, i, acc, dig);
+  const int steps = tfhe_rotate_steps(g);
+  for (int i = 0; i < steps; ++i) tfhe_team_rotate_step(t, g, b, i, acc, dig);
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   int64_t* out = g.acc + b * k1n;
   if (acc != out)
@@ -479,8 +600,10 @@ constexpr int kTfheClusterCtas = 128; // batches with B * 2 k1 <= 128 teams take
 FT_HD int64_t tfhe_cluster_bytes(const TfheRing& r) {
   return (static_cast<int64_t>(r.k1) * 8 << r.log_n) + (static_cast<int64_t>(r.level) * 4 << r.log_n) + (4 << r.log_n);
 }
-FT_HD bool tfhe_cluster_fits(const TfheRing& r, int64_t B) {
-  return 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
+FT_HD bool tfhe_cluster_fits(const BlindRotateArgs& g) {  // classical rotations only
+  const TfheRing& r = g.r;
+  const int64_t B = g.B;
+  return g.grouping <= 1 && 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
 }
 
 // a_i of ciphertext b: round(mask_i * 2N / q) (0: the step is skipped).

@@ -107,9 +107,9 @@ static void blind_rotate_cluster(const BlindRotateArgs& g, const Threads& th) {
 // The same team functions as CUDA, with the same dispatch: small batches take the cluster path
 // (tfhe_cluster_fits); otherwise where CUDA runs the fused kernel (tfhe_fused_fits) every
 // ciphertext runs its whole rotation in its own scratch (ciphertexts in parallel); otherwise key
-// bit outermost, one step per bit over the batch (CUDA: one launch per bit).
+// bit (multi-bit: group) outermost, one step over the batch each (CUDA: one launch per step).
 void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
-  if (tfhe_cluster_fits(g_in.r, g_in.B)) return blind_rotate_cluster(g_in, th);
+  if (tfhe_cluster_fits(g_in)) return blind_rotate_cluster(g_in, th);
   BlindRotateArgs g = g_in;
   const int64_t words = tfhe_scratch_words(g.r), k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   g.scratch = th.scratch(g.B * words);
@@ -122,9 +122,10 @@ void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
   th.par(g.B, 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate_init(SoloTeam{}, g, b, g.acc + b * k1n);
   });
-  for (int i = 0; i < g.n; ++i) {
+  const int steps = tfhe_rotate_steps(g);
+  for (int i = 0; i < steps; ++i) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) tfhe_team_cmux_step(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+      for (int64_t b = b0; b < b1; ++b) tfhe_team_rotate_step(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
     });
   }
 }

@@ -5,7 +5,8 @@
 // block per ciphertext with the rotation in shared memory (tfhe_fused_fits: N <= 2^12 at k = 1),
 // the GGSW rows read from global memory (L2-resident: the blocks in flight run about the same
 // key bit); otherwise one launch per key bit over the whole batch, scratch in global memory from
-// the caching allocator. docs/tfhe.md has the rules and the count.
+// the caching allocator. Multi-bit rotations (grouping > 1) take the fused or the per-step path
+// (one launch per group). docs/tfhe.md has the rules and the count.
 #include <atomic>
 
 #include <cooperative_groups.h>
@@ -68,9 +69,9 @@ __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArg
   tfhe_team_blind_rotate_init(block_team(), g, b, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n));
 }
 
-__global__ void __launch_bounds__(kTeam) cmux_step_kernel(BlindRotateArgs g, int i) {
+__global__ void __launch_bounds__(kTeam) rotate_step_kernel(BlindRotateArgs g, int i) {
   const int64_t b = blockIdx.x;
-  tfhe_team_cmux_step(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
+  tfhe_team_rotate_step(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
                       g.scratch + b * tfhe_scratch_words(g.r));
 }
 
@@ -208,10 +209,10 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   // small batches: the cluster path; then fused where it fits (the CPU's rules, tfhe_cluster_fits
   // and tfhe_fused_fits, and this device's opt-in limit)
   cudaError_t err = cudaSuccess;
-  if (tfhe_cluster_fits(g.r, g.B) || tfhe_fused_fits(g.r)) {
+  if (tfhe_cluster_fits(g) || tfhe_fused_fits(g.r)) {
     FusedDevice d{};
     FT_TRY(fused_device(&d));
-    if (tfhe_cluster_fits(g.r, g.B) && tfhe_cluster_bytes(g.r) <= d.smem_limit) {
+    if (tfhe_cluster_fits(g) && tfhe_cluster_bytes(g.r) <= d.smem_limit) {
       const int teams = 2 * g.r.k1;
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(static_cast<unsigned>(g.B * teams));
@@ -241,8 +242,9 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   blind_rotate_init_kernel<<<grid, kTeam, 0, s.stream>>>(g);
   err = cudaGetLastError();
-  for (int i = 0; i < g.n && err == cudaSuccess; ++i) {
-    cmux_step_kernel<<<grid, kTeam, 0, s.stream>>>(g, i);
+  const int steps = tfhe_rotate_steps(g);
+  for (int i = 0; i < steps && err == cudaSuccess; ++i) {
+    rotate_step_kernel<<<grid, kTeam, 0, s.stream>>>(g, i);
     err = cudaGetLastError();
   }
   return err;

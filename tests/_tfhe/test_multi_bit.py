@@ -13,11 +13,13 @@ import fhetorch as fhe
 import fhetorch._ops as ops
 from fhetorch._ring import Sampler
 from fhetorch._tfhe import algorithms as alg
+from fhetorch._tfhe import noise
 from fhetorch._tfhe.modular import Modulus
 from fhetorch._tfhe.params import make_params
 from fhetorch._tfhe.presets import PRESETS
 from fhetorch._tfhe.ring import TFHERing
 
+from . import measure
 from . import reference as ref
 from .inputs import MODULI, Q, ggsw_kernel_form, rand_mod_q
 
@@ -184,3 +186,45 @@ def test_multi_bit_context_save_load_round_trip(tmp_path):
     assert torch.equal(server.bootstrap_key.data, ctx.bootstrap_key.data)
     ey = fhe.tfhe.LUT(lambda m: (m * m) % 16, bits=4)(ex)
     assert torch.equal(ctx.decrypt(fhe.tfhe.LWETensor(ctx, ey.data, ey.degree)), (x * x) % 16)
+
+
+def test_multi_bit_pbs_noise_matches_the_model():
+    """The bootstrapping key's noise dominating (glwe_noise_std 2^-30, toy-tfhe-4bit-mb2): every
+    group pays 2^G key terms (the model's key bundle form: 2^G GGSWs, each times a monomial), the
+    first on the test polynomial's digits only (its masks are zero); measured per ciphertext over
+    the accumulator's N coefficients against that, 48 ciphertexts. The 2^G - 1 form with
+    (X^(a_S) - 1) factors would measure 2 (2^G - 1) / 2^G = 1.5 x this at G = 2."""
+    ctx = measure.context("toy-tfhe-4bit-mb2", glwe_noise_std=2.0 ** -30)
+    p, mq = ctx.params, ctx.modulus
+    g, k1, count = p.grouping_factor, p.k + 1, 48
+    m = measure.fresh_messages(ctx, count, seed=7)
+    table = [int(v) for v in torch.randperm(p.message_modulus, generator=torch.Generator().manual_seed(7))]
+    tv = ctx._test_polynomials([table])
+    ks = alg.keyswitch_lwe_ciphertext(ctx.keyswitch_key, ctx.encrypt(m).data, mq)
+    acc = alg.blind_rotate(ctx.ring, ctx.bootstrap_key, ks, tv.unsqueeze(0))
+    phase = alg.decrypt_glwe_ciphertext(ctx.ring, ctx.glwe_key, acc)
+    log_2n = p.log_n + 1
+    body = alg.modulus_switch(ks[:, -1], mq, log_2n)
+    start = torch.stack([alg.rotate_glwe(mq, tv, -int(b)) for b in body])  # the rotated test polynomial
+    # the noiseless accumulator: X^(-b~ + sum_groups a_(S*)) tv, S* the group's key bits that are 1
+    sw = torch.zeros(count, dtype=torch.int64)
+    for j in range(p.n // g):
+        bits = ctx.lwe_key.data[j * g:(j + 1) * g]
+        total = mq.reduce((ks[:, j * g:(j + 1) * g] * bits).sum(-1) % p.q)
+        sw = sw + alg.modulus_switch(total, mq, log_2n)
+    want = torch.stack([alg.rotate_glwe(mq, tv, int(s - b)) for s, b in zip(sw, body)])
+    err = measure.relative(mq.sub(phase, want), p.q)
+
+    v_bsk = noise.fresh_glwe_variance(p)
+    digit2 = ((1 << 2 * p.pbs_base_log) + 2) / 12
+    first = alg.decompose(start, mq, p.pbs_base_log, p.pbs_level).double().pow(2).sum((-1, -2))  # sum_j ||d_j||^2
+    steps = p.n // g
+    dec = noise._ep_decomposition_term(p) * (1 + int(ctx.glwe_key.data.sum())) / (1 + p.k * p.N * 0.5)
+    predicted = (1 << g) * v_bsk * (first + (steps - 1) * k1 * p.pbs_level * p.N * digit2) + steps * dec
+    # the model (2^G key terms per group, every group) is this but for the first group's digits
+    assert float((err * err).mean()) <= noise.pbs_variance(p)
+    assert noise.pbs_variance(p) == pytest.approx(steps * ((1 << g) * k1 * p.pbs_level * p.N * digit2 * v_bsk
+                                                           + noise._ep_decomposition_term(p)), rel=1e-9)
+    entries = steps * (1 << g) * k1 * p.pbs_level * p.N
+    measure.assert_ratios((err * err).mean(-1) / predicted, f"{p.name} after the multi-bit blind rotation",
+                          extra=(1.7 / entries) ** 0.5)

@@ -338,13 +338,16 @@ FT_HD void tfhe_store_digits(const TfheRing& r, int32_t* dig, int64_t e, uint64_
 struct TfheGgswOperand {  // one stored GGSW (k1, level, k1, 2, N)
   const int32_t* ggsw;
   struct Column {
-    const int32_t* g;  // ggsw + e
-    int64_t row_stride, two_n;
-    FT_HD int32_t at(int pj, int pp) const { return tfhe_load(g + pj * row_stride + pp * two_n); }
+    const int32_t* ggsw;
+    uint32_t e, row_stride, two_n;  // k1 2N <= 2^20
+    FT_HD int32_t at(int pj, int pp) const {
+      const int32_t* g = ggsw + static_cast<int64_t>(pj) * row_stride + e;
+      return tfhe_load(g + static_cast<int64_t>(pp) * two_n);
+    }
   };
   FT_HD Column column(const TfheRing& r, uint32_t e) const {
-    const int64_t two_n = int64_t(2) << r.log_n;
-    return Column{ggsw + e, static_cast<int64_t>(r.k1) * two_n, two_n};
+    const uint32_t two_n = 2u << r.log_n;
+    return Column{ggsw, e, static_cast<uint32_t>(r.k1) * two_n, two_n};
   }
 };
 
@@ -354,7 +357,7 @@ struct TfheGgswOperand {  // one stored GGSW (k1, level, k1, 2, N)
 // same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig. `key`: a
 // stored GGSW (TfheGgswOperand) or a multi-bit key bundle (TfheKeyBundleOperand).
 template <class T, class Key>
-FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const Key& key, int32_t* dig, int64_t* acc) {
+FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const Key key, int32_t* dig, int64_t* acc) {
   const uint32_t n = 1u << r.log_n, two_n = 2u * n;
   const int pj_count = r.k1 * r.level;
   tfhe_team_ntt<false>(t, dig, 2 * pj_count, r.log_n, r.psi, r.m);
@@ -490,7 +493,7 @@ struct TfheKeyBundleOperand {
   const int32_t* ggsw;      // the group's (2^G, k1, level, k1, 2, N)
   const int32_t* mono_exp;  // (2, N)
   const int32_t* mono_pow;  // (2, 2N)
-  int64_t a[1 << kTfheMaxGrouping];  // a_S
+  int32_t a[1 << kTfheMaxGrouping];  // a_S < 2N
   int subsets;              // 2^G
   struct Column {
     const int32_t* g;  // ggsw + e
@@ -527,6 +530,8 @@ struct TfheKeyBundleOperand {
   }
 };
 
+FT_HD constexpr int tfhe_low_bit(int u) { return (u & 1) ? 0 : 1 + tfhe_low_bit(u >> 1); }  // u > 0
+
 // The key bundle operand of group j of ciphertext b: the subset sums of its masks, switched.
 FT_HD TfheKeyBundleOperand tfhe_key_bundle(const BlindRotateArgs& g, int64_t b, int j) {
   const TfheRing& r = g.r;
@@ -536,14 +541,14 @@ FT_HD TfheKeyBundleOperand tfhe_key_bundle(const BlindRotateArgs& g, int64_t b, 
   k.mono_exp = g.mono_exp;
   k.mono_pow = g.mono_pow;
   const int64_t* mask = g.ct + b * (g.n + 1) + static_cast<int64_t>(j) * g.grouping;
-  int64_t sum[1 << kTfheMaxGrouping];
+  int64_t sum[1 << kTfheMaxGrouping];  // unrolled: constant indices, registers
   sum[0] = 0;
   k.a[0] = 0;
-  for (int u = 1; u < k.subsets; ++u) {
-    int low = 0;  // the lowest key bit of S = u
-    while (!((u >> low) & 1)) ++low;
-    sum[u] = tfhe_add(sum[u & (u - 1)], mask[low], r.m.q_full);
-    k.a[u] = static_cast<int64_t>(tfhe_round_pow2(sum[u], r.m.q_full, r.log_n + 1));
+#pragma unroll
+  for (int u = 1; u < (1 << kTfheMaxGrouping); ++u) {
+    const int low = tfhe_low_bit(u);  // S = u: S minus its lowest key bit, plus that bit's mask
+    sum[u] = u < k.subsets ? tfhe_add(sum[u & (u - 1)], mask[low], r.m.q_full) : 0;
+    k.a[u] = u < k.subsets ? static_cast<int32_t>(tfhe_round_pow2(sum[u], r.m.q_full, r.log_n + 1)) : 0;
   }
   return k;
 }
@@ -564,22 +569,24 @@ FT_HD void tfhe_team_multi_bit_step(const T& t, const BlindRotateArgs& g, int64_
 }
 
 // Step i of ciphertext b's blind rotation (tfhe_rotate_steps): a CMux, or a multi-bit group.
-template <class T>
+// MULTI_BIT is a template parameter so that the classical kernels do not carry the key
+// bundle's registers.
+template <bool MULTI_BIT, class T>
 FT_HD void tfhe_team_rotate_step(const T& t, const BlindRotateArgs& g, int64_t b, int i, int64_t* acc, int32_t* dig) {
-  if (g.grouping > 1)
+  if (MULTI_BIT)
     tfhe_team_multi_bit_step(t, g, b, i, acc, dig);
   else
     tfhe_team_cmux_step(t, g, b, i, acc, dig);
 }
 
-// The whole blind rotation of ciphertext b by one team: init, then every step (key bit or
-// group), in the team's acc (k1 N int64) and dig (tfhe_scratch_words) scratch, then acc copied
-// to the output (unless acc is the output already).
-template <class T>
+// The whole blind rotation of ciphertext b by one team: init, then every step (key bit, or
+// group where MULTI_BIT), in the team's acc (k1 N int64) and dig (tfhe_scratch_words) scratch,
+// then acc copied to the output (unless acc is the output already).
+template <bool MULTI_BIT, class T>
 FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig) {
   tfhe_team_blind_rotate_init(t, g, b, acc);
-  const int steps = tfhe_rotate_steps(g);
-  for (int i = 0; i < steps; ++i) tfhe_team_rotate_step(t, g, b, i, acc, dig);
+  const int steps = MULTI_BIT ? g.n / g.grouping : g.n;
+  for (int i = 0; i < steps; ++i) tfhe_team_rotate_step<MULTI_BIT>(t, g, b, i, acc, dig);
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   int64_t* out = g.acc + b * k1n;
   if (acc != out)

@@ -113,9 +113,15 @@ void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
   BlindRotateArgs g = g_in;
   const int64_t words = tfhe_scratch_words(g.r), k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   g.scratch = th.scratch(g.B * words);
+  const bool multi_bit = g.grouping > 1;
   if (tfhe_fused_fits(g.r)) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+      for (int64_t b = b0; b < b1; ++b) {
+        if (multi_bit)
+          tfhe_team_blind_rotate<true>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+        else
+          tfhe_team_blind_rotate<false>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+      }
     });
     return;
   }
@@ -125,7 +131,12 @@ void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
   const int steps = tfhe_rotate_steps(g);
   for (int i = 0; i < steps; ++i) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) tfhe_team_rotate_step(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+      for (int64_t b = b0; b < b1; ++b) {
+        if (multi_bit)
+          tfhe_team_rotate_step<true>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+        else
+          tfhe_team_rotate_step<false>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+      }
     });
   }
 }

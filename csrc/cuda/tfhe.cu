@@ -69,9 +69,10 @@ __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArg
   tfhe_team_blind_rotate_init(block_team(), g, b, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n));
 }
 
+template <bool MULTI_BIT>
 __global__ void __launch_bounds__(kTeam) rotate_step_kernel(BlindRotateArgs g, int i) {
   const int64_t b = blockIdx.x;
-  tfhe_team_rotate_step(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
+  tfhe_team_rotate_step<MULTI_BIT>(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
                       g.scratch + b * tfhe_scratch_words(g.r));
 }
 
@@ -79,12 +80,13 @@ __global__ void __launch_bounds__(kTeam) rotate_step_kernel(BlindRotateArgs g, i
 // THREADS = kFusedTeam: two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64
 // registers per thread). kFusedSmallBatchTeam: batches of at most one ciphertext per SM, where
 // twice the threads shorten each ciphertext's rotation.
-template <int THREADS>
+// MULTI_BIT: the multi-bit rotation (one step per group of key bits), a kernel of its own.
+template <int THREADS, bool MULTI_BIT>
 __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
     blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
   extern __shared__ __align__(16) int64_t smem[];
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
-  tfhe_team_blind_rotate(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
+  tfhe_team_blind_rotate<MULTI_BIT>(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
 }
 
 // The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
@@ -188,9 +190,13 @@ cudaError_t fused_device(FusedDevice* out) {
   FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int limit = static_cast<int>(optin < kTfheFusedBytesMax ? optin : kTfheFusedBytesMax);
-  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              limit));
-  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam>,
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam, false>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam, false>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam, true>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam, true>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   if (dev < kDevices) {
@@ -206,6 +212,7 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (g_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   BlindRotateArgs g = g_in;
   const unsigned grid = static_cast<unsigned>(g.B);
+  const bool multi_bit = g.grouping > 1;
   // small batches: the cluster path; then fused where it fits (the CPU's rules, tfhe_cluster_fits
   // and tfhe_fused_fits, and this device's opt-in limit)
   cudaError_t err = cudaSuccess;
@@ -232,10 +239,15 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
     const int64_t smem = tfhe_fused_bytes(g.r);
     if (tfhe_fused_fits(g.r) && smem <= d.smem_limit) {
       g.scratch = nullptr;  // the block's own shared memory
-      if (g.B <= d.sms)
-        blind_rotate_fused_kernel<kFusedSmallBatchTeam><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
+      const bool small = g.B <= d.sms;
+      if (multi_bit && small)
+        blind_rotate_fused_kernel<kFusedSmallBatchTeam, true><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
+      else if (multi_bit)
+        blind_rotate_fused_kernel<kFusedTeam, true><<<grid, kFusedTeam, smem, s.stream>>>(g);
+      else if (small)
+        blind_rotate_fused_kernel<kFusedSmallBatchTeam, false><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
       else
-        blind_rotate_fused_kernel<kFusedTeam><<<grid, kFusedTeam, smem, s.stream>>>(g);
+        blind_rotate_fused_kernel<kFusedTeam, false><<<grid, kFusedTeam, smem, s.stream>>>(g);
       return cudaGetLastError();
     }
   }
@@ -244,7 +256,10 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   err = cudaGetLastError();
   const int steps = tfhe_rotate_steps(g);
   for (int i = 0; i < steps && err == cudaSuccess; ++i) {
-    rotate_step_kernel<<<grid, kTeam, 0, s.stream>>>(g, i);
+    if (multi_bit)
+      rotate_step_kernel<true><<<grid, kTeam, 0, s.stream>>>(g, i);
+    else
+      rotate_step_kernel<false><<<grid, kTeam, 0, s.stream>>>(g, i);
     err = cudaGetLastError();
   }
   return err;

@@ -73,11 +73,13 @@ def test_external_product_and_blind_rotate(gen, log_n, k, base_log, level):
           ring.post, MODULI, base_log, level)
 
 
-def test_whole_pbs_on_cuda_decrypts():
+@pytest.mark.parametrize("name", ["toy-tfhe-4bit", "toy-tfhe-4bit-mb2"])  # classical, multi-bit
+def test_whole_pbs_on_cuda_decrypts(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cpu = fhe.tfhe.Context("toy-tfhe-4bit", "cpu", seed=9).keygen()
-        gpu = fhe.tfhe.Context("toy-tfhe-4bit", GPU, seed=9).keygen()
+        cpu = fhe.tfhe.Context(name, "cpu", seed=9).keygen()
+        gpu = fhe.tfhe.Context(name, GPU, seed=9).keygen()
+    assert torch.equal(cpu.bootstrap_key.data, gpu.bootstrap_key.data.cpu())
     x = torch.randint(0, 16, (64,))
     lut = fhe.tfhe.LUT(lambda m: (5 * m + 3) % 16, bits=4)
     ex_cpu = cpu.encrypt(x)
@@ -154,21 +156,6 @@ def test_multi_bit_blind_rotate(gen, batch, log_n, base_log, level, g, groups):
     exps, pows = ring.monomial_tables()
     _both(ops.tfhe_multi_bit_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, exps, pows, MODULI,
           base_log, level)
-
-
-def test_whole_multi_bit_pbs_on_cuda_decrypts():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cpu = fhe.tfhe.Context("toy-tfhe-4bit-mb2", "cpu", seed=9).keygen()
-        gpu = fhe.tfhe.Context("toy-tfhe-4bit-mb2", GPU, seed=9).keygen()
-    assert torch.equal(cpu.bootstrap_key.data, gpu.bootstrap_key.data.cpu())
-    x = torch.randint(0, 16, (64,))
-    lut = fhe.tfhe.LUT(lambda m: (7 * m + 2) % 16, bits=4)
-    ex_cpu = cpu.encrypt(x)
-    ex_gpu = fhe.tfhe.LWETensor(gpu, ex_cpu.data.to(GPU), ex_cpu.degree)
-    y_cpu, y_gpu = lut(ex_cpu), lut(ex_gpu)
-    assert torch.equal(y_cpu.data, y_gpu.data.cpu())
-    assert torch.equal(gpu.decrypt(y_gpu).cpu(), (7 * x + 2) % 16)
 
 
 def test_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):

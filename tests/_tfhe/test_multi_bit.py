@@ -22,15 +22,9 @@ from fhetorch._tfhe.ring import TFHERing
 from . import measure
 from . import reference as ref
 from .inputs import MODULI, Q, ggsw_kernel_form, rand_mod_q
+from .test_kernels import gen  # noqa: F401  (the seeded generator fixture)
 
 MQ = Modulus(MODULI)
-
-
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _monomial_ntt(ring, a):

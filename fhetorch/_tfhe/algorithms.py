@@ -255,8 +255,9 @@ def extract_lwe_sample(modulus: Modulus, glwe: torch.Tensor, position: int = 0) 
     return torch.cat((a, glwe[..., -1, :1]), -1)
 
 
-def programmable_bootstrap_lwe_ciphertext(ring: TFHERing, bsk: LweBootstrapKey, ct: torch.Tensor, luts: torch.Tensor,
-                                          lut_index: torch.Tensor | None = None, positions=(0,)) -> list:
+def programmable_bootstrap_lwe_ciphertext(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey,
+                                          ct: torch.Tensor, luts: torch.Tensor, lut_index: torch.Tensor | None = None,
+                                          positions=(0,)) -> list:
     """Blind rotation then sample extraction at each of `positions` (one output per position:
     many-LUT); the key switch before it is keyswitch_lwe_ciphertext (KS-PBS)."""
     acc = blind_rotate(ring, bsk, ct, luts, lut_index)

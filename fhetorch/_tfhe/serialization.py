@@ -40,7 +40,7 @@ def is_tfhe_kind(kind) -> bool:
 def is_tfhe(obj) -> bool:
     """Whether fhetorch.save hands obj to this module. Raises nothing."""
     return isinstance(obj, (TFHEParams, TFHEContext, LWETensor, LweSecretKey, GlweSecretKey, LweKeyswitchKey,
-                            LweBootstrapKey))
+                            LweBootstrapKey, LweMultiBitBootstrapKey))
 
 
 # --- writing ---------------------------------------------------------------------------------

@@ -66,6 +66,8 @@ class TFHEContext:
         self.params = params
         self.device = torch.device(device)
         self.ring = TFHERing(params.log_n, params.moduli, self.device)
+        if params.grouping_factor > 1:
+            self.ring.monomial_tables()  # now, not in the first PBS (a host read: no sync in a PBS or a graph)
         self.modulus = self.ring.modulus
         self.sampler = Sampler(self.device, seed=seed)
         self.lwe_key = self.glwe_key = None

@@ -20,6 +20,7 @@ class TFHERing:
         self.mod, self.psi, self.psi_inv = self.ring.mod, self.ring.psi, self.ring.psi_inv
         self.post, self.r2 = self.ring.n_inv_mont, self.ring.r2
         self.device = self.ring.device
+        self._monomial = None  # monomial_tables(), made on first use
 
     def to_ntt(self, x: torch.Tensor) -> torch.Tensor:
         """(..., N) integers (any sign, |x| < 2^62) -> (..., 2, N) int32 NTT form, standard form."""
@@ -45,7 +46,7 @@ class TFHERing:
         mod 2N] / 2^32 mod q_l (powers in Montgomery form: w_l^j 2^32 mod q_l for w_l a primitive
         2N-th root mod q_l, the one at slot 0). Derived from the NTT of X (slot c holds the root
         the transform evaluates at, w_l^(exponents[l, c])); computed once. Raises nothing."""
-        if getattr(self, "_monomial", None) is None:
+        if self._monomial is None:
             two_n = 2 * self.n
             x = torch.zeros(self.n, dtype=torch.int64, device=self.device)
             x[1] = 1

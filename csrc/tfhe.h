@@ -493,7 +493,7 @@ struct TfheKeyBundleOperand {
   const int32_t* ggsw;      // the group's (2^G, k1, level, k1, 2, N)
   const int32_t* mono_exp;  // (2, N)
   const int32_t* mono_pow;  // (2, 2N)
-  int32_t a[1 << kTfheMaxGrouping];  // a_S < 2N
+  const int32_t* rot;       // (2^G,) a_S, in the team's memory (tfhe_team_subset_rotations)
   int subsets;              // 2^G
   struct Column {
     const int32_t* g;  // ggsw + e
@@ -525,68 +525,68 @@ struct TfheKeyBundleOperand {
     const int32_t* pw = mono_pow + l * two_n;
 #pragma unroll
     for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
-      c.mono[u] = u < subsets ? tfhe_load(pw + ((ex * a[u]) & (two_n - 1))) : 0;
+      c.mono[u] = u < subsets ? tfhe_load(pw + ((ex * rot[u]) & (two_n - 1))) : 0;
     return c;
   }
 };
 
-FT_HD constexpr int tfhe_low_bit(int u) { return (u & 1) ? 0 : 1 + tfhe_low_bit(u >> 1); }  // u > 0
-
-// The key bundle operand of group j of ciphertext b: the subset sums of its masks, switched.
-FT_HD TfheKeyBundleOperand tfhe_key_bundle(const BlindRotateArgs& g, int64_t b, int j) {
-  const TfheRing& r = g.r;
-  TfheKeyBundleOperand k{};
-  k.subsets = 1 << g.grouping;
-  k.ggsw = g.bsk + static_cast<int64_t>(j) * k.subsets * (static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n);
-  k.mono_exp = g.mono_exp;
-  k.mono_pow = g.mono_pow;
+// rot[S] = a_S of group j of ciphertext b, S < 2^G: the subset sum of the group's masks mod q,
+// switched to 2N (one rounding per subset; a_0 = 0). One member per subset; the caller syncs.
+template <class T>
+FT_HD void tfhe_team_subset_rotations(const T& t, const BlindRotateArgs& g, int64_t b, int j, int32_t* rot) {
   const int64_t* mask = g.ct + b * (g.n + 1) + static_cast<int64_t>(j) * g.grouping;
-  int64_t sum[1 << kTfheMaxGrouping];  // unrolled: constant indices, registers
-  sum[0] = 0;
-  k.a[0] = 0;
-#pragma unroll
-  for (int u = 1; u < (1 << kTfheMaxGrouping); ++u) {
-    const int low = tfhe_low_bit(u);  // S = u: S minus its lowest key bit, plus that bit's mask
-    sum[u] = u < k.subsets ? tfhe_add(sum[u & (u - 1)], mask[low], r.m.q_full) : 0;
-    k.a[u] = u < k.subsets ? static_cast<int32_t>(tfhe_round_pow2(sum[u], r.m.q_full, r.log_n + 1)) : 0;
+  for (int u = t.rank; u < (1 << g.grouping); u += t.size) {
+    int64_t sum = 0;
+    for (int i = 0; i < g.grouping; ++i)
+      if ((u >> i) & 1) sum = tfhe_add(sum, mask[i], g.r.m.q_full);
+    rot[u] = static_cast<int32_t>(tfhe_round_pow2(sum, g.r.m.q_full, g.r.log_n + 1));
   }
-  return k;
 }
 
-// Group j of ciphertext b: acc := K x acc (TfheKeyBundleOperand); dig: the team's digit scratch.
+// Group j of ciphertext b: acc := K x acc (TfheKeyBundleOperand); dig: the team's digit scratch,
+// rot: 2^G words of the team's memory.
 template <class T>
 FT_HD void tfhe_team_multi_bit_step(const T& t, const BlindRotateArgs& g, int64_t b, int j, int64_t* acc,
-                                    int32_t* dig) {
+                                    int32_t* dig, int32_t* rot) {
   const TfheRing& r = g.r;
   const int bits = r.base_log * r.level;
   const int64_t k1n = static_cast<int64_t>(r.k1) << r.log_n;
+  tfhe_team_subset_rotations(t, g, b, j, rot);  // the previous group's product is done: it ends with a sync
   for (int64_t e = t.rank; e < k1n; e += t.size) {  // each member reads and clears only its own acc[e]
     tfhe_store_digits(r, dig, e, tfhe_round_pow2(acc[e], r.m.q_full, bits));
     acc[e] = 0;
   }
   t.sync();
-  tfhe_team_ggsw_product(t, r, tfhe_key_bundle(g, b, j), dig, acc);
+  TfheKeyBundleOperand k{};
+  k.subsets = 1 << g.grouping;
+  k.ggsw = g.bsk + static_cast<int64_t>(j) * k.subsets * (static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n);
+  k.mono_exp = g.mono_exp;
+  k.mono_pow = g.mono_pow;
+  k.rot = rot;
+  tfhe_team_ggsw_product(t, r, k, dig, acc);
 }
 
 // Step i of ciphertext b's blind rotation (tfhe_rotate_steps): a CMux, or a multi-bit group.
 // MULTI_BIT is a template parameter so that the classical kernels do not carry the key
 // bundle's registers.
 template <bool MULTI_BIT, class T>
-FT_HD void tfhe_team_rotate_step(const T& t, const BlindRotateArgs& g, int64_t b, int i, int64_t* acc, int32_t* dig) {
+FT_HD void tfhe_team_rotate_step(const T& t, const BlindRotateArgs& g, int64_t b, int i, int64_t* acc, int32_t* dig,
+                                 int32_t* rot) {
   if (MULTI_BIT)
-    tfhe_team_multi_bit_step(t, g, b, i, acc, dig);
+    tfhe_team_multi_bit_step(t, g, b, i, acc, dig, rot);
   else
     tfhe_team_cmux_step(t, g, b, i, acc, dig);
 }
 
 // The whole blind rotation of ciphertext b by one team: init, then every step (key bit, or
 // group where MULTI_BIT), in the team's acc (k1 N int64) and dig (tfhe_scratch_words) scratch,
-// then acc copied to the output (unless acc is the output already).
+// then acc copied to the output (unless acc is the output already); rot: 2^G words (multi-bit).
 template <bool MULTI_BIT, class T>
-FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig) {
+FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig,
+                                  int32_t* rot) {
   tfhe_team_blind_rotate_init(t, g, b, acc);
   const int steps = MULTI_BIT ? g.n / g.grouping : g.n;
-  for (int i = 0; i < steps; ++i) tfhe_team_rotate_step<MULTI_BIT>(t, g, b, i, acc, dig);
+  for (int i = 0; i < steps; ++i) tfhe_team_rotate_step<MULTI_BIT>(t, g, b, i, acc, dig, rot);
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   int64_t* out = g.acc + b * k1n;
   if (acc != out)

@@ -116,11 +116,12 @@ void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
   const bool multi_bit = g.grouping > 1;
   if (tfhe_fused_fits(g.r)) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
+      int32_t rot[1 << kTfheMaxGrouping];
       for (int64_t b = b0; b < b1; ++b) {
         if (multi_bit)
-          tfhe_team_blind_rotate<true>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+          tfhe_team_blind_rotate<true>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words, rot);
         else
-          tfhe_team_blind_rotate<false>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+          tfhe_team_blind_rotate<false>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words, rot);
       }
     });
     return;
@@ -131,11 +132,12 @@ void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
   const int steps = tfhe_rotate_steps(g);
   for (int i = 0; i < steps; ++i) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
+      int32_t rot[1 << kTfheMaxGrouping];
       for (int64_t b = b0; b < b1; ++b) {
         if (multi_bit)
-          tfhe_team_rotate_step<true>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+          tfhe_team_rotate_step<true>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words, rot);
         else
-          tfhe_team_rotate_step<false>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+          tfhe_team_rotate_step<false>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words, rot);
       }
     });
   }

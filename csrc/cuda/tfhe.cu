@@ -71,22 +71,26 @@ __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArg
 
 template <bool MULTI_BIT>
 __global__ void __launch_bounds__(kTeam) rotate_step_kernel(BlindRotateArgs g, int i) {
+  __shared__ int32_t rot[1 << kTfheMaxGrouping];  // the group's subset rotations (multi-bit)
   const int64_t b = blockIdx.x;
   tfhe_team_rotate_step<MULTI_BIT>(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
-                      g.scratch + b * tfhe_scratch_words(g.r));
+                      g.scratch + b * tfhe_scratch_words(g.r), rot);
 }
 
 // Shared memory: the accumulator (k1 N int64), then the digit scratch (tfhe_scratch_words int32).
 // THREADS = kFusedTeam: two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64
 // registers per thread). kFusedSmallBatchTeam: batches of at most one ciphertext per SM, where
 // twice the threads shorten each ciphertext's rotation.
-// MULTI_BIT: the multi-bit rotation (one step per group of key bits), a kernel of its own.
+// MULTI_BIT: the multi-bit rotation (one step per group of key bits), a kernel of its own, with
+// the group's subset rotations (kTfheRotBytes) after the digit scratch.
+constexpr int kTfheRotBytes = 4 << kTfheMaxGrouping;
 template <int THREADS, bool MULTI_BIT>
 __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
     blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
   extern __shared__ __align__(16) int64_t smem[];
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
-  tfhe_team_blind_rotate<MULTI_BIT>(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
+  int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
+  tfhe_team_blind_rotate<MULTI_BIT>(block_team(), g, blockIdx.x, smem, dig, dig + tfhe_scratch_words(g.r));
 }
 
 // The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
@@ -236,7 +240,7 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
       g.scratch = nullptr;
       return cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel, g);
     }
-    const int64_t smem = tfhe_fused_bytes(g.r);
+    const int64_t smem = tfhe_fused_bytes(g.r) + (multi_bit ? kTfheRotBytes : 0);
     if (tfhe_fused_fits(g.r) && smem <= d.smem_limit) {
       g.scratch = nullptr;  // the block's own shared memory
       const bool small = g.B <= d.sms;

@@ -426,6 +426,7 @@ struct BlindRotateArgs {
 };
 
 constexpr int kTfheMaxGrouping = 4;
+constexpr int kTfheRotBytes = 4 << kTfheMaxGrouping;  // a team's subset rotations (multi-bit)
 
 // Steps of a blind rotation: one per key bit, or one per group of `grouping` key bits.
 FT_HD int tfhe_rotate_steps(const BlindRotateArgs& g) { return g.grouping > 1 ? g.n / g.grouping : g.n; }
@@ -543,6 +544,18 @@ FT_HD void tfhe_team_subset_rotations(const T& t, const BlindRotateArgs& g, int6
   }
 }
 
+// The key bundle of group j, its subset rotations in rot.
+FT_HD TfheKeyBundleOperand tfhe_key_bundle(const BlindRotateArgs& g, int j, const int32_t* rot) {
+  const TfheRing& r = g.r;
+  TfheKeyBundleOperand k{};
+  k.subsets = 1 << g.grouping;
+  k.ggsw = g.bsk + static_cast<int64_t>(j) * k.subsets * (static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n);
+  k.mono_exp = g.mono_exp;
+  k.mono_pow = g.mono_pow;
+  k.rot = rot;
+  return k;
+}
+
 // Group j of ciphertext b: acc := K x acc (TfheKeyBundleOperand); dig: the team's digit scratch,
 // rot: 2^G words of the team's memory.
 template <class T>
@@ -557,13 +570,7 @@ FT_HD void tfhe_team_multi_bit_step(const T& t, const BlindRotateArgs& g, int64_
     acc[e] = 0;
   }
   t.sync();
-  TfheKeyBundleOperand k{};
-  k.subsets = 1 << g.grouping;
-  k.ggsw = g.bsk + static_cast<int64_t>(j) * k.subsets * (static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n);
-  k.mono_exp = g.mono_exp;
-  k.mono_pow = g.mono_pow;
-  k.rot = rot;
-  tfhe_team_ggsw_product(t, r, k, dig, acc);
+  tfhe_team_ggsw_product(t, r, tfhe_key_bundle(g, j, rot), dig, acc);
 }
 
 // Step i of ciphertext b's blind rotation (tfhe_rotate_steps): a CMux, or a multi-bit group.
@@ -601,16 +608,18 @@ FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t 
 // from all teams' output rows, so each step is three phases with a cluster barrier after each;
 // a team reads the other teams' rows through `peer_dig` / `peer_out` (CUDA: distributed shared
 // memory; CPU: the teams' heap scratch, the teams run one after another within each phase).
-// Per team: acc (k1 N int64), dig (level N int32), out (N int32).
+// Per team: acc (k1 N int64), dig (level N int32), out (N int32); multi-bit: rot (kTfheRotBytes).
+// Multi-bit (MULTI_BIT): the same phases per group, on acc's own digits, with the key bundle as the
+// product's operand, and acc replaced by the product (tfhe_team_multi_bit_step).
 constexpr int kTfheClusterMax = 8;    // 2 k1 teams: k <= 3 (a portable cluster size)
 constexpr int kTfheClusterCtas = 128; // batches with B * 2 k1 <= 128 teams take this path
 FT_HD int64_t tfhe_cluster_bytes(const TfheRing& r) {
   return (static_cast<int64_t>(r.k1) * 8 << r.log_n) + (static_cast<int64_t>(r.level) * 4 << r.log_n) + (4 << r.log_n);
 }
-FT_HD bool tfhe_cluster_fits(const BlindRotateArgs& g) {  // classical rotations only
+FT_HD bool tfhe_cluster_fits(const BlindRotateArgs& g) {
   const TfheRing& r = g.r;
   const int64_t B = g.B;
-  return g.grouping <= 1 && 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
+  return 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
 }
 
 // a_i of ciphertext b: round(mask_i * 2N / q) (0: the step is skipped).
@@ -618,15 +627,16 @@ FT_HD int64_t tfhe_mask_rotation(const BlindRotateArgs& g, int64_t b, int i) {
   return static_cast<int64_t>(tfhe_round_pow2(g.ct[b * (g.n + 1) + i], g.r.m.q_full, g.r.log_n + 1));
 }
 
-// Phase 1 of team c: the level digit rows of component p of (X^a - 1) acc on prime l, forward NTT.
-template <class T>
+// Phase 1 of team c: the level digit rows of component p of (X^a - 1) acc (multi-bit: of acc) on
+// prime l, forward NTT.
+template <bool MULTI_BIT, class T>
 FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, const int64_t* acc, int32_t* dig) {
   const int p = c >> 1, l = c & 1;
   const uint32_t n = 1u << r.log_n;
   const int bits = r.base_log * r.level;
   const int64_t* ap = acc + (static_cast<int64_t>(p) << r.log_n);
   for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
-    const int64_t diff = tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
+    const int64_t diff = MULTI_BIT ? ap[x] : tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
     uint64_t v = tfhe_round_pow2(diff, r.m.q_full, bits);
     for (int j = r.level - 1; j >= 0; --j) {  // as tfhe_store_digits, one prime
       const int32_t d = tfhe_next_digit(v, r.base_log);
@@ -638,25 +648,24 @@ FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, 
 }
 
 // Phase 2 of team c: output row (p' = c >> 1, prime l) = sum over (p, j) of the digit rows of the
-// teams on prime l times the GGSW rows, times N^-1, inverse NTT.
-template <class T>
-FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int32_t* ggsw,
-                                const int32_t* const* peer_dig, int32_t* out) {
+// teams on prime l times the GGSW rows (key: TfheGgswOperand or TfheKeyBundleOperand), times N^-1,
+// inverse NTT.
+template <class T, class Key>
+FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const Key key, const int32_t* const* peer_dig,
+                                int32_t* out) {
   const int pp = c >> 1, l = c & 1;
   const uint32_t n = 1u << r.log_n;
   const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
-  const int64_t two_n = int64_t(2) << r.log_n;
   for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
     const uint32_t slot = tfhe_slot(x);
+    const typename Key::Column col = key.column(r, (static_cast<uint32_t>(l) << r.log_n) + x);
     int32_t s = 0;
     for (int p = 0; p < r.k1; ++p) {
       const int32_t* pd = peer_dig[2 * p + l];
       for (int j = 0; j < r.level; ++j) {
         const uint32_t lazy = static_cast<uint32_t>(pd[(static_cast<int64_t>(j) << r.log_n) + slot]);
         const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
-        const int32_t gv = tfhe_load(ggsw + ((static_cast<int64_t>(p) * r.level + j) * r.k1 + pp) * two_n +
-                                     (static_cast<int64_t>(l) << r.log_n) + x);
-        s = tfhe_add_q(s, tfhe_mul_q(d, gv, q, qinv), q);
+        s = tfhe_add_q(s, tfhe_mul_q(d, col.at(p * r.level + j, pp), q, qinv), q);
       }
     }
     out[slot] = tfhe_mul_q(s, tfhe_load(r.post + l), q, qinv);
@@ -665,8 +674,9 @@ FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int3
   tfhe_team_ntt<true>(t, out, 1, r.log_n, r.psi_inv, r.m, l);
 }
 
-// Phase 3 of every team: its replica acc += CRT of the output rows (component p: teams 2p, 2p+1).
-template <class T>
+// Phase 3 of every team: its replica acc += CRT of the output rows (component p: teams 2p, 2p+1);
+// multi-bit: acc = that CRT.
+template <bool MULTI_BIT, class T>
 FT_HD void tfhe_cluster_accumulate(const T& t, const TfheRing& r, const int32_t* const* peer_out, int64_t* acc) {
   const uint32_t n = 1u << r.log_n, k1n = static_cast<uint32_t>(r.k1) * n;
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
@@ -675,7 +685,8 @@ FT_HD void tfhe_cluster_accumulate(const T& t, const TfheRing& r, const int32_t*
     const uint32_t* o1 = reinterpret_cast<const uint32_t*>(peer_out[2 * p + 1]);
     const int32_t r0 = static_cast<int32_t>(tfhe_reduce_2q(o0[slot], static_cast<uint32_t>(r.m.q[0])));
     const int32_t r1 = static_cast<int32_t>(tfhe_reduce_2q(o1[slot], static_cast<uint32_t>(r.m.q[1])));
-    acc[e] = tfhe_add(acc[e], tfhe_compose(r0, r1, r.m), r.m.q_full);
+    const int64_t v = tfhe_compose(r0, r1, r.m);
+    acc[e] = MULTI_BIT ? v : tfhe_add(acc[e], v, r.m.q_full);
   }
   t.sync();
 }

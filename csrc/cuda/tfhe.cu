@@ -83,7 +83,6 @@ __global__ void __launch_bounds__(kTeam) rotate_step_kernel(BlindRotateArgs g, i
 // twice the threads shorten each ciphertext's rotation.
 // MULTI_BIT: the multi-bit rotation (one step per group of key bits), a kernel of its own, with
 // the group's subset rotations (kTfheRotBytes) after the digit scratch.
-constexpr int kTfheRotBytes = 4 << kTfheMaxGrouping;
 template <int THREADS, bool MULTI_BIT>
 __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
     blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
@@ -95,8 +94,10 @@ __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
 
 // The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
 // c owning component c >> 1 on prime c & 1; shared memory per block: the accumulator replica
-// (k1 N int64), the level digit rows and the output row (N int32 each); the other blocks' rows
-// read through distributed shared memory; a cluster barrier after each phase.
+// (k1 N int64), the level digit rows and the output row (N int32 each), multi-bit the group's
+// subset rotations; the other blocks' rows read through distributed shared memory; a cluster
+// barrier after each phase.
+template <bool MULTI_BIT>
 __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(const __grid_constant__ BlindRotateArgs g) {
   namespace cg = cooperative_groups;
   extern __shared__ __align__(16) int64_t smem[];
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(cons
   int64_t* acc = smem;
   int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
   int32_t* out = dig + (static_cast<int64_t>(r.level) << r.log_n);
+  int32_t* rot = out + (int64_t(1) << r.log_n);
   const int32_t* peer_dig[kTfheClusterMax];
   const int32_t* peer_out[kTfheClusterMax];
   for (int k = 0; k < teams; ++k) {
@@ -117,14 +119,23 @@ __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(cons
   tfhe_team_blind_rotate_init(t, g, b, acc);
   cluster.sync();  // every block of the cluster runs before any reads another's memory
   const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n;
-  for (int i = 0; i < g.n; ++i) {
-    const int64_t a = tfhe_mask_rotation(g, b, i);
-    if (a == 0) continue;  // the same for the whole cluster
-    tfhe_cluster_digits(t, r, c, a, acc, dig);
+  const int steps = MULTI_BIT ? g.n / g.grouping : g.n;
+  for (int i = 0; i < steps; ++i) {
+    int64_t a = 0;
+    if (MULTI_BIT) {
+      tfhe_team_subset_rotations(t, g, b, i, rot);  // read in phase 2, after phase 1's barriers
+    } else {
+      a = tfhe_mask_rotation(g, b, i);
+      if (a == 0) continue;  // the same for the whole cluster
+    }
+    tfhe_cluster_digits<MULTI_BIT>(t, r, c, a, acc, dig);
     cluster.sync();
-    tfhe_cluster_product(t, r, c, g.bsk + i * ggsw_words, peer_dig, out);
+    if constexpr (MULTI_BIT)
+      tfhe_cluster_product(t, r, c, tfhe_key_bundle(g, i, rot), peer_dig, out);
+    else
+      tfhe_cluster_product(t, r, c, TfheGgswOperand{g.bsk + i * ggsw_words}, peer_dig, out);
     cluster.sync();
-    tfhe_cluster_accumulate(t, r, peer_out, acc);
+    tfhe_cluster_accumulate<MULTI_BIT>(t, r, peer_out, acc);
     cluster.sync();  // the output rows are read before the next step rewrites them
   }
   if (c == 0)
@@ -202,7 +213,8 @@ cudaError_t fused_device(FusedDevice* out) {
                               cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam, true>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   if (dev < kDevices) {
     sm_counts[dev].store(sms);
     limits[dev].store(limit);
@@ -223,12 +235,13 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (tfhe_cluster_fits(g) || tfhe_fused_fits(g.r)) {
     FusedDevice d{};
     FT_TRY(fused_device(&d));
-    if (tfhe_cluster_fits(g) && tfhe_cluster_bytes(g.r) <= d.smem_limit) {
+    const int64_t cluster_smem = tfhe_cluster_bytes(g.r) + (multi_bit ? kTfheRotBytes : 0);
+    if (tfhe_cluster_fits(g) && cluster_smem <= d.smem_limit) {
       const int teams = 2 * g.r.k1;
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(static_cast<unsigned>(g.B * teams));
       cfg.blockDim = dim3(kClusterTeam);
-      cfg.dynamicSmemBytes = static_cast<size_t>(tfhe_cluster_bytes(g.r));
+      cfg.dynamicSmemBytes = static_cast<size_t>(cluster_smem);
       cfg.stream = s.stream;
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -238,7 +251,8 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
       cfg.attrs = attr;
       cfg.numAttrs = 1;
       g.scratch = nullptr;
-      return cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel, g);
+      return multi_bit ? cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel<true>, g)
+                       : cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel<false>, g);
     }
     const int64_t smem = tfhe_fused_bytes(g.r) + (multi_bit ? kTfheRotBytes : 0);
     if (tfhe_fused_fits(g.r) && smem <= d.smem_limit) {

@@ -141,14 +141,17 @@ def test_blind_rotate_replays_in_a_cuda_graph(gen):
     assert torch.equal(out.cpu(), ops.tfhe_blind_rotate(fresh, luts.cpu(), None, *cpu_args))
 
 
-# multi-bit blind rotation (tfhe-4bit-mb4 shapes: N = 2048, k = 1, level 1, G = 4): batch 8 (fused,
-# 1024 threads), 300 (fused, 512 threads), and N = 2^13 (one launch per group), against the CPU
+# multi-bit blind rotation (tfhe-4bit-mb4 shapes: N = 2048, k = 1, level 1, G = 4): batch 1 and 8
+# (the cluster path), 40 (fused, 1024 threads), 300 (fused, 512 threads); N = 2^13 at batch 5
+# (cluster) and 40 (one launch per group); G = 3 at k = 2; against the CPU
 @pytest.mark.parametrize("batch,log_n,base_log,level,g,groups", [
-    (8, 11, 22, 1, 4, 6), (300, 11, 22, 1, 4, 3), (5, 13, 15, 2, 2, 3), (40, 10, 12, 2, 3, 4)])
+    (1, 11, 22, 1, 4, 6), (8, 11, 22, 1, 4, 6), (40, 11, 22, 1, 4, 3), (300, 11, 22, 1, 4, 3),
+    (5, 13, 15, 2, 2, 3), (40, 13, 15, 2, 2, 2), (40, 10, 12, 2, 3, 4)])
 def test_multi_bit_blind_rotate(gen, batch, log_n, base_log, level, g, groups):
     ring = TFHERing(log_n, MODULI)
     big_n = 1 << log_n
-    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, groups, 1 << g, 2, level, 2, big_n))
+    k1 = 3 if g == 3 else 2
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, groups, 1 << g, k1, level, k1, big_n))
     ct = rand_mod_q(gen, batch, g * groups + 1)
     ct[::7, :g] = 0
     luts = rand_mod_q(gen, 3, big_n)

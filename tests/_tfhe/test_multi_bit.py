@@ -78,8 +78,9 @@ def _multi_bit_by_products(ring, bsk, ct, luts, lut_index):
     return torch.stack(outs)
 
 
-# (log_n, k, base_log, level, G, groups): the fused path at N = 2^4 .. 2^11, k = 1 and 2, level 1
-# and 2; the per-step path at N = 2^13 (accumulator and digits too large for one team's memory)
+# (log_n, k, base_log, level, G, groups) at N = 2^4 .. 2^13, k = 1 and 2, level 1 to 3. Batch 3:
+# the cluster path (2 k1 teams per ciphertext), against the reference; batch 40 (> 128 / (2 k1)
+# teams): the fused path, or per-step at N = 2^13, equal to it on the same ciphertexts
 @pytest.mark.parametrize("log_n,k,base_log,level,g,groups", [
     (4, 1, 9, 2, 2, 3), (5, 2, 12, 1, 3, 2), (6, 1, 7, 3, 4, 2), (11, 1, 22, 1, 4, 1), (13, 1, 15, 2, 2, 1)])
 def test_multi_bit_blind_rotate_matches_key_bundle_products(gen, log_n, k, base_log, level, g, groups):
@@ -87,26 +88,26 @@ def test_multi_bit_blind_rotate_matches_key_bundle_products(gen, log_n, k, base_
     k1, n = k + 1, g * groups
     ggsw = rand_mod_q(gen, groups, 1 << g, k1, level, k1, 1 << log_n)
     bsk = alg.LweMultiBitBootstrapKey(ggsw_kernel_form(ring, ggsw), base_log, level, g)
-    batch = 3
-    ct = rand_mod_q(gen, batch, n + 1)
+    ct = rand_mod_q(gen, 40, n + 1)
     ct[0, :g] = 0  # every a_S zero: the bundle is the sum of the group's GGSWs
     luts = rand_mod_q(gen, 2, 1 << log_n)
-    idx = torch.tensor([1, 0, 1])
-    got = alg.blind_rotate(ring, bsk, ct, luts, idx)
-    assert torch.equal(got, _multi_bit_by_products(ring, bsk, ct, luts, idx))
+    idx = torch.randint(0, 2, (40,), generator=gen)
+    got = alg.blind_rotate(ring, bsk, ct[:3], luts, idx[:3])
+    assert torch.equal(got, _multi_bit_by_products(ring, bsk, ct[:3], luts, idx[:3]))
+    assert torch.equal(alg.blind_rotate(ring, bsk, ct, luts, idx)[:3], got)
 
 
 def test_multi_bit_blind_rotate_batched_equals_one_at_a_time(gen):
     ring = TFHERing(6, MODULI)
-    g, groups = 2, 3
+    g, groups, batch = 2, 3, 37  # fused; one at a time: the cluster path
     bsk = alg.LweMultiBitBootstrapKey(ggsw_kernel_form(ring, rand_mod_q(gen, groups, 4, 2, 2, 2, 64)), 8, 2, g)
-    ct = rand_mod_q(gen, 7, g * groups + 1)
+    ct = rand_mod_q(gen, batch, g * groups + 1)
     luts = rand_mod_q(gen, 3, 64)
-    idx = torch.randint(0, 3, (7,), generator=gen)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
     got = alg.blind_rotate(ring, bsk, ct, luts, idx)
-    one = torch.cat([alg.blind_rotate(ring, bsk, ct[b:b + 1], luts, idx[b:b + 1]) for b in range(7)])
+    one = torch.cat([alg.blind_rotate(ring, bsk, ct[b:b + 1], luts, idx[b:b + 1]) for b in range(batch)])
     assert torch.equal(got, one)
-    assert torch.equal(alg.blind_rotate(ring, bsk, ct.view(7, 1, -1), luts, idx.view(7, 1)).view_as(got), got)
+    assert torch.equal(alg.blind_rotate(ring, bsk, ct.view(batch, 1, -1), luts, idx.view(batch, 1)).view_as(got), got)
 
 
 def test_multi_bit_op_refuses_bad_keys(gen):

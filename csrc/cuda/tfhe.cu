@@ -5,8 +5,8 @@
 // block per ciphertext with the rotation in shared memory (tfhe_fused_fits: N <= 2^12 at k = 1),
 // the GGSW rows read from global memory (L2-resident: the blocks in flight run about the same
 // key bit); otherwise one launch per key bit over the whole batch, scratch in global memory from
-// the caching allocator. Multi-bit rotations (grouping > 1) take the fused or the per-step path
-// (one launch per group). docs/tfhe.md has the rules and the count.
+// the caching allocator. Multi-bit rotations (grouping > 1) take the same three paths (their own
+// template instances), one step per group of key bits. docs/tfhe.md has the rules and the count.
 #include <atomic>
 
 #include <cooperative_groups.h>

@@ -1,6 +1,7 @@
 """Suite `tfhe`: TFHE programmable bootstrapping (KS-PBS) latency and throughput.
 
-For each preset (default tfhe-2bit, tfhe-4bit, tfhe-4bit-p128, tfhe-6bit, tfhe-8bit; toy-tfhe-4bit
+For each preset (default tfhe-2bit, tfhe-4bit, tfhe-4bit-p128, tfhe-4bit-mb4 (multi-bit, grouping
+4), tfhe-6bit, tfhe-8bit; toy-tfhe-4bit
 with --quick): keygen time and key sizes, a decrypt check of one batched LUT, then per batch
 (default 1, 132, 1024, 4096, 16384; --batches) three ops:
 
@@ -40,7 +41,7 @@ from fhetorch.errors import FHEError, InsecureParametersWarning
 
 from . import common
 
-PRESETS = ["tfhe-2bit", "tfhe-4bit", "tfhe-4bit-p128", "tfhe-6bit", "tfhe-8bit"]
+PRESETS = ["tfhe-2bit", "tfhe-4bit", "tfhe-4bit-p128", "tfhe-4bit-mb4", "tfhe-6bit", "tfhe-8bit"]
 QUICK_PRESETS = ["toy-tfhe-4bit"]
 BATCHES = [1, 132, 1024, 4096, 16384]
 QUICK_BATCHES = [1, 8]
@@ -65,17 +66,24 @@ def pbs_model(p) -> dict:
     ciphertext bytes once per ciphertext. Multiplies: the key switch's multiply-adds (one 32 x 32
     -> 64-bit IMAD each, both primes); the PBS's Montgomery multiplications (3 IMAD each: the
     NTT butterflies of 2 (k+1) level forward and 2 (k+1) inverse NTTs and the 2 (k+1)^2 level N
-    products per CMux, n CMuxes)."""
-    n_in, w, k1, big_n = p.k * p.N, p.n + 1, p.k + 1, p.N
+    products per CMux, n CMuxes). Multi-bit (grouping G): n / G steps of one such product, each
+    also building its key bundle (2^G - 1 products per entry of the (k+1) level (k+1) 2 N bundle),
+    and the key is the n / G groups' 2^G GGSWs."""
+    n_in, w, k1, big_n, g = p.k * p.N, p.n + 1, p.k + 1, p.N, p.grouping_factor
     ntt_mults = (big_n // 2) * p.log_n
-    cmux_mults = 2 * (k1 * p.pbs_level + k1) * ntt_mults + 2 * k1 * p.pbs_level * k1 * big_n
+    ggsw_words = k1 * p.pbs_level * k1 * 2 * big_n
+    cmux_mults = 2 * (k1 * p.pbs_level + k1) * ntt_mults + ggsw_words
+    steps, ggsws = p.n, p.n
+    if g > 1:
+        cmux_mults += ((1 << g) - 1) * ggsw_words
+        steps, ggsws = p.n // g, (p.n // g) << g
     return {
         "ks_imad": n_in * p.ks_level * w * 2,
         "ks_key_bytes": n_in * p.ks_level * 2 * w * 4,
         "ks_ct_bytes": (n_in + 1) * 8 + w * 8,
-        "pbs_mont_mults": p.n * cmux_mults,
-        "pbs_imad": 3 * p.n * cmux_mults,
-        "pbs_key_bytes": p.n * k1 * p.pbs_level * k1 * 2 * big_n * 4,
+        "pbs_mont_mults": steps * cmux_mults,
+        "pbs_imad": 3 * steps * cmux_mults,
+        "pbs_key_bytes": ggsws * ggsw_words * 4,
         "pbs_ct_bytes": w * 8 + (n_in + 1) * 8,
     }
 
@@ -125,12 +133,12 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     ctx.keygen()
     common.sync(device)
     model = pbs_model(p)
-    info = {"preset": name, "n": p.n, "N": p.N, "k": p.k, "pbs": [p.pbs_base_log, p.pbs_level],
+    info = {"preset": name, "n": p.n, "N": p.N, "k": p.k, "grouping_factor": p.grouping_factor, "pbs": [p.pbs_base_log, p.pbs_level],
             "ks": [p.ks_base_log, p.ks_level], "bits": p.bits, "security_bits": p.security_bits,
             "log2_p_fail": p.log2_p_fail, "keygen_s": time.perf_counter() - t0,
             "bootstrap_key_bytes": ctx.bootstrap_key.data.nbytes, "keyswitch_key_bytes": ctx.keyswitch_key.data.nbytes,
             "model": model, "bytes_per_ciphertext": bytes_per_ciphertext(p)}
-    print(f"\n== {name}: n = {p.n}, N = {p.N}, k = {p.k}, PBS 2^{p.pbs_base_log} x {p.pbs_level}, KS "
+    print(f"\n== {name}: n = {p.n}, N = {p.N}, k = {p.k}, grouping {p.grouping_factor}, PBS 2^{p.pbs_base_log} x {p.pbs_level}, KS "
           f"2^{p.ks_base_log} x {p.ks_level}, {p.bits} bits; keygen {info['keygen_s']:.1f} s, bootstrapping key "
           f"{info['bootstrap_key_bytes'] / 2**20:.1f} MiB, key-switching key {info['keyswitch_key_bytes'] / 2**20:.1f} MiB",
           flush=True)
@@ -277,7 +285,7 @@ def run(args, device: torch.device) -> dict:
     for name in presets:
         try:
             infos[name] = bench_preset(name, args, device, results)
-        except (FHEError, RuntimeError) as e:  # e.g. a preset the Context refuses (multi-bit): recorded
+        except (FHEError, RuntimeError) as e:  # e.g. a preset the Context refuses: recorded
             infos[name] = {"error": common.error_text(e, 2000)}
             print(f"   {name}: skipped: {infos[name]['error'].splitlines()[0][:200]}")
         common.release(device)

@@ -333,30 +333,64 @@ FT_HD void tfhe_store_digits(const TfheRing& r, int32_t* dig, int64_t e, uint64_
   }
 }
 
+// The GGSW operand of a product, read per NTT column e = l N + c (prime l, coefficient c):
+// column(r, e).at(pj, pp) is the Montgomery residue of row pj = (p, j), component pp, there.
+struct TfheGgswOperand {  // one stored GGSW (k1, level, k1, 2, N)
+  const int32_t* ggsw;
+  struct Column {
+    const int32_t* ggsw;
+    uint32_t e, row_stride, two_n;  // k1 2N <= 2^20
+    FT_HD int32_t at(int pj, int pp) const {
+      const int32_t* g = ggsw + static_cast<int64_t>(pj) * row_stride + e;
+      return tfhe_load(g + static_cast<int64_t>(pp) * two_n);
+    }
+  };
+  FT_HD Column column(const TfheRing& r, uint32_t e) const {
+    const uint32_t two_n = 2u << r.log_n;
+    return Column{ggsw, e, static_cast<uint32_t>(r.k1) * two_n, two_n};
+  }
+};
+
+// One team's GGSW rows already gathered (the CUDA cluster path's rows prefetched into shared
+// memory): row pj = (p, j) of the team's component and prime at rows + pj * row_stride. Plain
+// loads: the rows may be in shared memory.
+struct TfheRowsOperand {
+  const int32_t* rows;
+  int64_t row_stride;
+  struct Column {
+    const int32_t* p;
+    int64_t stride;
+    FT_HD int32_t at(int pj, int) const { return p[pj * stride]; }
+  };
+  FT_HD Column column(const TfheRing& r, uint32_t e) const {
+    return Column{rows + (e & ((1u << r.log_n) - 1u)), row_stride};
+  }
+};
+
 // acc (k1, N) += GGSW x (the GLWE whose digits dig holds, tfhe_store_digits): forward NTT of
 // the 2 k1 level digit rows, multiply-accumulate with the GGSW rows per (prime, coefficient)
 // into the first 2 k1 rows of dig (each column is read whole before it is overwritten, by the
-// same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig.
-template <class T>
-FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const int32_t* ggsw, int32_t* dig, int64_t* acc) {
+// same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig. `key`: a
+// stored GGSW (TfheGgswOperand) or a multi-bit key bundle (TfheKeyBundleOperand).
+template <class T, class Key>
+FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const Key key, int32_t* dig, int64_t* acc) {
   const uint32_t n = 1u << r.log_n, two_n = 2u * n;
   const int pj_count = r.k1 * r.level;
   tfhe_team_ntt<false>(t, dig, 2 * pj_count, r.log_n, r.psi, r.m);
-  const int64_t row_stride = static_cast<int64_t>(r.k1) * two_n;  // one (p, j) of the GGSW
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < two_n; e += static_cast<uint32_t>(t.size)) {
     const int l = static_cast<int>(e >> r.log_n);
     const uint32_t c = e & (n - 1u), slot = tfhe_slot(c) + static_cast<uint32_t>(l) * n;
     const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
+    const typename Key::Column col = key.column(r, e);
     int32_t s[kTfheMaxK1];
 #pragma unroll
     for (int pp = 0; pp < kTfheMaxK1; ++pp) s[pp] = 0;
     for (int pj = 0; pj < pj_count; ++pj) {
       const uint32_t lazy = static_cast<uint32_t>(dig[static_cast<int64_t>(pj) * two_n + slot]);
       const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
-      const int32_t* g = ggsw + pj * row_stride + e;
 #pragma unroll
       for (int pp = 0; pp < kTfheMaxK1; ++pp)
-        if (pp < r.k1) s[pp] = tfhe_add_q(s[pp], tfhe_mul_q(d, tfhe_load(g + static_cast<int64_t>(pp) * two_n), q, qinv), q);
+        if (pp < r.k1) s[pp] = tfhe_add_q(s[pp], tfhe_mul_q(d, col.at(pj, pp), q, qinv), q);
     }
     const int32_t post = tfhe_load(r.post + l);
 #pragma unroll
@@ -388,7 +422,7 @@ FT_HD void tfhe_team_external_product_op(const T& t, const TfheRing& r, const in
     out[e] = 0;
   }
   t.sync();
-  tfhe_team_ggsw_product(t, r, ggsw, dig, out);
+  tfhe_team_ggsw_product(t, r, TfheGgswOperand{ggsw}, dig, out);
 }
 
 struct BlindRotateArgs {
@@ -396,12 +430,22 @@ struct BlindRotateArgs {
   const int64_t* ct;         // (B, n + 1) LWE ciphertexts under the bootstrapping key's LWE secret
   const int64_t* luts;       // (T, N) test polynomials (the body of a trivial GLWE)
   const int64_t* lut_index;  // (B,) in [0, T) (clamped into it: never a read outside luts), or null: LUT 0
-  const int32_t* bsk;        // (n, k1, level, k1, 2, N): GGSW of each LWE secret bit
+  const int32_t* bsk;        // (n, k1, level, k1, 2, N): GGSW of each LWE secret bit; multi-bit:
+                             // (n / grouping, 2^grouping, k1, level, k1, 2, N), the GGSWs of f_S
   int64_t* acc;              // (B, k1, N) the accumulators (the output)
   int32_t* scratch;          // B * tfhe_scratch_words(r), where the team's scratch is not its own
   int64_t B, T;
   int n;
+  int grouping;              // <= 1: classical (one CMux per key bit); 2..kTfheMaxGrouping: multi-bit
+  const int32_t* mono_exp;   // multi-bit: (2, N) e_lc: the NTT of X^a on prime l, slot c, is w_l^(e_lc a)
+  const int32_t* mono_pow;   // multi-bit: (2, 2N) w_l^j * 2^32 mod q_l, w_l a primitive 2N-th root
 };
+
+constexpr int kTfheMaxGrouping = 4;
+constexpr int kTfheRotBytes = 4 << kTfheMaxGrouping;  // a team's subset rotations (multi-bit)
+
+// Steps of a blind rotation: one per key bit, or one per group of `grouping` key bits.
+FT_HD int tfhe_rotate_steps(const BlindRotateArgs& g) { return g.grouping > 1 ? g.n / g.grouping : g.n; }
 
 // One ciphertext's whole blind rotation fits a team's own fast memory (a thread block's shared
 // memory: the accumulator and the digit scratch) when this many bytes are at most
@@ -449,16 +493,123 @@ FT_HD void tfhe_team_cmux_step(const T& t, const BlindRotateArgs& g, int64_t b, 
   }
   t.sync();  // every read of acc is done before the product adds to it
   const int32_t* ggsw = g.bsk + static_cast<int64_t>(i) * r.k1 * r.level * r.k1 * 2 * n;
-  tfhe_team_ggsw_product(t, r, ggsw, dig, acc);
+  tfhe_team_ggsw_product(t, r, TfheGgswOperand{ggsw}, dig, acc);
 }
 
-// The whole blind rotation of ciphertext b by one team: init, then every key bit, in the team's
-// acc (k1 N int64) and dig (tfhe_scratch_words) scratch, then acc copied to the output (unless
-// acc is the output already).
+// ---- multi-bit blind rotation (grouping factor G, TFHE-rs's multi-bit PBS) ------------------
+//
+// Group j holds key bits s_i, i = G j .. G j + G - 1, and the bootstrapping key the GGSWs of
+// f_S = prod_(i in S) s_i prod_(i not in S) (1 - s_i) for the 2^G subsets S (bit u of S: key bit
+// G j + u); exactly one f_S is 1. With a_S = round(2N (sum_(i in S) mask_i mod q) / q) (one
+// rounding per subset sum, a_0 = 0), the step is acc := K x acc with the key bundle
+// K = sum_S X^(a_S) GGSW(f_S), a GGSW of X^(a_S*) for the selected S*: one external product
+// per group. K is never stored: the product reads it per NTT column, where X^a is the scalar
+// w_l^(e_lc a) (mono_exp, mono_pow), so each of K's entries is 2^G - 1 products and sums of the
+// group's GGSW entries. No rotation of acc, and its digits are those of acc itself.
+struct TfheKeyBundleOperand {
+  const int32_t* ggsw;      // the group's (2^G, k1, level, k1, 2, N)
+  const int32_t* mono_exp;  // (2, N)
+  const int32_t* mono_pow;  // (2, 2N)
+  const int32_t* rot;       // (2^G,) a_S, in the team's memory (tfhe_team_subset_rotations)
+  int subsets;              // 2^G
+  struct Column {
+    const int32_t* g;  // ggsw + e
+    int64_t row_stride, two_n, ggsw_words;
+    int32_t q, qinv;
+    int subsets;
+    int32_t mono[1 << kTfheMaxGrouping];  // X^(a_S) at this column, Montgomery (S = 0: unused, 1)
+    FT_HD int32_t at(int pj, int pp) const {
+      const int32_t* p = g + pj * row_stride + pp * two_n;
+      int32_t s = tfhe_load(p);  // S = {}: X^0 = 1
+#pragma unroll
+      for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
+        if (u < subsets) s = tfhe_add_q(s, tfhe_mul_q(mono[u], tfhe_load(p + u * ggsw_words), q, qinv), q);
+      return s;
+    }
+  };
+  FT_HD Column column(const TfheRing& r, uint32_t e) const {
+    const int64_t two_n = int64_t(2) << r.log_n;
+    const int l = static_cast<int>(e >> r.log_n);
+    Column c{};
+    c.g = ggsw + e;
+    c.row_stride = static_cast<int64_t>(r.k1) * two_n;
+    c.two_n = two_n;
+    c.ggsw_words = static_cast<int64_t>(r.k1) * r.level * c.row_stride;
+    c.q = r.m.q[l];
+    c.qinv = r.m.qinv[l];
+    c.subsets = subsets;
+    const int64_t ex = tfhe_load(mono_exp + e);  // any value: the index below is masked into the table
+    const int32_t* pw = mono_pow + l * two_n;
+#pragma unroll
+    for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
+      c.mono[u] = u < subsets ? tfhe_load(pw + ((ex * rot[u]) & (two_n - 1))) : 0;
+    return c;
+  }
+};
+
+// rot[S] = a_S of group j of ciphertext b, S < 2^G: the subset sum of the group's masks mod q,
+// switched to 2N (one rounding per subset; a_0 = 0). One member per subset; the caller syncs.
 template <class T>
-FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig) {
+FT_HD void tfhe_team_subset_rotations(const T& t, const BlindRotateArgs& g, int64_t b, int j, int32_t* rot) {
+  const int64_t* mask = g.ct + b * (g.n + 1) + static_cast<int64_t>(j) * g.grouping;
+  for (int u = t.rank; u < (1 << g.grouping); u += t.size) {
+    int64_t sum = 0;
+    for (int i = 0; i < g.grouping; ++i)
+      if ((u >> i) & 1) sum = tfhe_add(sum, mask[i], g.r.m.q_full);
+    rot[u] = static_cast<int32_t>(tfhe_round_pow2(sum, g.r.m.q_full, g.r.log_n + 1));
+  }
+}
+
+// The key bundle of group j, its subset rotations in rot.
+FT_HD TfheKeyBundleOperand tfhe_key_bundle(const BlindRotateArgs& g, int j, const int32_t* rot) {
+  const TfheRing& r = g.r;
+  TfheKeyBundleOperand k{};
+  k.subsets = 1 << g.grouping;
+  k.ggsw = g.bsk + static_cast<int64_t>(j) * k.subsets * (static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n);
+  k.mono_exp = g.mono_exp;
+  k.mono_pow = g.mono_pow;
+  k.rot = rot;
+  return k;
+}
+
+// Group j of ciphertext b: acc := K x acc (TfheKeyBundleOperand); dig: the team's digit scratch,
+// rot: 2^G words of the team's memory.
+template <class T>
+FT_HD void tfhe_team_multi_bit_step(const T& t, const BlindRotateArgs& g, int64_t b, int j, int64_t* acc,
+                                    int32_t* dig, int32_t* rot) {
+  const TfheRing& r = g.r;
+  const int bits = r.base_log * r.level;
+  const int64_t k1n = static_cast<int64_t>(r.k1) << r.log_n;
+  tfhe_team_subset_rotations(t, g, b, j, rot);  // the previous group's product is done: it ends with a sync
+  for (int64_t e = t.rank; e < k1n; e += t.size) {  // each member reads and clears only its own acc[e]
+    tfhe_store_digits(r, dig, e, tfhe_round_pow2(acc[e], r.m.q_full, bits));
+    acc[e] = 0;
+  }
+  t.sync();
+  tfhe_team_ggsw_product(t, r, tfhe_key_bundle(g, j, rot), dig, acc);
+}
+
+// Step i of ciphertext b's blind rotation (tfhe_rotate_steps): a CMux, or a multi-bit group.
+// MULTI_BIT is a template parameter so that the classical kernels do not carry the key
+// bundle's registers.
+template <bool MULTI_BIT, class T>
+FT_HD void tfhe_team_rotate_step(const T& t, const BlindRotateArgs& g, int64_t b, int i, int64_t* acc, int32_t* dig,
+                                 int32_t* rot) {
+  if (MULTI_BIT)
+    tfhe_team_multi_bit_step(t, g, b, i, acc, dig, rot);
+  else
+    tfhe_team_cmux_step(t, g, b, i, acc, dig);
+}
+
+// The whole blind rotation of ciphertext b by one team: init, then every step (key bit, or
+// group where MULTI_BIT), in the team's acc (k1 N int64) and dig (tfhe_scratch_words) scratch,
+// then acc copied to the output (unless acc is the output already); rot: 2^G words (multi-bit).
+template <bool MULTI_BIT, class T>
+FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t b, int64_t* acc, int32_t* dig,
+                                  int32_t* rot) {
   tfhe_team_blind_rotate_init(t, g, b, acc);
-  for (int i = 0; i < g.n; ++i) tfhe_team_cmux_step(t, g, b, i, acc, dig);
+  const int steps = MULTI_BIT ? g.n / g.grouping : g.n;
+  for (int i = 0; i < steps; ++i) tfhe_team_rotate_step<MULTI_BIT>(t, g, b, i, acc, dig, rot);
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   int64_t* out = g.acc + b * k1n;
   if (acc != out)
@@ -473,13 +624,17 @@ FT_HD void tfhe_team_blind_rotate(const T& t, const BlindRotateArgs& g, int64_t 
 // from all teams' output rows, so each step is three phases with a cluster barrier after each;
 // a team reads the other teams' rows through `peer_dig` / `peer_out` (CUDA: distributed shared
 // memory; CPU: the teams' heap scratch, the teams run one after another within each phase).
-// Per team: acc (k1 N int64), dig (level N int32), out (N int32).
+// Per team: acc (k1 N int64), dig (level N int32), out (N int32); multi-bit: rot (kTfheRotBytes).
+// Multi-bit (MULTI_BIT): the same phases per group, on acc's own digits, with the key bundle as the
+// product's operand, and acc replaced by the product (tfhe_team_multi_bit_step).
 constexpr int kTfheClusterMax = 8;    // 2 k1 teams: k <= 3 (a portable cluster size)
 constexpr int kTfheClusterCtas = 128; // batches with B * 2 k1 <= 128 teams take this path
 FT_HD int64_t tfhe_cluster_bytes(const TfheRing& r) {
   return (static_cast<int64_t>(r.k1) * 8 << r.log_n) + (static_cast<int64_t>(r.level) * 4 << r.log_n) + (4 << r.log_n);
 }
-FT_HD bool tfhe_cluster_fits(const TfheRing& r, int64_t B) {
+FT_HD bool tfhe_cluster_fits(const BlindRotateArgs& g) {
+  const TfheRing& r = g.r;
+  const int64_t B = g.B;
   return 2 * r.k1 <= kTfheClusterMax && B * 2 * r.k1 <= kTfheClusterCtas && tfhe_cluster_bytes(r) <= kTfheFusedBytesMax;
 }
 
@@ -488,15 +643,16 @@ FT_HD int64_t tfhe_mask_rotation(const BlindRotateArgs& g, int64_t b, int i) {
   return static_cast<int64_t>(tfhe_round_pow2(g.ct[b * (g.n + 1) + i], g.r.m.q_full, g.r.log_n + 1));
 }
 
-// Phase 1 of team c: the level digit rows of component p of (X^a - 1) acc on prime l, forward NTT.
-template <class T>
+// Phase 1 of team c: the level digit rows of component p of (X^a - 1) acc (multi-bit: of acc) on
+// prime l, forward NTT.
+template <bool MULTI_BIT, class T>
 FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, const int64_t* acc, int32_t* dig) {
   const int p = c >> 1, l = c & 1;
   const uint32_t n = 1u << r.log_n;
   const int bits = r.base_log * r.level;
   const int64_t* ap = acc + (static_cast<int64_t>(p) << r.log_n);
   for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
-    const int64_t diff = tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
+    const int64_t diff = MULTI_BIT ? ap[x] : tfhe_sub(tfhe_rotated(ap, x, a, r.log_n, r.m.q_full), ap[x], r.m.q_full);
     uint64_t v = tfhe_round_pow2(diff, r.m.q_full, bits);
     for (int j = r.level - 1; j >= 0; --j) {  // as tfhe_store_digits, one prime
       const int32_t d = tfhe_next_digit(v, r.base_log);
@@ -507,33 +663,25 @@ FT_HD void tfhe_cluster_digits(const T& t, const TfheRing& r, int c, int64_t a, 
   tfhe_team_ntt<false>(t, dig, r.level, r.log_n, r.psi, r.m, l);
 }
 
-// The GGSW rows team c reads in phase 2: row (p, j) = ggsw + tfhe_cluster_key_offset + (p level +
-// j) * tfhe_cluster_key_stride, N words each (k1 level rows: what CUDA prefetches into shared
-// memory, there with stride N).
-FT_HD int64_t tfhe_cluster_key_offset(const TfheRing& r, int c) {
-  return ((static_cast<int64_t>(c >> 1) * 2) + (c & 1)) << r.log_n;
-}
-FT_HD int64_t tfhe_cluster_key_stride(const TfheRing& r) { return static_cast<int64_t>(r.k1) * 2 << r.log_n; }
-
 // Phase 2 of team c: output row (p' = c >> 1, prime l) = sum over (p, j) of the digit rows of the
-// teams on prime l times the GGSW rows (row (p, j) at key_rows + (p level + j) * row_stride),
-// times N^-1, inverse NTT.
-template <class T>
-FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int32_t* key_rows, int64_t row_stride,
-                                const int32_t* const* peer_dig, int32_t* out) {
-  const int l = c & 1;
+// teams on prime l times the GGSW rows (key: TfheGgswOperand or TfheKeyBundleOperand), times N^-1,
+// inverse NTT.
+template <class T, class Key>
+FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const Key key, const int32_t* const* peer_dig,
+                                int32_t* out) {
+  const int pp = c >> 1, l = c & 1;
   const uint32_t n = 1u << r.log_n;
   const int32_t q = r.m.q[l], qinv = r.m.qinv[l];
   for (uint32_t x = static_cast<uint32_t>(t.rank); x < n; x += static_cast<uint32_t>(t.size)) {
     const uint32_t slot = tfhe_slot(x);
+    const typename Key::Column col = key.column(r, (static_cast<uint32_t>(l) << r.log_n) + x);
     int32_t s = 0;
     for (int p = 0; p < r.k1; ++p) {
       const int32_t* pd = peer_dig[2 * p + l];
       for (int j = 0; j < r.level; ++j) {
         const uint32_t lazy = static_cast<uint32_t>(pd[(static_cast<int64_t>(j) << r.log_n) + slot]);
         const int32_t d = static_cast<int32_t>(tfhe_reduce_2q(lazy, static_cast<uint32_t>(q)));
-        const int32_t gv = key_rows[(static_cast<int64_t>(p) * r.level + j) * row_stride + x];  // global or shared
-        s = tfhe_add_q(s, tfhe_mul_q(d, gv, q, qinv), q);
+        s = tfhe_add_q(s, tfhe_mul_q(d, col.at(p * r.level + j, pp), q, qinv), q);
       }
     }
     out[slot] = tfhe_mul_q(s, tfhe_load(r.post + l), q, qinv);
@@ -542,8 +690,9 @@ FT_HD void tfhe_cluster_product(const T& t, const TfheRing& r, int c, const int3
   tfhe_team_ntt<true>(t, out, 1, r.log_n, r.psi_inv, r.m, l);
 }
 
-// Phase 3 of every team: its replica acc += CRT of the output rows (component p: teams 2p, 2p+1).
-template <class T>
+// Phase 3 of every team: its replica acc += CRT of the output rows (component p: teams 2p, 2p+1);
+// multi-bit: acc = that CRT.
+template <bool MULTI_BIT, class T>
 FT_HD void tfhe_cluster_accumulate(const T& t, const TfheRing& r, const int32_t* const* peer_out, int64_t* acc) {
   const uint32_t n = 1u << r.log_n, k1n = static_cast<uint32_t>(r.k1) * n;
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
@@ -552,7 +701,8 @@ FT_HD void tfhe_cluster_accumulate(const T& t, const TfheRing& r, const int32_t*
     const uint32_t* o1 = reinterpret_cast<const uint32_t*>(peer_out[2 * p + 1]);
     const int32_t r0 = static_cast<int32_t>(tfhe_reduce_2q(o0[slot], static_cast<uint32_t>(r.m.q[0])));
     const int32_t r1 = static_cast<int32_t>(tfhe_reduce_2q(o1[slot], static_cast<uint32_t>(r.m.q[1])));
-    acc[e] = tfhe_add(acc[e], tfhe_compose(r0, r1, r.m), r.m.q_full);
+    const int64_t v = tfhe_compose(r0, r1, r.m);
+    acc[e] = MULTI_BIT ? v : tfhe_add(acc[e], v, r.m.q_full);
   }
   t.sync();
 }

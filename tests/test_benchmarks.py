@@ -80,3 +80,11 @@ def test_tfhe_model_counts_the_tfhe_4bit_key_switch():
     assert m["ks_imad"] == 2048 * 5 * 834 * 2 and m["ks_key_bytes"] == 2048 * 5 * 2 * 834 * 4
     f = tfhe.floor_of(m, "ks", 16384, 3000.0)
     assert f["floor_imad"] == 16384 * 2048 * 5 * 834 * 2 and f["floor_bound"] == "compute"
+
+
+def test_tfhe_model_counts_the_multi_bit_pbs():
+    m = tfhe.pbs_model(preset("tfhe-4bit-mb4"))  # n 808, G 4: 202 groups of 16 GGSWs (k1 2, level 1, N 2048)
+    ggsw = 2 * 1 * 2 * 2 * 2048
+    assert m["pbs_key_bytes"] == 202 * 16 * ggsw * 4
+    ntt = 2 * (2 + 2) * 1024 * 11  # 4 forward and 4 inverse NTTs of N per group
+    assert m["pbs_mont_mults"] == 202 * (ntt + ggsw + 15 * ggsw)  # + the key bundle's 15 products per entry

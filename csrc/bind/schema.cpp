@@ -157,4 +157,11 @@ TORCH_LIBRARY(fhetorch, m) {
   // ~x = tfhe_modulus_switch(x, log2(2N)).
   m.def("tfhe_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor psi, Tensor psi_inv, "
         "Tensor post, int[] moduli, int base_log, int level) -> Tensor");
+  // Multi-bit blind rotation (grouping G = log2 bsk.size(1) in [2, 4]): bsk (n / G, 2^G, k + 1, level,
+  // k + 1, 2, N), group j's GGSWs of f_S = prod_(u in S) s_(Gj+u) prod_(u not in S) (1 - s_(Gj+u));
+  // mono_exp (2, N), mono_pow (2, 2N): the NTT of X^a on prime l at slot c is
+  // mono_pow[l, (mono_exp[l, c] * a) mod 2N] (Montgomery). acc = X^(-~b) * lut, then for each group
+  // j: acc = (sum_S X^(a_S) bsk[j, S]) x acc, a_S = tfhe_modulus_switch(sum_(u in S) a_(Gj+u) mod q).
+  m.def("tfhe_multi_bit_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor psi, "
+        "Tensor psi_inv, Tensor post, Tensor mono_exp, Tensor mono_pow, int[] moduli, int base_log, int level) -> Tensor");
 }

@@ -189,34 +189,24 @@ Tensor tfhe_external_product_op(const Tensor& glwe, const Tensor& ggsw, const Te
   return out;
 }
 
+// What both blind rotations share: ct (..., n + 1), luts (T, N), lut_index; g.r and g.n set by
+// the caller (from its key's shape); runs the device's tfhe_blind_rotate.
 template <class Dev>
-Tensor tfhe_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
-                            const Tensor& bsk, const Tensor& psi, const Tensor& psi_inv, const Tensor& post,
-                            at::IntArrayRef moduli, int64_t base_log, int64_t level) {
-  const char* op = "tfhe_blind_rotate";
-  tfhe_check_int64(ct, op, "ct", 1);
-  tfhe_check_int64(luts, op, "luts", 2);
-  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
-  tfhe_need(bsk.dim() == 6, op, "bsk must be (n, k + 1, level, k + 1, 2, N), got " + tfhe_shape(bsk));
-  const TfheRing r = tfhe_ring(op, bsk.size(1), luts.size(1), psi, psi_inv, post, moduli, base_log, level);
-  tfhe_check_ggsw(bsk, 1, r, op, "bsk");
-  const int64_t n = ct.size(-1) - 1;
-  tfhe_need(bsk.size(0) == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
-                                      std::to_string(bsk.size(0)));
+Tensor tfhe_run_blind_rotate(const char* op, BlindRotateArgs& g, const Tensor& ct, const Tensor& luts,
+                             const std::optional<Tensor>& lut_index, const Tensor& bsk,
+                             std::initializer_list<const Tensor*> tables) {
   const int64_t B = batch_of(ct, 1);
   if (lut_index) {
     tfhe_check_int64(*lut_index, op, "lut_index", 0);
     tfhe_need(lut_index->numel() == B, op, "lut_index must have one entry per ciphertext (" + std::to_string(B) +
                                                "), got " + std::to_string(lut_index->numel()));
   }
-  check_devices(op, {&ct, &luts, lut_index ? &*lut_index : nullptr, &bsk, &psi, &psi_inv, &post});
-  BlindRotateArgs g{};
-  g.r = r;
+  check_devices(op, {&ct, &luts, lut_index ? &*lut_index : nullptr, &bsk, *tables.begin()});
+  check_devices(op, tables);
   g.B = B;
   g.T = luts.size(0);
-  g.n = as_int(n, op, "n");
   Dev dev(ct);
-  Tensor out = at::empty(shape_with(ct, 1, {r.k1, luts.size(1)}), ct.options());
+  Tensor out = at::empty(shape_with(ct, 1, {g.r.k1, luts.size(1)}), ct.options());
   g.ct = ct.data_ptr<int64_t>();
   g.luts = luts.data_ptr<int64_t>();
   g.lut_index = lut_index ? lut_index->data_ptr<int64_t>() : nullptr;
@@ -227,6 +217,61 @@ Tensor tfhe_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::opt
 }
 
 template <class Dev>
+Tensor tfhe_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
+                            const Tensor& bsk, const Tensor& psi, const Tensor& psi_inv, const Tensor& post,
+                            at::IntArrayRef moduli, int64_t base_log, int64_t level) {
+  const char* op = "tfhe_blind_rotate";
+  tfhe_check_int64(ct, op, "ct", 1);
+  tfhe_check_int64(luts, op, "luts", 2);
+  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
+  tfhe_need(bsk.dim() == 6, op, "bsk must be (n, k + 1, level, k + 1, 2, N), got " + tfhe_shape(bsk));
+  BlindRotateArgs g{};
+  g.r = tfhe_ring(op, bsk.size(1), luts.size(1), psi, psi_inv, post, moduli, base_log, level);
+  tfhe_check_ggsw(bsk, 1, g.r, op, "bsk");
+  const int64_t n = ct.size(-1) - 1;
+  tfhe_need(bsk.size(0) == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
+                                      std::to_string(bsk.size(0)));
+  g.n = as_int(n, op, "n");
+  g.grouping = 1;
+  return tfhe_run_blind_rotate<Dev>(op, g, ct, luts, lut_index, bsk, {&psi, &psi_inv, &post});
+}
+
+template <class Dev>
+Tensor tfhe_multi_bit_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
+                                      const Tensor& bsk, const Tensor& psi, const Tensor& psi_inv, const Tensor& post,
+                                      const Tensor& mono_exp, const Tensor& mono_pow, at::IntArrayRef moduli,
+                                      int64_t base_log, int64_t level) {
+  const char* op = "tfhe_multi_bit_blind_rotate";
+  tfhe_check_int64(ct, op, "ct", 1);
+  tfhe_check_int64(luts, op, "luts", 2);
+  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
+  tfhe_need(bsk.dim() == 7, op, "bsk must be (n / G, 2^G, k + 1, level, k + 1, 2, N), got " + tfhe_shape(bsk));
+  const int64_t subsets = bsk.size(1);
+  int grouping = 0;
+  while (grouping <= kTfheMaxGrouping && (int64_t(1) << grouping) < subsets) ++grouping;
+  tfhe_need(grouping >= 2 && grouping <= kTfheMaxGrouping && (int64_t(1) << grouping) == subsets, op,
+            "bsk's second dimension must be 2^G with G in [2, " + std::to_string(kTfheMaxGrouping) + "], got " +
+                std::to_string(subsets));
+  BlindRotateArgs g{};
+  g.r = tfhe_ring(op, bsk.size(2), luts.size(1), psi, psi_inv, post, moduli, base_log, level);
+  tfhe_check_ggsw(bsk, 2, g.r, op, "bsk");
+  const int64_t n = ct.size(-1) - 1, two_n = int64_t(2) << g.r.log_n;
+  tfhe_need(bsk.size(0) * grouping == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
+                                                 std::to_string(bsk.size(0) * grouping));
+  check_residues(mono_exp, op, "mono_exp");
+  check_residues(mono_pow, op, "mono_pow");
+  tfhe_need(mono_exp.dim() == 2 && mono_exp.size(0) == 2 && mono_exp.size(1) == two_n / 2, op,
+            "mono_exp must be (2, N), got " + tfhe_shape(mono_exp));
+  tfhe_need(mono_pow.dim() == 2 && mono_pow.size(0) == 2 && mono_pow.size(1) == two_n, op,
+            "mono_pow must be (2, 2N), got " + tfhe_shape(mono_pow));
+  g.n = as_int(n, op, "n");
+  g.grouping = grouping;
+  g.mono_exp = ptr(mono_exp);
+  g.mono_pow = ptr(mono_pow);
+  return tfhe_run_blind_rotate<Dev>(op, g, ct, luts, lut_index, bsk, {&psi, &psi_inv, &post, &mono_exp, &mono_pow});
+}
+
+template <class Dev>
 void register_tfhe_ops(torch::Library& m) {
   m.impl("tfhe_sample_int", &tfhe_sample_int_op<Dev>);
   m.impl("tfhe_modulus_switch", &tfhe_modulus_switch_op<Dev>);
@@ -234,6 +279,7 @@ void register_tfhe_ops(torch::Library& m) {
   m.impl("tfhe_keyswitch", &tfhe_keyswitch_op<Dev>);
   m.impl("tfhe_external_product", &tfhe_external_product_op<Dev>);
   m.impl("tfhe_blind_rotate", &tfhe_blind_rotate_op<Dev>);
+  m.impl("tfhe_multi_bit_blind_rotate", &tfhe_multi_bit_blind_rotate_op<Dev>);
 }
 
 }  // namespace fhetorch::bind

@@ -74,6 +74,7 @@ void tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t
 // The cluster path (CUDA: a cluster of 2 k1 blocks per ciphertext) with the teams of a
 // ciphertext run one after another within each phase: the phases only read what the previous
 // ones wrote, so this order computes what the concurrent teams do.
+template <bool MULTI_BIT>
 static void blind_rotate_cluster(const BlindRotateArgs& g, const Threads& th) {
   const TfheRing& r = g.r;
   const int teams = 2 * r.k1;
@@ -81,6 +82,7 @@ static void blind_rotate_cluster(const BlindRotateArgs& g, const Threads& th) {
   th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
     std::vector<int64_t> acc(teams * k1n);
     std::vector<int32_t> dig(teams * r.level * n), out(teams * n);
+    int32_t rot[1 << kTfheMaxGrouping];  // the same for every team: computed once
     const int32_t* peer_dig[kTfheClusterMax];
     const int32_t* peer_out[kTfheClusterMax];
     for (int c = 0; c < teams; ++c) {
@@ -88,17 +90,28 @@ static void blind_rotate_cluster(const BlindRotateArgs& g, const Threads& th) {
       peer_out[c] = out.data() + c * n;
     }
     const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 * n;
+    const int steps = MULTI_BIT ? g.n / g.grouping : g.n;
     for (int64_t b = b0; b < b1; ++b) {
       for (int c = 0; c < teams; ++c) tfhe_team_blind_rotate_init(SoloTeam{}, g, b, acc.data() + c * k1n);
-      for (int i = 0; i < g.n; ++i) {
-        const int64_t a = tfhe_mask_rotation(g, b, i);
-        if (a == 0) continue;
+      for (int i = 0; i < steps; ++i) {
+        int64_t a = 0;
+        if (MULTI_BIT) {
+          tfhe_team_subset_rotations(SoloTeam{}, g, b, i, rot);
+        } else {
+          a = tfhe_mask_rotation(g, b, i);
+          if (a == 0) continue;
+        }
         for (int c = 0; c < teams; ++c)
-          tfhe_cluster_digits(SoloTeam{}, r, c, a, acc.data() + c * k1n, dig.data() + c * r.level * n);
+          tfhe_cluster_digits<MULTI_BIT>(SoloTeam{}, r, c, a, acc.data() + c * k1n, dig.data() + c * r.level * n);
+        for (int c = 0; c < teams; ++c) {
+          if constexpr (MULTI_BIT)
+            tfhe_cluster_product(SoloTeam{}, r, c, tfhe_key_bundle(g, i, rot), peer_dig, out.data() + c * n);
+          else
+            tfhe_cluster_product(SoloTeam{}, r, c, TfheGgswOperand{g.bsk + i * ggsw_words}, peer_dig,
+                                 out.data() + c * n);
+        }
         for (int c = 0; c < teams; ++c)
-          tfhe_cluster_product(SoloTeam{}, r, c, g.bsk + i * ggsw_words + tfhe_cluster_key_offset(r, c),
-                               tfhe_cluster_key_stride(r), peer_dig, out.data() + c * n);
-        for (int c = 0; c < teams; ++c) tfhe_cluster_accumulate(SoloTeam{}, r, peer_out, acc.data() + c * k1n);
+          tfhe_cluster_accumulate<MULTI_BIT>(SoloTeam{}, r, peer_out, acc.data() + c * k1n);
       }
       for (int64_t e = 0; e < k1n; ++e) g.acc[b * k1n + e] = acc[e];
     }
@@ -108,24 +121,39 @@ static void blind_rotate_cluster(const BlindRotateArgs& g, const Threads& th) {
 // The same team functions as CUDA, with the same dispatch: small batches take the cluster path
 // (tfhe_cluster_fits); otherwise where CUDA runs the fused kernel (tfhe_fused_fits) every
 // ciphertext runs its whole rotation in its own scratch (ciphertexts in parallel); otherwise key
-// bit outermost, one step per bit over the batch (CUDA: one launch per bit).
+// bit (multi-bit: group) outermost, one step over the batch each (CUDA: one launch per step).
 void tfhe_blind_rotate(const BlindRotateArgs& g_in, const Threads& th) {
-  if (tfhe_cluster_fits(g_in.r, g_in.B)) return blind_rotate_cluster(g_in, th);
+  if (tfhe_cluster_fits(g_in))
+    return g_in.grouping > 1 ? blind_rotate_cluster<true>(g_in, th) : blind_rotate_cluster<false>(g_in, th);
   BlindRotateArgs g = g_in;
   const int64_t words = tfhe_scratch_words(g.r), k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
   g.scratch = th.scratch(g.B * words);
+  const bool multi_bit = g.grouping > 1;
   if (tfhe_fused_fits(g.r)) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words);
+      int32_t rot[1 << kTfheMaxGrouping];
+      for (int64_t b = b0; b < b1; ++b) {
+        if (multi_bit)
+          tfhe_team_blind_rotate<true>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words, rot);
+        else
+          tfhe_team_blind_rotate<false>(SoloTeam{}, g, b, g.acc + b * k1n, g.scratch + b * words, rot);
+      }
     });
     return;
   }
   th.par(g.B, 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) tfhe_team_blind_rotate_init(SoloTeam{}, g, b, g.acc + b * k1n);
   });
-  for (int i = 0; i < g.n; ++i) {
+  const int steps = tfhe_rotate_steps(g);
+  for (int i = 0; i < steps; ++i) {
     th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) tfhe_team_cmux_step(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words);
+      int32_t rot[1 << kTfheMaxGrouping];
+      for (int64_t b = b0; b < b1; ++b) {
+        if (multi_bit)
+          tfhe_team_rotate_step<true>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words, rot);
+        else
+          tfhe_team_rotate_step<false>(SoloTeam{}, g, b, i, g.acc + b * k1n, g.scratch + b * words, rot);
+      }
     });
   }
 }

@@ -5,7 +5,8 @@
 // block per ciphertext with the rotation in shared memory (tfhe_fused_fits: N <= 2^12 at k = 1),
 // the GGSW rows read from global memory (L2-resident: the blocks in flight run about the same
 // key bit); otherwise one launch per key bit over the whole batch, scratch in global memory from
-// the caching allocator. docs/tfhe.md has the rules and the count.
+// the caching allocator. Multi-bit rotations (grouping > 1) take the same three paths (their own
+// template instances), one step per group of key bits. docs/tfhe.md has the rules and the count.
 #include <atomic>
 
 #include <cooperative_groups.h>
@@ -69,49 +70,57 @@ __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArg
   tfhe_team_blind_rotate_init(block_team(), g, b, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n));
 }
 
-__global__ void __launch_bounds__(kTeam) cmux_step_kernel(BlindRotateArgs g, int i) {
+template <bool MULTI_BIT>
+__global__ void __launch_bounds__(kTeam) rotate_step_kernel(BlindRotateArgs g, int i) {
+  __shared__ int32_t rot[1 << kTfheMaxGrouping];  // the group's subset rotations (multi-bit)
   const int64_t b = blockIdx.x;
-  tfhe_team_cmux_step(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
-                      g.scratch + b * tfhe_scratch_words(g.r));
+  tfhe_team_rotate_step<MULTI_BIT>(block_team(), g, b, i, g.acc + b * (static_cast<int64_t>(g.r.k1) << g.r.log_n),
+                      g.scratch + b * tfhe_scratch_words(g.r), rot);
 }
 
 // Shared memory: the accumulator (k1 N int64), then the digit scratch (tfhe_scratch_words int32).
 // THREADS = kFusedTeam: two blocks per SM at N = 2048, k = 1, level 1 (64 KiB each; 64
 // registers per thread). kFusedSmallBatchTeam: batches of at most one ciphertext per SM, where
 // twice the threads shorten each ciphertext's rotation.
-template <int THREADS>
+// MULTI_BIT: the multi-bit rotation (one step per group of key bits), a kernel of its own, with
+// the group's subset rotations (kTfheRotBytes) after the digit scratch.
+template <int THREADS, bool MULTI_BIT>
 __global__ void __launch_bounds__(THREADS, 2048 / THREADS / 2)
     blind_rotate_fused_kernel(const __grid_constant__ BlindRotateArgs g) {
   extern __shared__ __align__(16) int64_t smem[];
   const int64_t k1n = static_cast<int64_t>(g.r.k1) << g.r.log_n;
-  tfhe_team_blind_rotate(block_team(), g, blockIdx.x, smem, reinterpret_cast<int32_t*>(smem + k1n));
+  int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
+  tfhe_team_blind_rotate<MULTI_BIT>(block_team(), g, blockIdx.x, smem, dig, dig + tfhe_scratch_words(g.r));
 }
 
 // The cluster path (csrc/tfhe.h, tfhe_cluster_*): a cluster of 2 k1 blocks per ciphertext, block
 // c owning component c >> 1 on prime c & 1; shared memory per block: the accumulator replica
-// (k1 N int64), the level digit rows and the output row (N int32 each), then two buffers of the
-// block's GGSW rows (k1 level rows of N); the other blocks' rows read through distributed shared
-// memory; a cluster barrier after each phase. The next key bit's GGSW rows are copied into the
-// other buffer asynchronously (cp.async) while this bit runs: at small batches nothing else hides
-// the key's memory latency (one block per SM, every step reading 8 k1 level N bytes).
-int64_t cluster_smem_bytes(const TfheRing& r) {
-  return tfhe_cluster_bytes(r) + 2 * 4 * (static_cast<int64_t>(r.k1) * r.level << r.log_n);
+// (k1 N int64), the level digit rows and the output row (N int32 each), then (classical) two
+// buffers of the block's GGSW rows (k1 level rows of N) or (multi-bit) the group's subset
+// rotations; the other blocks' rows read through distributed shared memory; a cluster barrier
+// after each phase. Classical: the next key bit's GGSW rows are copied into the other buffer
+// asynchronously (cp.async) while this bit runs: at small batches nothing else hides the key's
+// memory latency (one block per SM, every step reading 8 k1 level N bytes).
+int64_t cluster_smem_bytes(const TfheRing& r, bool multi_bit) {
+  return tfhe_cluster_bytes(r) + (multi_bit ? kTfheRotBytes : 2 * 4 * (static_cast<int64_t>(r.k1) * r.level << r.log_n));
 }
 
-// Block-wide: starts copying this block's GGSW rows of key bit i into buf (16-byte cp.async).
+// Block-wide: starts copying block c's GGSW rows of key bit i into buf (16-byte cp.async): row
+// (p, j) of component c >> 1 on prime c & 1 lies at (p level + j) k1 2N + (c >> 1) 2N + (c & 1) N
+// of the bit's GGSW (k1, level, k1, 2, N); in buf at (p level + j) N.
 __device__ void prefetch_cluster_key(const BlindRotateArgs& g, int c, int i, int32_t* buf) {
   const TfheRing& r = g.r;
   const int64_t n = int64_t(1) << r.log_n, rows = static_cast<int64_t>(r.k1) * r.level;
-  const int64_t ggsw_words = static_cast<int64_t>(r.k1) * r.level * r.k1 * 2 << r.log_n;
-  const int32_t* src = g.bsk + i * ggsw_words + tfhe_cluster_key_offset(r, c);
-  const int64_t stride = tfhe_cluster_key_stride(r), chunks = rows * n / 4;
-  for (int64_t e = threadIdx.x; e < chunks; e += blockDim.x) {
+  const int64_t stride = static_cast<int64_t>(r.k1) * 2 * n;
+  const int32_t* src = g.bsk + i * rows * stride + (static_cast<int64_t>(c >> 1) * 2 + (c & 1)) * n;
+  for (int64_t e = threadIdx.x; e < rows * n / 4; e += blockDim.x) {
     const int64_t row = (e * 4) >> r.log_n, x = (e * 4) & (n - 1);
     __pipeline_memcpy_async(buf + row * n + x, src + row * stride + x, 16);
   }
   __pipeline_commit();
 }
 
+template <bool MULTI_BIT>
 __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(const __grid_constant__ BlindRotateArgs g) {
   namespace cg = cooperative_groups;
   extern __shared__ __align__(16) int64_t smem[];
@@ -122,7 +131,8 @@ __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(cons
   int64_t* acc = smem;
   int32_t* dig = reinterpret_cast<int32_t*>(smem + k1n);
   int32_t* out = dig + (static_cast<int64_t>(r.level) << r.log_n);
-  int32_t* key_buf[2];
+  int32_t* rot = out + (int64_t(1) << r.log_n);  // multi-bit
+  int32_t* key_buf[2];                            // classical
   key_buf[0] = out + (int64_t(1) << r.log_n);
   key_buf[1] = key_buf[0] + (static_cast<int64_t>(r.k1) * r.level << r.log_n);
   const int32_t* peer_dig[kTfheClusterMax];
@@ -132,24 +142,33 @@ __global__ void __launch_bounds__(kClusterTeam) blind_rotate_cluster_kernel(cons
     peer_out[k] = cluster.map_shared_rank(out, k);
   }
   const BlockTeam t = block_team();
-  if (g.n > 0) prefetch_cluster_key(g, c, 0, key_buf[0]);
+  if (!MULTI_BIT && g.n > 0) prefetch_cluster_key(g, c, 0, key_buf[0]);
   tfhe_team_blind_rotate_init(t, g, b, acc);
   cluster.sync();  // every block of the cluster runs before any reads another's memory
-  for (int i = 0; i < g.n; ++i) {
-    // key_buf[(i + 1) & 1] was last read by step i - 1's product, finished before its barriers
-    if (i + 1 < g.n) prefetch_cluster_key(g, c, i + 1, key_buf[(i + 1) & 1]);
-    else __pipeline_commit();  // an empty group keeps "all but the newest" meaning step i's
-    const int64_t a = tfhe_mask_rotation(g, b, i);
-    if (a == 0) continue;  // the same for the whole cluster
-    tfhe_cluster_digits(t, r, c, a, acc, dig);
-    __pipeline_wait_prior(1);  // this thread's copies of step i's rows have landed
-    cluster.sync();            // and everyone's (the barrier also orders the digit rows)
-    tfhe_cluster_product(t, r, c, key_buf[i & 1], int64_t(1) << r.log_n, peer_dig, out);
+  const int steps = MULTI_BIT ? g.n / g.grouping : g.n;
+  for (int i = 0; i < steps; ++i) {
+    int64_t a = 0;
+    if (MULTI_BIT) {
+      tfhe_team_subset_rotations(t, g, b, i, rot);  // read in phase 2, after phase 1's barriers
+    } else {
+      // key_buf[(i + 1) & 1] was last read by step i - 1's product, finished before its barriers
+      if (i + 1 < steps) prefetch_cluster_key(g, c, i + 1, key_buf[(i + 1) & 1]);
+      else __pipeline_commit();  // an empty group keeps "all but the newest" meaning step i's
+      a = tfhe_mask_rotation(g, b, i);
+      if (a == 0) continue;  // the same for the whole cluster
+    }
+    tfhe_cluster_digits<MULTI_BIT>(t, r, c, a, acc, dig);
+    if (!MULTI_BIT) __pipeline_wait_prior(1);  // this thread's copies of step i's rows have landed
+    cluster.sync();  // and everyone's (the barrier also orders the digit rows)
+    if constexpr (MULTI_BIT)
+      tfhe_cluster_product(t, r, c, tfhe_key_bundle(g, i, rot), peer_dig, out);
+    else
+      tfhe_cluster_product(t, r, c, TfheRowsOperand{key_buf[i & 1], int64_t(1) << r.log_n}, peer_dig, out);
     cluster.sync();
-    tfhe_cluster_accumulate(t, r, peer_out, acc);
+    tfhe_cluster_accumulate<MULTI_BIT>(t, r, peer_out, acc);
     cluster.sync();  // the output rows are read before the next step rewrites them
   }
-  __pipeline_wait_prior(0);
+  if (!MULTI_BIT) __pipeline_wait_prior(0);
   if (c == 0)
     for (int64_t e = t.rank; e < k1n; e += t.size) g.acc[b * k1n + e] = acc[e];
 }
@@ -217,11 +236,16 @@ cudaError_t fused_device(FusedDevice* out) {
   FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int limit = static_cast<int>(optin < kTfheFusedBytesMax ? optin : kTfheFusedBytesMax);
-  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              limit));
-  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam>,
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam, false>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam, false>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedTeam, true>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_fused_kernel<kFusedSmallBatchTeam, true>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   if (dev < kDevices) {
     sm_counts[dev].store(sms);
     limits[dev].store(limit);
@@ -235,18 +259,20 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
   if (g_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   BlindRotateArgs g = g_in;
   const unsigned grid = static_cast<unsigned>(g.B);
+  const bool multi_bit = g.grouping > 1;
   // small batches: the cluster path; then fused where it fits (the CPU's rules, tfhe_cluster_fits
   // and tfhe_fused_fits, and this device's opt-in limit)
   cudaError_t err = cudaSuccess;
-  if (tfhe_cluster_fits(g.r, g.B) || tfhe_fused_fits(g.r)) {
+  if (tfhe_cluster_fits(g) || tfhe_fused_fits(g.r)) {
     FusedDevice d{};
     FT_TRY(fused_device(&d));
-    if (tfhe_cluster_fits(g.r, g.B) && cluster_smem_bytes(g.r) <= d.smem_limit) {
+    const int64_t cluster_smem = cluster_smem_bytes(g.r, multi_bit);
+    if (tfhe_cluster_fits(g) && cluster_smem <= d.smem_limit) {
       const int teams = 2 * g.r.k1;
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(static_cast<unsigned>(g.B * teams));
       cfg.blockDim = dim3(kClusterTeam);
-      cfg.dynamicSmemBytes = static_cast<size_t>(cluster_smem_bytes(g.r));
+      cfg.dynamicSmemBytes = static_cast<size_t>(cluster_smem);
       cfg.stream = s.stream;
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -256,23 +282,33 @@ cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {
       cfg.attrs = attr;
       cfg.numAttrs = 1;
       g.scratch = nullptr;
-      return cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel, g);
+      return multi_bit ? cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel<true>, g)
+                       : cudaLaunchKernelEx(&cfg, blind_rotate_cluster_kernel<false>, g);
     }
-    const int64_t smem = tfhe_fused_bytes(g.r);
+    const int64_t smem = tfhe_fused_bytes(g.r) + (multi_bit ? kTfheRotBytes : 0);
     if (tfhe_fused_fits(g.r) && smem <= d.smem_limit) {
       g.scratch = nullptr;  // the block's own shared memory
-      if (g.B <= d.sms)
-        blind_rotate_fused_kernel<kFusedSmallBatchTeam><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
+      const bool small = g.B <= d.sms;
+      if (multi_bit && small)
+        blind_rotate_fused_kernel<kFusedSmallBatchTeam, true><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
+      else if (multi_bit)
+        blind_rotate_fused_kernel<kFusedTeam, true><<<grid, kFusedTeam, smem, s.stream>>>(g);
+      else if (small)
+        blind_rotate_fused_kernel<kFusedSmallBatchTeam, false><<<grid, kFusedSmallBatchTeam, smem, s.stream>>>(g);
       else
-        blind_rotate_fused_kernel<kFusedTeam><<<grid, kFusedTeam, smem, s.stream>>>(g);
+        blind_rotate_fused_kernel<kFusedTeam, false><<<grid, kFusedTeam, smem, s.stream>>>(g);
       return cudaGetLastError();
     }
   }
   g.scratch = s.scratch(g.B * tfhe_scratch_words(g.r));
   blind_rotate_init_kernel<<<grid, kTeam, 0, s.stream>>>(g);
   err = cudaGetLastError();
-  for (int i = 0; i < g.n && err == cudaSuccess; ++i) {
-    cmux_step_kernel<<<grid, kTeam, 0, s.stream>>>(g, i);
+  const int steps = tfhe_rotate_steps(g);
+  for (int i = 0; i < steps && err == cudaSuccess; ++i) {
+    if (multi_bit)
+      rotate_step_kernel<true><<<grid, kTeam, 0, s.stream>>>(g, i);
+    else
+      rotate_step_kernel<false><<<grid, kTeam, 0, s.stream>>>(g, i);
     err = cudaGetLastError();
   }
   return err;

@@ -16,7 +16,7 @@ _fake = torch.library.register_fake
 Tensor = torch.Tensor
 
 __all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
-           "tfhe_blind_rotate"]
+           "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate"]
 
 
 def _m(moduli: Sequence[int]) -> list[int]:
@@ -84,3 +84,17 @@ def tfhe_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: T
 @_fake("fhetorch::tfhe_blind_rotate")
 def _(ct, luts, lut_index, bsk, psi, psi_inv, post, moduli, base_log, level):
     return ct.new_empty((*ct.shape[:-1], bsk.shape[1], luts.shape[-1]))
+
+
+def tfhe_multi_bit_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: Tensor, psi: Tensor,
+                                psi_inv: Tensor, post: Tensor, mono_exp: Tensor, mono_pow: Tensor,
+                                moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """Multi-bit blind rotation (one step per group of G key bits, bsk (n/G, 2^G, k+1, level, k+1,
+    2, N)): LWE (..., n+1) -> accumulators (..., k+1, N)."""
+    return _ops.tfhe_multi_bit_blind_rotate(ct, luts, lut_index, bsk, psi, psi_inv, post, mono_exp, mono_pow,
+                                            _m(moduli), int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_multi_bit_blind_rotate")
+def _(ct, luts, lut_index, bsk, psi, psi_inv, post, mono_exp, mono_pow, moduli, base_log, level):
+    return ct.new_empty((*ct.shape[:-1], bsk.shape[2], luts.shape[-1]))

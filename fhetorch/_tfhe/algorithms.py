@@ -10,7 +10,7 @@ import torch
 from .. import _ops
 from .._ring import Sampler
 from ..errors import ParameterError
-from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweSecretKey
+from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey, LweSecretKey
 from .modular import Modulus
 from .ring import TFHERing
 
@@ -83,6 +83,27 @@ def generate_lwe_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSec
     """GGSW encryptions under glwe_key of every bit of lwe_key."""
     data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, lwe_key.data, base_log, level, noise_width)
     return LweBootstrapKey(data.contiguous(), base_log, level)
+
+
+def subset_indicators(lwe_key: LweSecretKey, grouping_factor: int) -> torch.Tensor:
+    """(n / G, 2^G) int64: f_S = prod_(u in S) s_(Gj+u) prod_(u not in S) (1 - s_(Gj+u)) of group j
+    and subset S (bit u of S: key bit Gj + u); one per row is 1 (binary keys)."""
+    s = lwe_key.data.view(-1, grouping_factor, 1)  # (groups, G, 1)
+    subsets = torch.arange(1 << grouping_factor, device=s.device)
+    bits = (subsets.view(1, -1) >> torch.arange(grouping_factor, device=s.device).view(-1, 1)) & 1  # (G, 2^G)
+    return torch.where(bits.bool(), s, 1 - s).prod(1)
+
+
+def generate_lwe_multi_bit_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSecretKey,
+                                         glwe_key: GlweSecretKey, base_log: int, level: int, noise_width: int,
+                                         grouping_factor: int) -> LweMultiBitBootstrapKey:
+    """GGSW encryptions under glwe_key of f_S for every group of grouping_factor bits of lwe_key
+    and every subset S of the group (subset_indicators). Raises nothing (make_params checks that
+    the grouping factor divides n)."""
+    f = subset_indicators(lwe_key, grouping_factor)
+    data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, f.reshape(-1), base_log, level, noise_width)
+    return LweMultiBitBootstrapKey(data.view(*f.shape, *data.shape[1:]).contiguous(), base_log, level,
+                                   grouping_factor)
 
 
 # --- LWE / GLWE encryption ---------------------------------------------------------------------
@@ -192,14 +213,22 @@ def cmux(ring: TFHERing, ggsw: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor,
     return mq.add(c0, external_product(ring, ggsw, mq.sub(c1, c0), base_log, level))
 
 
-def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey, ct: torch.Tensor, luts: torch.Tensor,
-                 lut_index: torch.Tensor | None = None) -> torch.Tensor:
+def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey, ct: torch.Tensor,
+                 luts: torch.Tensor, lut_index: torch.Tensor | None = None) -> torch.Tensor:
     """(..., n + 1) -> GLWE accumulators (..., k + 1, N) = X^(-phase~) * luts[lut_index]; one
-    CMux step per key bit over the whole batch."""
+    CMux step per key bit over the whole batch, or with a multi-bit key one external product per
+    group of G key bits by the key bundle sum_S X^(a_S) GGSW(f_S) (a_S the switched subset sums of
+    the group's masks; docs/tfhe.md, "Multi-bit PBS"). Raises ParameterError for a key of another
+    dimension."""
     if ct.shape[-1] != bsk.input_dimension + 1:
         raise ParameterError(f"blind_rotate: ciphertexts of dimension {ct.shape[-1] - 1}, bootstrapping key "
                              f"for dimension {bsk.input_dimension}")
     idx = None if lut_index is None else lut_index.to(torch.int64).contiguous()
+    if isinstance(bsk, LweMultiBitBootstrapKey):
+        exps, pows = ring.monomial_tables()
+        return _ops.tfhe_multi_bit_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.psi,
+                                                ring.psi_inv, ring.post, exps, pows, ring.moduli, bsk.base_log,
+                                                bsk.level)
     return _ops.tfhe_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.psi, ring.psi_inv, ring.post,
                                   ring.moduli, bsk.base_log, bsk.level)
 
@@ -226,8 +255,9 @@ def extract_lwe_sample(modulus: Modulus, glwe: torch.Tensor, position: int = 0) 
     return torch.cat((a, glwe[..., -1, :1]), -1)
 
 
-def programmable_bootstrap_lwe_ciphertext(ring: TFHERing, bsk: LweBootstrapKey, ct: torch.Tensor, luts: torch.Tensor,
-                                          lut_index: torch.Tensor | None = None, positions=(0,)) -> list:
+def programmable_bootstrap_lwe_ciphertext(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey,
+                                          ct: torch.Tensor, luts: torch.Tensor, lut_index: torch.Tensor | None = None,
+                                          positions=(0,)) -> list:
     """Blind rotation then sample extraction at each of `positions` (one output per position:
     many-LUT); the key switch before it is keyswitch_lwe_ciphertext (KS-PBS)."""
     acc = blind_rotate(ring, bsk, ct, luts, lut_index)

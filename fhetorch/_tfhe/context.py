@@ -53,23 +53,21 @@ class TFHEContext:
         MESSAGE_2_CARRY_2, what radix integers use).
 
         Raises ParameterError for an unknown preset or message_bits outside [1, bits],
-        UnsupportedOperationError for parameters this version cannot run yet (multi-bit PBS,
-        ternary secrets); toy presets warn (InsecureParametersWarning)."""
+        UnsupportedOperationError for parameters this version cannot run yet (ternary
+        secrets); toy presets warn (InsecureParametersWarning)."""
         params = _preset(preset) if isinstance(preset, str) else preset
         if not isinstance(params, TFHEParams):
             raise ParameterError(f"tfhe.Context: preset must be a preset name or TFHEParams, got {type(preset).__name__}")
         if message_bits is not None:
             params = params.with_message_bits(message_bits)
-        if params.grouping_factor != 1:
-            raise UnsupportedOperationError(
-                f"tfhe.Context: {params.name} uses multi-bit PBS (grouping factor {params.grouping_factor}), not "
-                "implemented yet; use a classical preset (grouping factor 1)")
         if params.secret_distribution != "binary":
             raise UnsupportedOperationError(f"tfhe.Context: {params.secret_distribution} secrets are not "
                                             "implemented yet; use binary")
         self.params = params
         self.device = torch.device(device)
         self.ring = TFHERing(params.log_n, params.moduli, self.device)
+        if params.grouping_factor > 1:
+            self.ring.monomial_tables()  # now, not in the first PBS (a host read: no sync in a PBS or a graph)
         self.modulus = self.ring.modulus
         self.sampler = Sampler(self.device, seed=seed)
         self.lwe_key = self.glwe_key = None
@@ -96,8 +94,13 @@ class TFHEContext:
         p, s = self.params, self.sampler
         self.lwe_key = alg.generate_lwe_secret_key(s, p.n)
         self.glwe_key = alg.generate_glwe_secret_key(s, p.k, p.N)
-        self.bootstrap_key = alg.generate_lwe_bootstrap_key(s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log,
-                                                            p.pbs_level, p.glwe_noise_width)
+        if p.grouping_factor > 1:
+            self.bootstrap_key = alg.generate_lwe_multi_bit_bootstrap_key(
+                s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log, p.pbs_level, p.glwe_noise_width,
+                p.grouping_factor)
+        else:
+            self.bootstrap_key = alg.generate_lwe_bootstrap_key(s, self.ring, self.lwe_key, self.glwe_key,
+                                                                p.pbs_base_log, p.pbs_level, p.glwe_noise_width)
         self.keyswitch_key = alg.generate_lwe_keyswitch_key(s, self.ring, self.glwe_key.as_lwe_key(), self.lwe_key,
                                                            p.ks_base_log, p.ks_level, p.lwe_noise_width)
         self.key_id = secrets.token_hex(8)

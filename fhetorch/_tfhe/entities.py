@@ -58,3 +58,20 @@ class LweBootstrapKey:
     @property
     def input_dimension(self) -> int:
         return self.data.shape[0]
+
+
+@dataclass(frozen=True)
+class LweMultiBitBootstrapKey:
+    """data (n / G, 2^G, k + 1, level, k + 1, 2, N) int32, G = grouping_factor: for every group
+    j of G key bits s_(Gj+u) and every subset S of them (bit u of S: key bit Gj + u), the GGSW
+    encryption (NTT form over (q0, q1), Montgomery) of f_S = prod_(u in S) s_(Gj+u)
+    prod_(u not in S) (1 - s_(Gj+u)), one of which is 1. (TFHE-rs's multi-bit key holds the
+    same subsets; the blind rotation sums them into one key bundle per group.)"""
+    data: torch.Tensor
+    base_log: int
+    level: int
+    grouping_factor: int
+
+    @property
+    def input_dimension(self) -> int:
+        return self.data.shape[0] * self.grouping_factor

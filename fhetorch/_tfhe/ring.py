@@ -20,6 +20,7 @@ class TFHERing:
         self.mod, self.psi, self.psi_inv = self.ring.mod, self.ring.psi, self.ring.psi_inv
         self.post, self.r2 = self.ring.n_inv_mont, self.ring.r2
         self.device = self.ring.device
+        self._monomial = None  # monomial_tables(), made on first use
 
     def to_ntt(self, x: torch.Tensor) -> torch.Tensor:
         """(..., N) integers (any sign, |x| < 2^62) -> (..., 2, N) int32 NTT form, standard form."""
@@ -38,3 +39,28 @@ class TFHERing:
         """Sum of (..., 2, N) residues along `dim` (not the last two), reduced per prime, int32."""
         q = torch.tensor(self.moduli, dtype=torch.int64, device=x.device).view(2, 1)
         return (x.to(torch.int64).sum(dim) % q).to(torch.int32)
+
+    def monomial_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The NTT of every monomial X^a (a in [0, 2N)), as the multi-bit blind rotation reads it:
+        (exponents (2, N), powers (2, 2N)) int32 with NTT(X^a)[l, c] = powers[l, (exponents[l, c] a)
+        mod 2N] / 2^32 mod q_l (powers in Montgomery form: w_l^j 2^32 mod q_l for w_l a primitive
+        2N-th root mod q_l, the one at slot 0). Derived from the NTT of X (slot c holds the root
+        the transform evaluates at, w_l^(exponents[l, c])); computed once. Raises nothing."""
+        if self._monomial is None:
+            two_n = 2 * self.n
+            x = torch.zeros(self.n, dtype=torch.int64, device=self.device)
+            x[1] = 1
+            roots = self.to_ntt(x).cpu().tolist()  # (2, N) the evaluation points; key generation, not a hot path
+            exps, pows = [], []
+            for q, row in zip(self.moduli, roots):
+                w, power, where = row[0], 1, {}
+                table = []
+                for j in range(two_n):
+                    where[power] = j
+                    table.append(power * (1 << 32) % q)
+                    power = power * w % q
+                exps.append([where[v] for v in row])
+                pows.append(table)
+            self._monomial = (torch.tensor(exps, dtype=torch.int32, device=self.device),
+                              torch.tensor(pows, dtype=torch.int32, device=self.device))
+        return self._monomial

@@ -28,7 +28,7 @@ import torch
 
 from ..errors import FHEError, InsecureParametersWarning, SerializationError, warn
 from .context import TFHEContext, find_context
-from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweSecretKey
+from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey, LweSecretKey
 from .lwe_tensor import LWETensor
 from .params import TFHEParams
 
@@ -40,7 +40,7 @@ def is_tfhe_kind(kind) -> bool:
 def is_tfhe(obj) -> bool:
     """Whether fhetorch.save hands obj to this module. Raises nothing."""
     return isinstance(obj, (TFHEParams, TFHEContext, LWETensor, LweSecretKey, GlweSecretKey, LweKeyswitchKey,
-                            LweBootstrapKey))
+                            LweBootstrapKey, LweMultiBitBootstrapKey))
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -192,11 +192,17 @@ def _load_context(meta, tensors, device) -> TFHEContext:
     names = {"bootstrap_key", "keyswitch_key"} | ({"lwe_key", "glwe_key"} if secret else set())
     _expect(tensors, names)
     ctx = TFHEContext(p, device)
-    bootstrap = _residues(tensors["bootstrap_key"], (p.n, p.k + 1, p.pbs_level, p.k + 1, 2, p.N), p.moduli,
+    g = p.grouping_factor
+    ggsw = (p.k + 1, p.pbs_level, p.k + 1, 2, p.N)
+    bootstrap = _residues(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (p.n,)) + ggsw, p.moduli,
                           "the bootstrapping key")
     keyswitch = _residues(tensors["keyswitch_key"], (p.k * p.N, p.ks_level, 2, p.n + 1), p.moduli,
                           "the key-switching key")
-    ctx.bootstrap_key = LweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
+    if g > 1:
+        ctx.bootstrap_key = LweMultiBitBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level,
+                                                    g)
+    else:
+        ctx.bootstrap_key = LweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
     ctx.keyswitch_key = LweKeyswitchKey(keyswitch.to(device).contiguous(), p.ks_base_log, p.ks_level)
     if secret:
         ctx.lwe_key = LweSecretKey(_binary(tensors["lwe_key"], (p.n,), "the LWE secret key").to(device))

@@ -73,11 +73,13 @@ def test_external_product_and_blind_rotate(gen, log_n, k, base_log, level):
           ring.post, MODULI, base_log, level)
 
 
-def test_whole_pbs_on_cuda_decrypts():
+@pytest.mark.parametrize("name", ["toy-tfhe-4bit", "toy-tfhe-4bit-mb2"])  # classical, multi-bit
+def test_whole_pbs_on_cuda_decrypts(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cpu = fhe.tfhe.Context("toy-tfhe-4bit", "cpu", seed=9).keygen()
-        gpu = fhe.tfhe.Context("toy-tfhe-4bit", GPU, seed=9).keygen()
+        cpu = fhe.tfhe.Context(name, "cpu", seed=9).keygen()
+        gpu = fhe.tfhe.Context(name, GPU, seed=9).keygen()
+    assert torch.equal(cpu.bootstrap_key.data, gpu.bootstrap_key.data.cpu())
     x = torch.randint(0, 16, (64,))
     lut = fhe.tfhe.LUT(lambda m: (5 * m + 3) % 16, bits=4)
     ex_cpu = cpu.encrypt(x)
@@ -137,3 +139,44 @@ def test_blind_rotate_replays_in_a_cuda_graph(gen):
     torch.cuda.synchronize()
     cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
     assert torch.equal(out.cpu(), ops.tfhe_blind_rotate(fresh, luts.cpu(), None, *cpu_args))
+
+
+# multi-bit blind rotation (tfhe-4bit-mb4 shapes: N = 2048, k = 1, level 1, G = 4): batch 1 and 8
+# (the cluster path), 40 (fused, 1024 threads), 300 (fused, 512 threads); N = 2^13 at batch 5
+# (cluster) and 40 (one launch per group); G = 3 at k = 2; against the CPU
+@pytest.mark.parametrize("batch,log_n,base_log,level,g,groups", [
+    (1, 11, 22, 1, 4, 6), (8, 11, 22, 1, 4, 6), (40, 11, 22, 1, 4, 3), (300, 11, 22, 1, 4, 3),
+    (5, 13, 15, 2, 2, 3), (40, 13, 15, 2, 2, 2), (40, 10, 12, 2, 3, 4)])
+def test_multi_bit_blind_rotate(gen, batch, log_n, base_log, level, g, groups):
+    ring = TFHERing(log_n, MODULI)
+    big_n = 1 << log_n
+    k1 = 3 if g == 3 else 2
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, groups, 1 << g, k1, level, k1, big_n))
+    ct = rand_mod_q(gen, batch, g * groups + 1)
+    ct[::7, :g] = 0
+    luts = rand_mod_q(gen, 3, big_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    exps, pows = ring.monomial_tables()
+    _both(ops.tfhe_multi_bit_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, exps, pows, MODULI,
+          base_log, level)
+
+
+def test_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):
+    ring = TFHERing(11, MODULI)
+    g, groups, big_n = 4, 4, 2048
+    bsk = ggsw_kernel_form(ring, rand_mod_q(gen, groups, 1 << g, 2, 1, 2, big_n)).to(GPU)
+    ct = rand_mod_q(gen, 8, g * groups + 1).to(GPU)
+    luts = rand_mod_q(gen, 1, big_n).to(GPU)
+    exps, pows = ring.monomial_tables()
+    args = (bsk, ring.psi.to(GPU), ring.psi_inv.to(GPU), ring.post.to(GPU), exps.to(GPU), pows.to(GPU), MODULI, 22, 1)
+    ops.tfhe_multi_bit_blind_rotate(ct, luts, None, *args)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.tfhe_multi_bit_blind_rotate(ct, luts, None, *args)
+    fresh = rand_mod_q(gen, 8, g * groups + 1)
+    ct.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+    assert torch.equal(out.cpu(), ops.tfhe_multi_bit_blind_rotate(fresh, luts.cpu(), None, *cpu_args))

@@ -125,8 +125,6 @@ def test_clear_errors():
         fresh = fhe.tfhe.Context("toy-tfhe-4bit")
         with pytest.raises(fhe.ParameterError):
             fhe.tfhe.Context("no-such-preset")
-        with pytest.raises(fhe.UnsupportedOperationError, match="multi-bit"):
-            fhe.tfhe.Context("toy-tfhe-4bit-mb2")
     with pytest.raises(fhe.ContextError, match="no secret key"):
         fresh.encrypt(torch.tensor([1]))
     with pytest.raises(fhe.MissingKeyError, match="keygen"):

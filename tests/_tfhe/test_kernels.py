@@ -164,6 +164,11 @@ def test_opcheck(gen):
                           (x, luts, torch.tensor([1, 0]), bsk, ring.psi, ring.psi_inv, ring.post,
                            list(MODULI), 5, 2))
     torch.library.opcheck(torch.ops.fhetorch.tfhe_sample_int, (Sampler(seed=1).key, 3, 10, 0, 9))
+    mb_bsk = ggsw_kernel_form(ring, rand_mod_q(gen, 2, 4, 2, 2, 2, 16))  # 2 groups of G = 2 key bits
+    exps, pows = ring.monomial_tables()
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_multi_bit_blind_rotate,
+                          (rand_mod_q(gen, 2, 5), luts, torch.tensor([1, 0]), mb_bsk, ring.psi, ring.psi_inv,
+                           ring.post, exps, pows, list(MODULI), 5, 2))
 
 
 def _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level):

@@ -19,6 +19,7 @@ SUITES = {
     "resnet20": "benchmarks.resnet20",
     "helr": "benchmarks.helr",
     "tfhe": "benchmarks.tfhe",
+    "switch": "benchmarks.switch",
 }
 
 
@@ -47,7 +48,7 @@ def parse_args(argv=None):
                    help="resnet20 suite: the CIFAR-10 checkpoint ($FHETORCH_DATA or ../shared/data; CUDA only) or "
                         "the digits network (default: cifar where it can run)")
     p.add_argument("--batches", default=None,
-                   help="tfhe suite: comma list of batch sizes (default 1,132,1024,4096,16384; 1,8 with --quick)")
+                   help="tfhe suite: comma list of batch sizes (default 1,132,1024,4096,16384; 1,8 with --quick); switch suite: value counts (default 1024,4096,32768; 64 with --quick)")
     p.add_argument("--max-call-s", type=float, default=60.0,
                    help="tfhe suite: an op slower than this per call skips its larger batches (default 60)")
     p.add_argument("--no-circuits", action="store_true", help="tfhe suite: skip the radix-circuit figures")

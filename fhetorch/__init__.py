@@ -21,6 +21,7 @@ from .errors import (ApproximationError, ContextError, EncodingError, EncryptedV
                      MessageOverflowError, MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
                      SlotError, UnsupportedLayerError, UnsupportedOperationError)
 from .tensor import Context, EncryptedTensor
+from .tensor.functions import lut
 from .serialization import load, save
 
 __version__ = "0.1.0"
@@ -29,7 +30,7 @@ __all__ = ["ApproximationError", "Context", "ContextError", "EncodingError", "En
            "EncryptedValueError", "FHEError", "InsecureParametersWarning", "IntegerArgumentError", "InternalError",
            "LayoutError", "LevelError", "MessageOverflowError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError",
            "SerializationError", "ShapeError", "SlotError", "UnsupportedLayerError", "UnsupportedOperationError",
-           "ckks", "load", "nn", "save", "tfhe"]
+           "ckks", "load", "lut", "nn", "save", "tfhe"]
 
 
 def __getattr__(name):

@@ -75,3 +75,16 @@ class LweMultiBitBootstrapKey:
     @property
     def input_dimension(self) -> int:
         return self.data.shape[0] * self.grouping_factor
+
+
+@dataclass(frozen=True)
+class GlweKeyswitchKey:
+    """data (level, 2, 2, N) int32, NTT form over (q0, q1), Montgomery: row j is a GLWE (k = 1)
+    encryption (A_j, B_j) under the output key of G_j * s_in, s_in the input polynomial key."""
+    data: torch.Tensor
+    base_log: int
+    level: int
+
+    @property
+    def polynomial_size(self) -> int:
+        return self.data.shape[-1]

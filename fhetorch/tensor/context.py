@@ -11,9 +11,10 @@ from .._ckks.arguments import as_level, check_dense
 from .._ckks.context import CKKSContext, normalize_device
 from .._ckks.params import Params
 from ..circuits import bootstrap as _bts
+from ..circuits import switching as _switching
 from ..circuits.bootstrap_config import BOOTSTRAP_PRESETS, BootstrapConfig
 from ..circuits.presets import preset as _preset
-from ..errors import ContextError, EncodingError, LayoutError, ParameterError
+from ..errors import ContextError, EncodingError, LayoutError, MissingKeyError, ParameterError
 from .encrypted_tensor import EncryptedTensor
 from .layout import Layout
 
@@ -65,6 +66,8 @@ class Context(CKKSContext):
             bootstrap.check(p)
         self.bootstrap_config = bootstrap
         self._bootstrapper = None
+        self.switch_keys = None  # keygen(lut=...): CKKS <-> TFHE switching (circuits/switching)
+        self._switcher = None
         self.key_id = None  # set when keys are generated; shared by public() and to() copies
         self._copies = {self.device: self}
 
@@ -75,6 +78,21 @@ class Context(CKKSContext):
         if self._bootstrapper is None:
             self._bootstrapper = _bts.Bootstrapper(self, self._required_bootstrap_config())
         return self._bootstrapper
+
+    @property
+    def switcher(self) -> _switching.Switcher:
+        """This context's CKKS <-> TFHE switch (its SlotToCoeff diagonals live as long as it).
+        Raises MissingKeyError without the switching keys (ctx.keygen(lut=True))."""
+        if self.switch_keys is None:
+            raise MissingKeyError("lut: no scheme-switching keys; generate them on the client with "
+                                  "ctx.keygen(lut=True) (the server's ctx.public() carries them)")
+        if self._switcher is None:
+            self._switcher = _switching.Switcher(self, self.switch_keys)
+        return self._switcher
+
+    def key_bytes(self) -> int:
+        """Bytes of the evaluation keys, the scheme-switching keys included. Raises nothing."""
+        return super().key_bytes() + (self.switch_keys.nbytes if self.switch_keys is not None else 0)
 
     def _required_bootstrap_config(self) -> BootstrapConfig:
         if self.bootstrap_config is None:
@@ -100,8 +118,14 @@ class Context(CKKSContext):
         self._key_id = value
         _register(self)
 
-    def keygen(self, rotations=(), *, bootstrap: bool = False, bootstrap_slots=None, **kw):
+    def keygen(self, rotations=(), *, bootstrap: bool = False, bootstrap_slots=None, lut=False, **kw):
         """Keys: secret, public, relinearisation, conjugation, +-2^i rotations, `rotations`.
+
+        lut=True (or a TFHE preset name, or a fhetorch.circuits.switching.SwitchConfig) adds
+        everything `ex.lut(fn, interval)` needs: bootstrapping's keys (implied), a fresh TFHE
+        key set (bootstrapping and key-switching keys; its secrets are dropped once the keys are
+        made), the key switches between the CKKS secret and the TFHE GLWE key, and the LWE
+        packing keys (fhetorch/circuits/switching/keys.py; memory: ctx.switch_keys.nbytes).
 
         bootstrap=True adds what bootstrapping needs (the preset must be bootstrappable): the
         rotations of its DFTs for each slot count in `bootstrap_slots`, SlotToCoeff's keys only
@@ -117,6 +141,10 @@ class Context(CKKSContext):
         step that is not an int.
         """
         first = self.secret_key is None
+        switch = None
+        if lut is not False and lut is not None:
+            switch = _switching.switch_config(self.params.name, lut)
+            bootstrap = True
         if bootstrap:
             cfg = self._required_bootstrap_config()
             slots = [self.slots] if bootstrap_slots is None else [int(s) for s in bootstrap_slots]
@@ -133,6 +161,9 @@ class Context(CKKSContext):
         super().keygen(rotations, **kw)
         if first:
             self.key_id = secrets.token_hex(8)
+        if switch is not None:
+            self.switch_keys = _switching.generate_switch_keys(self, switch)
+            self._switcher = None
         return self
 
     # --- tensors ---------------------------------------------------------------------
@@ -213,6 +244,9 @@ class Context(CKKSContext):
     def _copy(self, device) -> "Context":
         c = super()._copy(device)
         c._bootstrapper = None  # a copy's bootstrapping reads the copy's keys and device
+        c._switcher = None
+        if self.switch_keys is not None and device != self.device:
+            c.switch_keys = self.switch_keys.to(device)
         _register(c)
         return c
 

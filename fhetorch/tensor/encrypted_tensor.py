@@ -27,7 +27,7 @@ from .._ckks import evaluator as ev
 from .._ckks.arguments import as_int, check_dense
 from .._ckks.ciphertext import Ciphertext
 from ..circuits import bootstrap as _bootstrap
-from ..errors import (ContextError, EncodingError, EncryptedValueError, LayoutError, ShapeError,
+from ..errors import (ContextError, EncodingError, EncryptedValueError, LayoutError, ParameterError, ShapeError,
                       UnsupportedOperationError)
 from . import image as _image
 from . import linear as _linear
@@ -352,6 +352,33 @@ class EncryptedTensor:
         ra, rb = _bootstrap.bootstrap_pair(self.ctx, ct.replace(data=ct.data[:half]),
                                            ct.replace(data=ct.data[k - half :]))
         return self._like(ra.replace(data=torch.cat([ra.data[: k - half], rb.data])))
+
+    def lut(self, fn, interval=(-1.0, 1.0), bits: int | None = None):
+        """fn of every value through TFHE lookup tables (CKKS -> TFHE -> CKKS, fhetorch/circuits/
+        switching): the input is quantised to a grid of 2^bits points over `interval` (both ends
+        on the grid; default bits: the most the switching keys' TFHE set holds at failure
+        probability <= 2^-40 per value, ctx.switcher.max_bits), and the result is fn at that
+        grid point. fn: a callable on float64 tensors (or floats), or a list / tuple of them
+        (several functions of one input in one batched PBS: a tuple of tensors back). The
+        result is fresh: it sits at EvalMod's output level (ctx.switcher.output_level).
+        Values outside the interval wrap around (a wrong answer): keep them inside.
+
+        Raises MissingKeyError without ctx.keygen(lut=True), EncodingError for a complex tensor,
+        LevelError below ctx.switcher.levels levels, ParameterError for a bad interval, bits or
+        function."""
+        if self._complex:
+            raise EncodingError("lut: the values must be real (a complex tensor's parts go through separately)")
+        sw = self.ctx.switcher
+        fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
+        if not fns or not all(callable(f) for f in fns):
+            raise ParameterError("lut: fn must be a callable or a non-empty list of callables")
+        outs = [sw.lut(ct, fns, interval, bits) for ct in self.ciphertexts]  # [ciphertext][function]
+        res = []
+        for i in range(len(fns)):
+            cts = [o[i] for o in outs]
+            ct = cts[0] if len(cts) == 1 else cts[0].replace(data=torch.stack([c.data for c in cts]))
+            res.append(self._like(ct))
+        return tuple(res) if isinstance(fn, (list, tuple)) else res[0]
 
     def bootstrap_with(self, other: "EncryptedTensor") -> tuple:
         """(self, other) refreshed by one bootstrapping of self + i other (both real-valued).

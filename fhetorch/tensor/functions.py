@@ -245,6 +245,15 @@ def bootstrap_pair(x, y, ctx=None) -> tuple:
     return _bootstrap.bootstrap_pair(_context(ctx, "bootstrap_pair"), x, y)
 
 
+def lut(x: EncryptedTensor, fn, interval=(-1.0, 1.0), bits: int | None = None):
+    """= x.lut(fn, interval, bits): fn of x's values through TFHE lookup tables (CKKS <-> TFHE
+    switching). Raises what EncryptedTensor.lut raises, ContextError for anything but an
+    EncryptedTensor."""
+    if not isinstance(x, EncryptedTensor):
+        raise ContextError(f"lut: expected an EncryptedTensor, got {type(x).__name__}")
+    return x.lut(fn, interval, bits)
+
+
 def _context(ctx, what: str):
     if ctx is None:
         raise ContextError(f"{what}: a Ciphertext needs its context: {what}(ct, ..., ctx=ctx); an EncryptedTensor "
@@ -253,4 +262,4 @@ def _context(ctx, what: str):
 
 
 __all__ = ["ChebyshevFunction", "Composite", "EncryptedPowerBasis", "HEFunction", "bootstrap", "bootstrap_pair",
-           "chebyshev", "from_coefficients", "power_basis", "relu", "sign", "sigmoid"]
+           "chebyshev", "from_coefficients", "lut", "power_basis", "relu", "sign", "sigmoid"]

@@ -1,0 +1,120 @@
+"""GLWE (k = 1) key switching, automorphisms and LWE packing: the ring-side algorithms of
+scheme switching (fhetorch/circuits/switching), verb_object like fhetorch._tfhe.algorithms.
+
+A GLWE ciphertext here is (..., 2, N) int64 in [0, q): mask A then body B, phase B - A S.
+- keyswitch_glwe_ciphertext: from a polynomial key S_in to S_out with a gadget decomposition of
+  the mask (TFHE-style, no special primes): B' = B - sum_j d_j(A) B_j, A' = -sum_j d_j(A) A_j,
+  so B' - A' S_out = B - A S_in + sum_j d_j e_j (+ the decomposition's rounding times S_in).
+- automorphism_glwe_ciphertext: X -> X^g on every polynomial; the phase becomes tau_g(phase)
+  under tau_g(S), which a key switch brings back to S.
+- pack_lwe_ciphertexts: N LWE ciphertexts under S's coefficients (the extracted key) -> one GLWE
+  whose coefficient i is the phase of LWE i (Chen, Dai, Kim, Song 2020, "Efficient homomorphic
+  conversion between (ring) LWE ciphertexts", Algorithm 2 with the field trace folded in): log N
+  rounds, each one batched automorphism key switch; the inputs are first multiplied by N^-1 mod q
+  (q is odd), which the rounds' factor 2 each give back, so the key switches' noise is not.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import _ops
+from .._ring import Sampler
+from ..errors import ParameterError
+from .algorithms import decompose, encrypt_glwe_ciphertext, gadget, rotate_glwe
+from .entities import GlweKeyswitchKey, GlweSecretKey
+from .modular import Modulus
+from .ring import TFHERing
+
+
+def generate_glwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: torch.Tensor, output_key: GlweSecretKey,
+                                base_log: int, level: int, noise_width: int) -> GlweKeyswitchKey:
+    """GLWE encryptions under output_key (k = 1) of G_j * input_key, input_key (N,) small
+    integers (|s| <= 1). Raises ParameterError for k > 1 or a key of another ring size."""
+    if output_key.data.shape[0] != 1 or output_key.data.shape[-1] != ring.n or input_key.shape[-1] != ring.n:
+        raise ParameterError("generate_glwe_keyswitch_key: keys must be single polynomials of the ring's size")
+    g = torch.tensor(gadget(ring.modulus.q, base_log, level), dtype=torch.int64, device=input_key.device)
+    pt = ring.modulus.reduce(g.view(level, 1) * input_key.to(torch.int64).view(1, -1))  # |G_j| < 2^62, |s| <= 1
+    ct = encrypt_glwe_ciphertext(sampler, ring, output_key, pt, noise_width)  # (level, 2, N)
+    return GlweKeyswitchKey(ring.to_montgomery(ring.to_ntt(ct)).contiguous(), base_log, level)
+
+
+def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
+    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key."""
+    if ct.shape[-1] != key.polynomial_size or ct.shape[-2] != 2:
+        raise ParameterError(f"keyswitch_glwe_ciphertext: ciphertexts (..., 2, {key.polynomial_size}) expected, "
+                             f"got {tuple(ct.shape)}")
+    mq = ring.modulus
+    d = decompose(ct[..., 0, :], mq, key.base_log, key.level).movedim(-1, -2)  # (..., level, N)
+    dn = ring.to_ntt(d).unsqueeze(-3)  # (..., level, 1, 2, N)
+    dn = dn.expand(*dn.shape[:-3], 2, *dn.shape[-2:])
+    acc = ring.sum_residues(ring.mul(dn, key.data), -4)  # (..., 2, 2, N): sum_j d_j (A_j, B_j)
+    r = _ops.intt(acc.contiguous(), ring.mod, ring.psi_inv, ring.post).to(torch.int64)
+    r = mq.compose(r[..., 0, :], r[..., 1, :])  # (..., 2, N)
+    return torch.stack((mq.neg(r[..., 0, :]), mq.sub(ct[..., 1, :], r[..., 1, :])), -2)
+
+
+def automorphism_indices(big_n: int, g: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(source, negate) (N,) with tau_g(x)[p] = (-1)^negate[p] x[source[p]], tau_g: X -> X^g (g odd)."""
+    if g % 2 == 0:
+        raise ParameterError(f"automorphism: g must be odd, got {g}")
+    i = torch.arange(big_n, device=device)
+    t = i * g % (2 * big_n)
+    src = torch.empty_like(i)
+    neg = torch.empty(big_n, dtype=torch.bool, device=device)
+    src[t % big_n] = i
+    neg[t % big_n] = t >= big_n
+    return src, neg
+
+
+def automorphism_polynomial(modulus: Modulus | None, x: torch.Tensor, g: int) -> torch.Tensor:
+    """tau_g of (..., N) polynomials: in [0, q) with a modulus, small signed integers without."""
+    src, neg = automorphism_indices(x.shape[-1], g, x.device)
+    y = x[..., src]
+    return torch.where(neg, modulus.neg(y) if modulus is not None else -y, y)
+
+
+def automorphism_glwe_ciphertext(modulus: Modulus, ct: torch.Tensor, g: int) -> torch.Tensor:
+    """(..., 2, N) -> tau_g of mask and body: an encryption of tau_g(phase) under tau_g(S)."""
+    return automorphism_polynomial(modulus, ct, g)
+
+
+def packing_elements(big_n: int) -> list[int]:
+    """The Galois elements pack_lwe_ciphertexts uses: 2^j + 1, j = 1 .. log2 N."""
+    return [(1 << j) + 1 for j in range(1, big_n.bit_length())]
+
+
+def generate_packing_keys(sampler: Sampler, ring: TFHERing, key: GlweSecretKey, base_log: int, level: int,
+                          noise_width: int) -> dict:
+    """{g: key switching tau_g(S) -> S} for every element of packing_elements."""
+    s = key.data[0]
+    return {g: generate_glwe_keyswitch_key(sampler, ring, automorphism_polynomial(None, s, g), key, base_log, level,
+                                           noise_width)
+            for g in packing_elements(ring.n)}
+
+
+def lwe_to_glwe(modulus: Modulus, lwe: torch.Tensor) -> torch.Tensor:
+    """(..., N + 1) LWE under S's coefficients -> (..., 2, N) GLWE whose constant coefficient has
+    the same phase (the inverse of extract_lwe_sample at position 0)."""
+    a, b = lwe[..., :-1], lwe[..., -1]
+    mask = torch.cat((a[..., :1], modulus.neg(torch.flip(a[..., 1:], (-1,)))), -1)
+    body = torch.zeros_like(mask)
+    body[..., 0] = b
+    return torch.stack((mask, body), -2)
+
+
+def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor) -> torch.Tensor:
+    """(..., N, N + 1) LWE ciphertexts under S's coefficients -> (..., 2, N) GLWE under S whose
+    coefficient i has LWE i's phase (plus the key switches' noise). Raises ParameterError for
+    another count or dimension, MissingKeyError-free: keys from generate_packing_keys."""
+    big_n, mq = ring.n, ring.modulus
+    if lwe.shape[-2:] != (big_n, big_n + 1):
+        raise ParameterError(f"pack_lwe_ciphertexts: ({big_n}, {big_n + 1}) ciphertexts expected, got "
+                             f"{tuple(lwe.shape[-2:])}")
+    cur = mq.mul_small(lwe_to_glwe(mq, lwe), pow(big_n, -1, mq.q))  # (..., N, 2, N)
+    for j in range(1, big_n.bit_length()):
+        half = cur.shape[-3] // 2
+        even, odd = cur[..., :half, :, :], rotate_glwe(mq, cur[..., half:, :, :], big_n >> j)
+        g = (1 << j) + 1
+        turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, mq.sub(even, odd), g))
+        cur = mq.add(mq.add(even, odd), turned)
+    return cur[..., 0, :, :]

@@ -1,0 +1,90 @@
+"""Scheme switching's configuration: the TFHE parameter set of the lookup tables, the three
+gadget decompositions of the ring-side key switches, and the LUT grid's failure bound.
+
+The LUT grid: a LUT over an interval [lo, hi] quantises its input to G = 2^bits points; the PBS
+reads the point from a window of N / G test-polynomial coefficients, and the modulus switch to
+2N (sqrt(n / 48) coefficients of noise with the centered switch), the key switch and the CKKS
+noise must stay inside half a window. That is the TFHE noise model's failure probability of a
+2^bits message space with no linear operations before the PBS (max_noise_level 1), so a grid of
+`bits` is offered only where that probability is at most 2^log2_p_fail_max (default 2^-40 per
+value): about 5 bits at N = 2^11, 6 at 2^13, 8 at 2^15 with n ~ 900-1100 (docs/switching.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..._tfhe.params import TFHEParams, make_params
+from ..._tfhe.presets import PRESETS as TFHE_PRESETS
+from ...errors import ParameterError
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    """tfhe              the TFHE preset whose keys evaluate the LUTs (its n, N, noise, PBS and KS)
+    to_lwe            (base_log, level) of the key switch from the CKKS secret to the TFHE GLWE
+                      key embedded in the CKKS ring (s -> z(X^(N / N_t)))
+    to_ckks           (base_log, level) of the key switch back (z(X^(N / N_t)) -> s)
+    packing           (base_log, level) of the packing's automorphism key switches (ring N_t)
+    to_ckks_noise_width  the noise width (Irwin-Hall of 4 uniforms on [-w, w]) of the key
+                      switching back, an RLWE key under the CKKS secret (std ~4 for w = 3)
+    phase_max         the largest |phase| / q of a LUT output, the EvalMod input (its sine is
+                      pre-inverted, so only noise, not the sine's curvature, limits precision)
+    log2_p_fail_max   the failure bound of a LUT grid point (see the module docstring)
+    """
+
+    tfhe: str
+    to_lwe: tuple = (12, 4)
+    to_ckks: tuple = (12, 4)
+    packing: tuple = (8, 6)
+    to_ckks_noise_width: int = 3
+    phase_max: float = 0.125
+    log2_p_fail_max: float = -40.0
+
+    def tfhe_literal(self):
+        if self.tfhe not in TFHE_PRESETS:
+            raise ParameterError(f"switching: unknown TFHE preset {self.tfhe!r}; available: {', '.join(TFHE_PRESETS)}")
+        return TFHE_PRESETS[self.tfhe]
+
+    def grid_params(self, base: TFHEParams, bits: int) -> TFHEParams:
+        """base with a message space of 2^bits, no carry, max_noise_level 1: its log2_p_fail is the
+        grid's. Raises ParameterError where the ring has no room for 2^bits windows."""
+        lit = replace(base.literal(), message_bits=bits, carry_bits=0, max_noise_level=1, log2_p_fail_max=0.0,
+                      name=f"{base.name}:grid{bits}")
+        return make_params(lit, allow_insecure=not base.is_secure)
+
+    def max_bits(self, base: TFHEParams) -> int:
+        """The largest grid (bits) whose failure probability is within log2_p_fail_max."""
+        best = 0
+        for bits in range(1, base.log_n):
+            try:
+                p = self.grid_params(base, bits)
+            except ParameterError:
+                break
+            if p.log2_p_fail > self.log2_p_fail_max:
+                break
+            best = bits
+        return best
+
+
+# the CKKS preset -> its switching configuration (ctx.keygen(lut=True)); other TFHE presets by name
+DEFAULT = {
+    "toy-n13-bts": SwitchConfig(tfhe="toy-tfhe-4bit"),
+    "n16-bts40": SwitchConfig(tfhe="tfhe-4bit-p128"),
+    "n16-bts35": SwitchConfig(tfhe="tfhe-4bit-p128"),
+}
+
+
+def switch_config(ckks_preset: str, lut) -> SwitchConfig:
+    """lut=True: the preset's default; a TFHE preset name: that set with default decompositions;
+    a SwitchConfig as given. Raises ParameterError otherwise."""
+    if isinstance(lut, SwitchConfig):
+        return lut
+    if lut is True:
+        if ckks_preset in DEFAULT:
+            return DEFAULT[ckks_preset]
+        return SwitchConfig(tfhe="tfhe-4bit-p128")
+    if isinstance(lut, str):
+        cfg = SwitchConfig(tfhe=lut)
+        cfg.tfhe_literal()
+        return cfg
+    raise ParameterError(f"keygen: lut must be True, a TFHE preset name or a SwitchConfig, got {lut!r}")

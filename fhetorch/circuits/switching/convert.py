@@ -1,0 +1,270 @@
+"""CKKS <-> TFHE scheme switching (Chameleon, Wang et al.; its Pegasus background, Lu et al. 2021):
+a CKKS ciphertext's real slot values through any function by TFHE lookup tables and back.
+
+CKKS -> LWE (to_lwe):
+  1. x - lo, then SlotToCoeff (bootstrapping's DFT stages): slot k's value becomes the
+     polynomial coefficient bitrev(k) (k < N/2; the stages work in bit-reversed order);
+  2. the drop to level 0 multiplies by an integer so that coefficient k is Q_0 v_k / 2G, v_k =
+     (x_k - lo)(G - 1) / (hi - lo) the value's position on the LUT grid of G points (a TFHE
+     message with one padding bit);
+  3. modulus switch Q_0 -> q (the TFHE modulus): round(c q / Q_0), float64 (one rounding, the
+     same on CPU and GPU; its error, < 2^10 per coefficient, is ~2^-50 of q);
+  4. GLWE key switch s -> z(X^r) in the CKKS ring (keys.to_lwe), then sample extraction of
+     the M slots' coefficients: z(X^r) has non-zeros only at multiples of r, so each extraction is an
+     LWE of dimension N_t under z, the TFHE GLWE key: the form a PBS output has.
+LUT (apply_luts): the TFHE KS-PBS with a test polynomial holding the encoded f(grid point) in each
+  point's window; several functions in one batched PBS through a per-ciphertext LUT index.
+LWE -> CKKS (to_ckks):
+  1. LWE packing in ring N_t (fhetorch/_tfhe/glwe.py): slot k's value goes to coefficient
+     p = bitrev(k) = r i + c, into group c at index i (groups without values are not packed);
+  2. Y -> X^r and X^c place group c's coefficient i at p; their sum is one GLWE of the CKKS ring
+     under z(X^r); the key switch back (keys.to_ckks) gives an RLWE under s modulo q;
+  3. modulus switch q -> Q_0, then bootstrapping's ModRaise, CoeffToSlot and EvalMod: slot k
+     holds sin(2 pi t_k / Q_0). The LUT stored theta = asin(f / F) / 2 pi (|theta| <=
+     phase_max), so the sine gives f / F exactly; F is a scale label. The result sits at
+     EvalMod's output level (SlotToCoeff's levels are not spent). An M-slot result (M < N/2)
+     is made to repeat every M slots by log2(N / 2M) rotations and additions.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from ... import _ops
+from ..._ckks import evaluator as ev
+from ..._ckks.ciphertext import Ciphertext
+from ..._tfhe import algorithms as alg
+from ..._tfhe import glwe as _glwe
+from ..._tfhe.lut import test_polynomial
+from ...errors import InsecureParametersWarning, LevelError, ParameterError
+from ..bootstrap import _dft_stages
+from ..dft import bit_reverse
+from ..linear import LinearTransform
+from .keys import SwitchKeys
+
+
+def grid_points(interval, bits: int) -> torch.Tensor:
+    """The G = 2^bits float64 points of the LUT grid over [lo, hi], both ends included."""
+    lo, hi = interval
+    g = 1 << bits
+    return lo + (hi - lo) * torch.arange(g, dtype=torch.float64) / (g - 1)
+
+
+def check_interval(interval) -> tuple:
+    try:
+        lo, hi = (float(v) for v in interval)
+    except (TypeError, ValueError):
+        raise ParameterError(f"lut: interval must be (lo, hi), two numbers, got {interval!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ParameterError(f"lut: interval must be finite with lo < hi, got ({lo}, {hi})")
+    return lo, hi
+
+
+def tabulate(fn, points: torch.Tensor) -> torch.Tensor:
+    """fn at the grid points, float64: fn on the float64 tensor of points when it returns one
+    value per point, else fn point by point on floats.
+    Raises ParameterError for outputs that are not finite real numbers."""
+    try:
+        y = torch.as_tensor(fn(points.clone()), dtype=torch.float64).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):  # a function of floats only
+        y = None
+    if y is None or y.numel() != points.numel():
+        try:
+            y = torch.tensor([float(fn(float(p))) for p in points], dtype=torch.float64)
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+            raise ParameterError(f"lut: the function failed on the grid points ({e})") from None
+    if not bool(torch.isfinite(y).all()):
+        raise ParameterError("lut: the function is not finite at every grid point of the interval")
+    return y
+
+
+class Switcher:
+    """Scheme switching for one CKKS Context holding SwitchKeys (ctx.switcher); keeps the forward
+    SlotToCoeff's encoded diagonals."""
+
+    def __init__(self, ctx, keys: SwitchKeys):
+        self.ctx, self.keys = ctx, keys
+        self.cfg = ctx.bootstrapper.cfg
+        self.params = keys.tfhe.params
+        self._stc = None
+        self._max_bits = None
+        self._grids: dict = {}
+
+    @property
+    def max_bits(self) -> int:
+        """The most grid bits the TFHE set holds within the failure bound."""
+        if self._max_bits is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InsecureParametersWarning)
+                self._max_bits = self.keys.config.max_bits(self.params)
+        return self._max_bits
+
+    def grid(self, bits: int | None):
+        """(bits, the grid's TFHEParams). Raises ParameterError above max_bits."""
+        top = self.max_bits
+        bits = top if bits is None else bits
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= top:
+            raise ParameterError(
+                f"lut: bits must be an int in [1, {top}] with the TFHE set {self.params.name} (a grid of 2^bits "
+                f"points holds with failure probability <= 2^{self.keys.config.log2_p_fail_max:g} per value up to "
+                f"{top} bits); got {bits!r}. A larger ring holds more: ctx.keygen(lut='tfhe-6bit') (N = 2^13) or "
+                "'tfhe-8bit' (N = 2^15)")
+        p = self._grids.get(bits)
+        if p is None:
+            with warnings.catch_warnings():  # a toy set warned at keygen; its grids need not again
+                warnings.simplefilter("ignore", InsecureParametersWarning)
+                p = self._grids[bits] = self.keys.config.grid_params(self.params, bits)
+        return bits, p
+
+    # --- CKKS -> LWE --------------------------------------------------------------------------
+    def _slot_to_coeff(self) -> list:
+        if self._stc is None:
+            _, stc = _dft_stages(self.ctx.params, self.cfg, self.ctx.slots)
+            self._stc = [LinearTransform.from_diagonals(self.ctx, g, m) for g, m in stc]
+        return self._stc
+
+    @property
+    def output_level(self) -> int:
+        """The level a LUT's result sits at: EvalMod's output."""
+        return self.cfg.stc_input_level
+
+    @property
+    def levels(self) -> int:
+        """Levels the input needs: SlotToCoeff's, and one for the grid's scaling."""
+        return self.cfg.stc_levels + 1
+
+    def to_lwe(self, ct: Ciphertext, interval, bits: int) -> torch.Tensor:
+        """(..., M, N_t + 1) LWE ciphertexts under z whose phase is q v / 2G, v the grid position of
+        each of ct's M slot values. Raises LevelError below `levels` levels."""
+        ctx = self.ctx
+        lo, hi = interval
+        if ct.level < self.levels:
+            raise LevelError(f"lut: the switch to TFHE needs {self.levels} levels (SlotToCoeff and the grid's "
+                             f"scaling); the tensor is at level {ct.level}: bootstrap it first")
+        g = 1 << bits
+        x = ev.add_scalar(ctx, ev.relinearize(ctx, ct), -lo, "lut").replace(slots=ctx.slots)
+        for lt in self._slot_to_coeff():
+            x = lt(x)
+        x = ev.drop_level(ctx, x, x.level - 1)
+        q0 = ctx.basis(0).product
+        target = q0 * (g - 1) / (2 * g * (hi - lo))  # the level-0 scale that puts v_k on the grid
+        k = round(ev._target_scale_factor(ctx, x) * target / ctx.nominal_scale(0))
+        b = ctx.basis(x.level)
+        from_ = x.scale
+        x = ev.rescale(ctx, x.replace(data=_mul_const(x.data, b, k), scale=from_ * k))
+        assert abs(x.scale / target - 1) < 2.0 ** -16, (x.scale, target)
+        c = self._centred(x.data, q0)  # (..., 2, N) in (-Q_0/2, Q_0/2]
+        q = self.keys.ring.modulus.q
+        c = torch.remainder(torch.round(c.to(torch.float64) * (q / q0)).to(torch.int64), q)
+        mq = self.keys.ring.modulus
+        glwe = torch.stack((mq.neg(c[..., 1, :]), c[..., 0, :]), -2)  # phase c0 + c1 s = B - A s
+        glwe = _glwe.keyswitch_glwe_ciphertext(self.keys.ring, self.keys.to_lwe, glwe)
+        positions = bit_reverse(ctx.slots)[: ct.slots].to(glwe.device)
+        return self._extract(glwe, positions)
+
+    def _centred(self, data: torch.Tensor, q0: int) -> torch.Tensor:
+        ctx = self.ctx
+        if q0 >= 1 << 62:
+            raise ParameterError("lut: level 0's modulus must be below 2^62")
+        b0 = ctx.basis(0)
+        digits = ctx.ring.crt_digits(data, b0).to(torch.int64)
+        out = digits[..., 0, :]
+        for k, w in enumerate(b0.radix_weights[1:], start=1):
+            out = out + digits[..., k, :] * w
+        return out
+
+    def _extract(self, glwe: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """LWE of the coefficients at `positions` (m,) under z: a_i = +-A[(j - r i) mod N], minus
+        where it wraps."""
+        big_n, r = glwe.shape[-1], self.keys.stride
+        nt, m = big_n // r, positions.numel()
+        j = positions.view(m, 1)
+        t = j - r * torch.arange(nt, device=glwe.device).view(1, nt)
+        a = glwe[..., 0, :][..., torch.remainder(t, big_n)]  # (..., m, N_t)
+        a = torch.where(t < 0, self.keys.ring.modulus.neg(a), a)
+        return torch.cat((a, glwe[..., 1, positions].unsqueeze(-1)), -1)
+
+    # --- the LUTs --------------------------------------------------------------------------
+    def encode_outputs(self, values: torch.Tensor) -> tuple:
+        """(test polynomial body values mod q as int64, F): theta = asin(f / F) / 2 pi with
+        F = max|f| / sin(2 pi phase_max)."""
+        q = self.keys.ring.modulus.q
+        top = float(values.abs().max())
+        f_scale = (top if top > 0 else 1.0) / math.sin(2 * math.pi * self.keys.config.phase_max)
+        theta = torch.asin(values / f_scale) / (2 * math.pi)
+        return torch.remainder(torch.round(theta * q).to(torch.int64), q), f_scale
+
+    def apply_luts(self, lwe: torch.Tensor, tables: list, bits: int) -> tuple:
+        """KS-PBS of every LWE once per table (float64 outputs at the G grid points); returns
+        ((c, ..., N_t + 1) outputs, [F per table])."""
+        keys, mq = self.keys, self.keys.ring.modulus
+        p, t = self.params, keys.tfhe
+        g = 1 << bits
+        polys, scales = [], []
+        for values in tables:
+            enc, f_scale = self.encode_outputs(values)
+            polys.append(test_polynomial([enc.tolist()], g, p.N, 1, mq.q))
+            scales.append(f_scale)
+        luts = torch.stack(polys).to(lwe.device)
+        c = len(tables)
+        x = lwe.unsqueeze(0).expand(c, *lwe.shape) if c > 1 else lwe.unsqueeze(0)
+        index = torch.arange(c, device=lwe.device).view(c, *([1] * (lwe.dim() - 1))).expand(x.shape[:-1])
+        ks = alg.keyswitch_lwe_ciphertext(t.keyswitch_key, x.contiguous(), mq)
+        if p.modulus_switch_type == "centered":
+            ks = alg.center_modulus_switch(ks, mq, p.log_n + 1, p.secret_distribution)
+        out = alg.programmable_bootstrap_lwe_ciphertext(t.ring, t.bootstrap_key, ks, luts,
+                                                        index.contiguous() if c > 1 else None)[0]
+        return out, scales
+
+    # --- LWE -> CKKS ------------------------------------------------------------------------
+    def to_ckks(self, lwe: torch.Tensor, f_scale: float) -> Ciphertext:
+        """(..., M, N_t + 1) LWE ciphertexts under z of phases q theta -> a CKKS ciphertext of M
+        slots holding F sin(2 pi theta), at EvalMod's output level."""
+        ctx, keys = self.ctx, self.keys
+        mq, big_n, r = keys.ring.modulus, ctx.params.n, keys.stride
+        nt, m, half = big_n // r, lwe.shape[-2], ctx.slots
+        if half % m:
+            raise ParameterError(f"lut: {m} values do not divide the {half} slots")
+        pos = bit_reverse(half)[:m].to(lwe.device)  # slot k's coefficient
+        groups = torch.unique(pos % r)  # only the residues that hold values are packed
+        where = torch.searchsorted(groups, pos % r)
+        batch = lwe.shape[:-2]
+        leaves = lwe.new_zeros(*batch, groups.numel(), nt, nt + 1)
+        leaves[..., where, pos // r, :] = lwe
+        packed = _glwe.pack_lwe_ciphertexts(keys.tfhe.ring, keys.packing, leaves)  # (..., groups, 2, N_t)
+        big = lwe.new_zeros(*batch, 2, nt, r)
+        big[..., groups] = packed.permute(*range(len(batch)), -2, -1, -3)
+        big = _glwe.keyswitch_glwe_ciphertext(keys.ring, keys.to_ckks, big.reshape(*batch, 2, big_n))  # under s
+        q, q0 = mq.q, ctx.basis(0).product
+        centred = torch.where(big > q // 2, big - q, big)
+        y = torch.round(centred.to(torch.float64) * (q0 / q)).to(torch.int64)
+        data = ctx.ring.from_integers(torch.stack((y[..., 1, :], -y[..., 0, :]), -2).contiguous(), ctx.basis(0))
+        bs = ctx.bootstrapper
+        x = bs.mod_raise(Ciphertext(data, 0, float(q0), half))
+        for lt in bs.cts_transforms(half):
+            x = lt(x.replace(slots=lt.n))
+        out = bs.eval_mod(ev.add(ctx, x, ev.conj(ctx, x)))  # slot k < M: F sin; the others 0
+        step = m
+        while step < half:  # the M-slot packing repeats its values every M slots
+            out = ev.add(ctx, out, ev.rotate(ctx, out, step))
+            step *= 2
+        return out.replace(scale=out.scale / f_scale, slots=m)
+
+    # --- the whole switch ----------------------------------------------------------------------
+    def lut(self, ct: Ciphertext, fns, interval, bits: int | None = None) -> list:
+        """[fn(x quantised to the grid) for fn in fns] as Ciphertexts of ct's slots. Raises
+        ParameterError (interval, bits, fn), LevelError (too few levels), EncodingError for a
+        complex-valued ct is not detectable here: the caller checks."""
+        interval = check_interval(interval)
+        bits, _ = self.grid(bits)
+        points = grid_points(interval, bits)
+        tables = [tabulate(fn, points) for fn in fns]
+        lwe = self.to_lwe(ct, interval, bits)
+        outs, scales = self.apply_luts(lwe, tables, bits)
+        return [self.to_ckks(o, s) for o, s in zip(outs, scales)]
+
+
+def _mul_const(data: torch.Tensor, basis, k: int) -> torch.Tensor:
+    return _ops.mul_const(data.contiguous(), basis.scalar(k), basis.mod)

@@ -1,0 +1,150 @@
+"""CKKS <-> TFHE scheme switching (fhetorch/circuits/switching) against plaintext, at toy-n13-bts
+with its toy TFHE set (toy-tfhe-4bit: n = 32, N_t = 1024; a 6-bit grid), on the test device.
+
+The precision contract (docs/switching.md): an input at a grid point gives fn(point) within the
+output noise; any input gives fn of a grid point at most one step away. The output noise at this
+toy size measured ~2^-15 of max|fn| (the PBS's gadget rounding dominates); the tests assert
+2^-11 of it, while neighbouring grid values of the random tables differ by far more, so a wrong
+grid point cannot pass. Each LUT call costs ~10 s on 2 CPU cores: the tests share one context
+and switch 64 values at a time.
+"""
+import math
+import pickle
+import warnings
+
+import pytest
+import torch
+
+import fhetorch as fhe
+from fhetorch.circuits import switching as sw
+from fhetorch.tensor.encrypted_tensor import EncryptedTensor
+
+TOY = "toy-n13-bts"
+M = 64  # values per test (a sparse packing: its result repeats every M slots)
+
+
+@pytest.fixture(scope="module")
+def ctx(make_context):
+    return make_context(TOY, lut=True)
+
+
+def _random_table(g: int, gen) -> torch.Tensor:
+    """g values, neighbours at least 0.05 apart (a grid mistake shows), in [-2, 2]."""
+    steps = (torch.rand(g, generator=gen, dtype=torch.float64) * 0.2 + 0.05) * torch.where(
+        torch.rand(g, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+    t = torch.cumsum(steps, 0)
+    return (t - t.mean()).clamp(-2, 2)
+
+
+def _as_function(table: torch.Tensor, interval):
+    lo, hi = interval
+    g = table.numel()
+
+    def fn(x):
+        idx = torch.round((torch.as_tensor(x, dtype=torch.float64) - lo) / (hi - lo) * (g - 1)).long()
+        return table[idx.clamp(0, g - 1)]
+    return fn
+
+
+def _tolerance(*tables) -> float:
+    return max(float(t.abs().max()) for t in tables) * 2.0 ** -11
+
+
+def test_keys_and_grid(ctx):
+    keys = ctx.switch_keys
+    assert keys.tfhe.params.name == "toy-tfhe-4bit"
+    assert not keys.tfhe.has_secret_key  # the TFHE secrets were dropped after keygen
+    assert ctx.switcher.max_bits == 6  # the model's 2^-65 at 6 bits, 2^-18 at 7 (limit 2^-40)
+    assert ctx.key_bytes() >= keys.nbytes > 0
+    pub = ctx.public()
+    assert pub.secret_key is None and pub.switch_keys is keys
+    with pytest.raises(fhe.SerializationError):  # the CKKS secret never pickles; the TFHE one is gone
+        pickle.dumps(ctx.secret_key)
+
+
+def test_grid_points_exact_several_functions(ctx, seed):
+    gen = torch.Generator().manual_seed(seed)
+    lo = -float(torch.rand(1, generator=gen)) * 2 - 0.5
+    hi = float(torch.rand(1, generator=gen)) * 2 + 0.5
+    bits = ctx.switcher.max_bits
+    g = 1 << bits
+    t1, t2 = _random_table(g, gen), _random_table(g, gen)
+    pts = sw.grid_points((lo, hi), bits)
+    idx = torch.randint(0, g, (M,), generator=gen)
+    idx[:2] = torch.tensor([0, g - 1])  # both ends of the interval
+    ex = ctx.encrypt(pts[idx])
+    y1, y2 = ex.lut([_as_function(t1, (lo, hi)), _as_function(t2, (lo, hi))], interval=(lo, hi))
+    assert y1.ciphertext.level == ctx.switcher.output_level
+    tol = _tolerance(t1, t2)
+    for y, t in ((y1, t1), (y2, t2)):
+        got = ctx.decrypt(y)
+        err = float((got - t[idx]).abs().max())
+        print(f"[precision] switch at grid points: max|err| = {err:.2e} ({-math.log2(max(err, 1e-300)):.1f} bits)")
+        assert err <= tol
+
+
+def test_any_input_within_one_step(ctx, seed):
+    gen = torch.Generator().manual_seed(seed)
+    interval = (-1.0, 1.0)
+    bits = ctx.switcher.max_bits
+    g = 1 << bits
+    table = _random_table(g, gen)
+    x = torch.rand(M, generator=gen, dtype=torch.float64) * 2 - 1
+    got = ctx.decrypt(fhe.lut(ctx.encrypt(x), _as_function(table, interval), interval))
+    pos = (x + 1) / 2 * (g - 1)
+    below, above = table[pos.floor().long()], table[pos.ceil().long().clamp(max=g - 1)]
+    err = torch.minimum((got - below).abs(), (got - above).abs())
+    assert float(err.max()) <= _tolerance(table)
+
+
+def test_smooth_function_and_defaults(ctx):
+    # torch functions work as given; the default interval is [-1, 1] and bits the maximum
+    x = sw.grid_points((-1.0, 1.0), ctx.switcher.max_bits)[torch.randint(0, 1 << ctx.switcher.max_bits, (M,))]
+    got = ctx.decrypt(ctx.encrypt(x).lut(torch.sigmoid))
+    assert float((got - torch.sigmoid(x)).abs().max()) <= 2.0 ** -11
+
+
+def test_errors(ctx, make_context):
+    x = torch.rand(8, dtype=torch.float64)
+    ex = ctx.encrypt(x)
+    with pytest.raises(fhe.ParameterError, match="bits"):
+        ex.lut(torch.relu, bits=ctx.switcher.max_bits + 1)
+    with pytest.raises(fhe.ParameterError, match="interval"):
+        ex.lut(torch.relu, interval=(1.0, -1.0))
+    with pytest.raises(fhe.ParameterError, match="finite"):
+        ex.lut(lambda t: 1 / (t - t), interval=(-1.0, 1.0))
+    with pytest.raises(fhe.ParameterError, match="callable"):
+        ex.lut(3.0)
+    with pytest.raises(fhe.EncodingError, match="real"):
+        ctx.encrypt(torch.complex(x, x)).lut(torch.relu)
+    with pytest.raises(fhe.LevelError, match="bootstrap"):
+        ctx.encrypt(x, level=ctx.switcher.levels - 1).lut(torch.relu)
+    with pytest.raises(fhe.ContextError):
+        fhe.lut(x, torch.relu)
+    plain = make_context(TOY, bootstrap=True)
+    with pytest.raises(fhe.MissingKeyError, match="lut=True"):
+        plain.encrypt(x).lut(torch.relu)
+    with pytest.raises(fhe.ParameterError, match="lut must be"):
+        sw.switch_config(TOY, 3)
+
+
+@pytest.mark.cuda
+def test_switch_cpu_cuda_bit_identical(make_context):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        cpu = fhe.ckks.Context(TOY, "cpu").keygen(lut=True)
+    gpu = cpu.to("cuda")
+    x = torch.rand(M, dtype=torch.float64) * 2 - 1
+    ct = cpu.encrypt(x).ciphertext
+    bits = cpu.switcher.max_bits
+    pts = sw.grid_points((-1.0, 1.0), bits)
+    outs = []
+    for c in (cpu, gpu):
+        s = c.switcher
+        lwe = s.to_lwe(ct.replace(data=ct.data.to(c.device)), (-1.0, 1.0), bits)
+        pbs, scales = s.apply_luts(lwe, [torch.relu(pts), torch.sin(3 * pts)], bits)
+        back = s.to_ckks(pbs[1], scales[1])
+        outs.append((lwe.cpu(), pbs.cpu(), back.data.cpu()))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+    assert EncryptedTensor is not None

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|profile|bytes|resnet] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|switch|profile|bytes|resnet] [bts presets] [bts repeat]
+#   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
+#   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
 #   then TFHE-rs's anchor where a copy of ../shared/anchors/tfhers is carried as .anchors/tfhers.
 #   resnet: the cuda linear-transform / nn tests and the resnet20 suite (CIFAR-10 where
@@ -30,6 +32,14 @@ if [ "$STAGE" = bts ]; then
   timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/circuits 2>&1 | tee "$OUT/bts_tests.log" | tail -15
   timeout 480 python3 -m benchmarks --suite bts --device cuda --shapes "${2:-n16-bts40,n16-bts35}" --repeat "${3:-5}" \
     --warmup 1 --json "$OUT/bts.json" 2>&1 | tee "$OUT/bts.log" | tail -45
+fi
+if [ "$STAGE" = switch ]; then
+  timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/circuits/test_switching.py tests/_tfhe 2>&1 \
+    | tee "$OUT/switch_tests.log" | tail -8
+  FHETORCH_TEST_DEVICE=cuda timeout 200 python3 -m pytest -q -p no:cacheprovider tests/circuits/test_switching.py 2>&1 \
+    | tee "$OUT/switch_cuda_device.log" | tail -8
+  timeout 420 python3 -m benchmarks --suite switch --device cuda ${2:+--batches "$2"} --repeat "${3:-3}" \
+    --json "$OUT/switch.json" 2>&1 | tee "$OUT/switch.log" | tail -20
 fi
 if [ "$STAGE" = resnet ]; then
   timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/nn tests/models 2>&1 \

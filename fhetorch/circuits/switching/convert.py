@@ -155,13 +155,20 @@ class Switcher:
         from_ = x.scale
         x = ev.rescale(ctx, x.replace(data=_mul_const(x.data, b, k), scale=from_ * k))
         assert abs(x.scale / target - 1) < 2.0 ** -16, (x.scale, target)
+        return self.level0_to_lwe(x.replace(slots=ct.slots))
+
+    def level0_to_lwe(self, x: Ciphertext) -> torch.Tensor:
+        """Steps 3-4 of to_lwe, exact integer work (the same bits on CPU and CUDA): a level-0
+        ciphertext of x.slots values -> their LWE ciphertexts under z."""
+        ctx = self.ctx
+        q0 = ctx.basis(0).product
         c = self._centred(x.data, q0)  # (..., 2, N) in (-Q_0/2, Q_0/2]
         q = self.keys.ring.modulus.q
         c = torch.remainder(torch.round(c.to(torch.float64) * (q / q0)).to(torch.int64), q)
         mq = self.keys.ring.modulus
         glwe = torch.stack((mq.neg(c[..., 1, :]), c[..., 0, :]), -2)  # phase c0 + c1 s = B - A s
         glwe = _glwe.keyswitch_glwe_ciphertext(self.keys.ring, self.keys.to_lwe, glwe)
-        positions = bit_reverse(ctx.slots)[: ct.slots].to(glwe.device)
+        positions = bit_reverse(ctx.slots)[: x.slots].to(glwe.device)
         return self._extract(glwe, positions)
 
     def _centred(self, data: torch.Tensor, q0: int) -> torch.Tensor:
@@ -222,6 +229,11 @@ class Switcher:
     def to_ckks(self, lwe: torch.Tensor, f_scale: float) -> Ciphertext:
         """(..., M, N_t + 1) LWE ciphertexts under z of phases q theta -> a CKKS ciphertext of M
         slots holding F sin(2 pi theta), at EvalMod's output level."""
+        return self.level0_to_slots(self.lwe_to_level0(lwe), lwe.shape[-2], f_scale)
+
+    def lwe_to_level0(self, lwe: torch.Tensor) -> Ciphertext:
+        """Steps 1-2 of to_ckks, exact integer work (the same bits on CPU and CUDA): a level-0
+        CKKS ciphertext whose coefficient bitrev(k) has LWE k's phase, scaled to Q_0."""
         ctx, keys = self.ctx, self.keys
         mq, big_n, r = keys.ring.modulus, ctx.params.n, keys.stride
         nt, m, half = big_n // r, lwe.shape[-2], ctx.slots
@@ -241,8 +253,14 @@ class Switcher:
         centred = torch.where(big > q // 2, big - q, big)
         y = torch.round(centred.to(torch.float64) * (q0 / q)).to(torch.int64)
         data = ctx.ring.from_integers(torch.stack((y[..., 1, :], -y[..., 0, :]), -2).contiguous(), ctx.basis(0))
+        return Ciphertext(data, 0, float(q0), half)
+
+    def level0_to_slots(self, ct0: Ciphertext, m: int, f_scale: float) -> Ciphertext:
+        """Step 3 of to_ckks: ModRaise, CoeffToSlot, EvalMod (and a sparse result's rotations)."""
+        ctx = self.ctx
+        half = ctx.slots
         bs = ctx.bootstrapper
-        x = bs.mod_raise(Ciphertext(data, 0, float(q0), half))
+        x = bs.mod_raise(ct0)
         for lt in bs.cts_transforms(half):
             x = lt(x.replace(slots=lt.n))
         out = bs.eval_mod(ev.add(ctx, x, ev.conj(ctx, x)))  # slot k < M: F sin; the others 0

@@ -11,7 +11,8 @@ A GLWE ciphertext here is (..., 2, N) int64 in [0, q): mask A then body B, phase
   whose coefficient i is the phase of LWE i (Chen, Dai, Kim, Song 2020, "Efficient homomorphic
   conversion between (ring) LWE ciphertexts", Algorithm 2 with the field trace folded in): log N
   rounds, each one batched automorphism key switch; the inputs are first multiplied by N^-1 mod q
-  (q is odd), which the rounds' factor 2 each give back, so the key switches' noise is not.
+  (q is odd), which the rounds' factor 2 each give back: the messages come out unscaled, while
+  the key switches' noise doubles with every later round (std ~ N / sqrt(3) of one switch's).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import torch
 
 from .. import _ops
 from .._ring import Sampler
-from ..errors import ParameterError
+from ..errors import MissingKeyError, ParameterError
 from .algorithms import decompose, encrypt_glwe_ciphertext, gadget, rotate_glwe
 from .entities import GlweKeyswitchKey, GlweSecretKey
 from .modular import Modulus
@@ -39,8 +40,9 @@ def generate_glwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: tor
 
 
 def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
-    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key."""
-    if ct.shape[-1] != key.polynomial_size or ct.shape[-2] != 2:
+    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key.
+    Raises ParameterError for another shape."""
+    if ct.dim() < 2 or ct.shape[-1] != key.polynomial_size or ct.shape[-2] != 2:
         raise ParameterError(f"keyswitch_glwe_ciphertext: ciphertexts (..., 2, {key.polynomial_size}) expected, "
                              f"got {tuple(ct.shape)}")
     mq = ring.modulus
@@ -104,9 +106,13 @@ def lwe_to_glwe(modulus: Modulus, lwe: torch.Tensor) -> torch.Tensor:
 
 def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor) -> torch.Tensor:
     """(..., N, N + 1) LWE ciphertexts under S's coefficients -> (..., 2, N) GLWE under S whose
-    coefficient i has LWE i's phase (plus the key switches' noise). Raises ParameterError for
-    another count or dimension, MissingKeyError-free: keys from generate_packing_keys."""
+    coefficient i has LWE i's phase (plus the key switches' noise); keys from
+    generate_packing_keys. Raises ParameterError for another count or dimension,
+    MissingKeyError when a key of packing_elements(N) is absent."""
     big_n, mq = ring.n, ring.modulus
+    absent = [g for g in packing_elements(big_n) if g not in keys]
+    if absent:
+        raise MissingKeyError(f"pack_lwe_ciphertexts: no packing key for the Galois elements {absent}")
     if lwe.shape[-2:] != (big_n, big_n + 1):
         raise ParameterError(f"pack_lwe_ciphertexts: ({big_n}, {big_n + 1}) ciphertexts expected, got "
                              f"{tuple(lwe.shape[-2:])}")

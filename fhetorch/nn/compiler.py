@@ -37,6 +37,7 @@ from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as 
 from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
 from .graph import Layer, lower
 from .layout import model_layouts
+from .lut import LUTReLU
 from .plan import Plan, make_plan
 from .run import Program
 
@@ -57,6 +58,25 @@ class PolyReLU(nn.Module):
             self.outside += int(over.sum())
             self.worst = max(self.worst, float(y.abs().max()))
         return self.fn.plain(y.clamp(-1.5, 1.5)) * self.bound
+
+
+class LUTReLUSim(nn.Module):
+    """x -> bound * relu(grid point nearest x / bound) in float64 (what relu="lut" computes);
+    counts inputs outside [-bound, bound] (encrypted, they would wrap around: wrong)."""
+
+    def __init__(self, bits: int, bound: float, name: str):
+        super().__init__()
+        self.bits, self.bound, self.name = bits, float(bound), name
+        self.outside = 0
+        self.worst = 0.0
+
+    def forward(self, x):
+        y = x.to(torch.float64) / self.bound
+        over = y.abs() > 1
+        if bool(over.any()):
+            self.outside += int(over.sum())
+            self.worst = max(self.worst, float(y.abs().max()))
+        return torch.relu(LUTReLU.quantise(y, self.bits)) * self.bound
 
 
 @dataclass
@@ -136,6 +156,8 @@ class CompiledModel:
         self._program = None  # its transforms belong to the context
         prog = self.program()
         kw = dict(bootstrap=True, bootstrap_slots=[prog.slots]) if self.plan.bootstraps else {}
+        if isinstance(self.relu_fn, LUTReLU):  # the switch's transforms run over the full packing
+            kw = dict(lut=True, bootstrap_slots=sorted({prog.slots, context.slots}))
         uses = prog.rotations()
         top = [r for r, lvl in uses.items() if lvl >= self.params.max_level]
         low = {r: lvl for r, lvl in uses.items() if lvl < self.params.max_level}
@@ -235,7 +257,10 @@ class CompiledModel:
             if layer.kind != "relu":
                 continue
             node = next(n for n in gm.graph.nodes if n.name == layer.name)
-            mod = PolyReLU(self.relu_fn, self.bounds[layer.inputs[0]], layer.name)
+            if isinstance(self.relu_fn, LUTReLU):
+                mod = LUTReLUSim(self.relu_fn.grid_bits(self.params.name), self.bounds[layer.inputs[0]], layer.name)
+            else:
+                mod = PolyReLU(self.relu_fn, self.bounds[layer.inputs[0]], layer.name)
             target = f"_fhe_relu_{len(polys)}"
             gm.add_submodule(target, mod)
             polys.append(mod)
@@ -309,6 +334,18 @@ def _calibrate(gm: fx.GraphModule, layers: list, inputs: torch.Tensor) -> dict:
 
 
 def relu_approximation(relu="composite"):
+    """The ReLU the compiled model computes: "lut" (or a LUTReLU: through TFHE lookup tables,
+    exact on a grid; fhetorch/nn/lut.py), else a polynomial on [-1, 1] (below).
+
+    Raises ApproximationError for an unknown option."""
+    if relu == "lut":
+        return LUTReLU()
+    if isinstance(relu, LUTReLU):
+        return relu
+    return _polynomial_relu(relu)
+
+
+def _polynomial_relu(relu):
     """The HEFunction used for ReLU on [-1, 1]: "composite" (Lee et al. 2022, {15, 15, 27}), a tuple of
     odd degrees for another composite, an int degree for one Chebyshev interpolant, or a
     ChebyshevFunction / Composite on [-1, 1] itself (e.g. a least-squares fit made with
@@ -327,7 +364,7 @@ def relu_approximation(relu="composite"):
         return composite_relu(tuple(relu))
     if isinstance(relu, int):
         return chebyshev(torch.relu, (-1.0, 1.0), relu)
-    raise ApproximationError(f"nn.compile: relu must be 'composite', a tuple of odd degrees, an int degree or a "
+    raise ApproximationError(f"nn.compile: relu must be 'composite', 'lut', a tuple of odd degrees, an int degree or a "
                              f"ChebyshevFunction / Composite on [-1, 1], got {relu!r}")
 
 
@@ -375,4 +412,4 @@ def _round_bound(b: float) -> float:
     return math.ceil(b / 2.0 ** (e - 1)) * 2.0 ** (e - 1)
 
 
-__all__ = ["CompiledModel", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation"]
+__all__ = ["CompiledModel", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation"]

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 from ..circuits.presets import bootstrap_config, presets
 from ..circuits.polynomial import cost
-from ..errors import LevelError
+from ..errors import LevelError, ParameterError
 from ..tensor.functions import Composite
+from . import lut as _lut
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
@@ -99,7 +100,9 @@ def _boot_text(point, value) -> str:
 def relu_stages(fn) -> tuple:
     """([(Chebyshev series, levels)] evaluated one after the other, times_input): the ReLU
     approximation as the planner counts it and the executor (run.py) evaluates it; with
-    times_input the result is x * (last stage), one level more."""
+    times_input the result is x * (last stage), one level more. A LUT ReLU has no stages."""
+    if isinstance(fn, _lut.LUTReLU):
+        return [], False
 
     series = fn.stage_series if isinstance(fn, Composite) else [fn.series]
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
@@ -118,6 +121,12 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
     series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
+    lut = None
+    if isinstance(relu_fn, _lut.LUTReLU):
+        if not can_bootstrap:
+            raise ParameterError(f"nn.compile: relu='lut' needs a bootstrappable preset (scheme switching reuses "
+                                 f"bootstrapping's transforms); {params.name!r} is not")
+        lut = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(params.n // 2))
     last_use, consumers = {}, {}
     for k, l in enumerate(layers):
         for i in l.inputs:
@@ -144,6 +153,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
             t += ALPHA * diagonals(l) * limbs(lin)
         elif l.kind == "op":
             t += BETA * l.levels * limbs(lin)
+        elif l.kind == "relu" and lut is not None:
+            t += lut[2]
         elif l.kind == "relu":
             y = lin
             for k, d in enumerate(stages):
@@ -162,7 +173,7 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         nxt = {}
         for state, (t, trail) in frontier.items():
             lv = dict(state)
-            for boots, out, lin in _moves(l, lv, top, after, stages, product, needs):
+            for boots, out, lin in _moves(l, lv, top, after, stages, product, needs, lut):
                 if boots and not can_bootstrap:
                     continue
                 new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
@@ -183,6 +194,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         trail, name, boots, lin, out = trail
         l = kind[name]
         used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, l.levels)
+        if l.kind == "relu" and lut is not None:
+            used = 0  # the switch refreshes: its output sits at a fixed level
         steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
     steps.reverse()
     return Plan(params.name, top, after if can_bootstrap else None, steps, stages + ([1] if product else []), seconds)
@@ -218,10 +231,10 @@ def _linear_need(l, kind, consumers) -> int:
     return 0 if merged else 1
 
 
-def _moves(l, lv, top, after, stages, product, needs):
+def _moves(l, lv, top, after, stages, product, needs, lut=None):
     """[(boots, output level, input level)] of layer l from the live levels lv; boots: the
     (point, value) bootstraps it takes ("in": before the layer; ("stage", k) / "product":
-    inside a ReLU, "y" the intermediate)."""
+    inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds) of a LUT ReLU."""
     if l.kind == "input":
         return [((), top, top)]
     if l.kind in ("add", "op"):  # an op needs all its inputs at >= its depth
@@ -238,6 +251,9 @@ def _moves(l, lv, top, after, stages, product, needs):
             return [((), lv[src], lv[src])]
         out = [((), lv[src] - 1, lv[src])] if lv[src] >= 1 else []
         return out + [((("in", src),), after - 1, after)]
+    if lut is not None:  # a LUT ReLU: its input at >= the switch's levels (bootstrapped first if not)
+        need, level_out, _ = lut
+        return ([((), level_out, lv[src])] if lv[src] >= need else []) + [((("in", src),), level_out, after)]
     out = []  # relu: x, then y through the stages, then x * y
     for boot_x in (False, True):
         x = after if boot_x else lv[src]

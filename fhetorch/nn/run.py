@@ -33,6 +33,7 @@ from .._ckks.graphs import Graphs
 from ..errors import ContextError, EncodingError, InternalError, LayoutError, ShapeError
 from ..tensor import EncryptedTensor
 from .layout import layer_map, layer_module, model_layouts
+from .lut import LUTReLU, grid_interval
 from .plan import relu_stages
 
 
@@ -179,8 +180,9 @@ class Program:
                 or lay[3] != self.layouts[first]:
             raise LayoutError("CompiledModel: the input must come from cm.encrypt(x) of this compiled model")
         _check_keys(ctx, ex, "CompiledModel")
-        if graph is None:
-            graph = not (progress or timing)
+        lut = isinstance(self.cm.relu_fn, LUTReLU)
+        if graph is None:  # the switch sizes its packing on the host: no capture with LUTs
+            graph = not (progress or timing or lut)
         self.graphs.enabled = graph
         out = self.graphs("forward", lambda ct: self._forward(ctx, ct, progress, timing), ex.ciphertext)
         return EncryptedTensor(ctx, out, (self.slots,),
@@ -250,6 +252,10 @@ class Program:
         return pt
 
     def _relu(self, ctx, l, vals, boots, refresh):
+        if isinstance(self.cm.relu_fn, LUTReLU):
+            sw = ctx.switcher
+            bits = self.cm.relu_fn.grid_bits(self.cm.params.name)
+            return sw.lut(_need(vals[l.inputs[0]], sw.levels, l.name), [torch.relu], grid_interval(bits), bits)[0]
         stages, times_input = relu_stages(self.cm.relu_fn)
         src = l.inputs[0]
         y = vals[src]

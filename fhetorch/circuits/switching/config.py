@@ -11,11 +11,12 @@ value): about 5 bits at N = 2^11, 6 at 2^13, 8 at 2^15 with n ~ 900-1100 (docs/s
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 
 from ..._tfhe.params import TFHEParams, make_params
 from ..._tfhe.presets import PRESETS as TFHE_PRESETS
-from ...errors import ParameterError
+from ...errors import InsecureParametersWarning, ParameterError
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ class SwitchConfig:
         grid's. Raises ParameterError where the ring has no room for 2^bits windows."""
         lit = replace(base.literal(), message_bits=bits, carry_bits=0, max_noise_level=1, log2_p_fail_max=0.0,
                       name=f"{base.name}:grid{bits}")
-        return make_params(lit, allow_insecure=not base.is_secure)
+        with warnings.catch_warnings():  # an insecure base warned when it was made; its grids need not again
+            warnings.simplefilter("ignore", InsecureParametersWarning)
+            return make_params(lit, allow_insecure=not base.is_secure)
 
     def max_bits(self, base: TFHEParams) -> int:
         """The largest grid (bits) whose failure probability is within log2_p_fail_max."""

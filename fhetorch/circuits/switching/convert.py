@@ -2,7 +2,7 @@
 a CKKS ciphertext's real slot values through any function by TFHE lookup tables and back.
 
 CKKS -> LWE (to_lwe):
-  1. x - lo, then SlotToCoeff (bootstrapping's DFT stages): slot k's value becomes the
+  1. the drop to SlotToCoeff's levels, x - lo, then SlotToCoeff (bootstrapping's stages): slot k's value becomes the
      polynomial coefficient bitrev(k) (k < N/2; the stages work in bit-reversed order);
   2. the drop to level 0 multiplies by an integer so that coefficient k is Q_0 v_k / 2G, v_k =
      (x_k - lo)(G - 1) / (hi - lo) the value's position on the LUT grid of G points (a TFHE
@@ -28,7 +28,6 @@ LWE -> CKKS (to_ckks):
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 
@@ -38,7 +37,7 @@ from ..._ckks.ciphertext import Ciphertext
 from ..._tfhe import algorithms as alg
 from ..._tfhe import glwe as _glwe
 from ..._tfhe.lut import test_polynomial
-from ...errors import InsecureParametersWarning, LevelError, ParameterError
+from ...errors import LevelError, ParameterError
 from ..bootstrap import _dft_stages
 from ..dft import bit_reverse
 from ..linear import LinearTransform
@@ -96,9 +95,7 @@ class Switcher:
     def max_bits(self) -> int:
         """The most grid bits the TFHE set holds within the failure bound."""
         if self._max_bits is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", InsecureParametersWarning)
-                self._max_bits = self.keys.config.max_bits(self.params)
+            self._max_bits = self.keys.config.max_bits(self.params)
         return self._max_bits
 
     def grid(self, bits: int | None):
@@ -113,9 +110,7 @@ class Switcher:
                 "'tfhe-8bit' (N = 2^15)")
         p = self._grids.get(bits)
         if p is None:
-            with warnings.catch_warnings():  # a toy set warned at keygen; its grids need not again
-                warnings.simplefilter("ignore", InsecureParametersWarning)
-                p = self._grids[bits] = self.keys.config.grid_params(self.params, bits)
+            p = self._grids[bits] = self.keys.config.grid_params(self.params, bits)
         return bits, p
 
     # --- CKKS -> LWE --------------------------------------------------------------------------
@@ -144,7 +139,9 @@ class Switcher:
             raise LevelError(f"lut: the switch to TFHE needs {self.levels} levels (SlotToCoeff and the grid's "
                              f"scaling); the tensor is at level {ct.level}: bootstrap it first")
         g = 1 << bits
-        x = ev.add_scalar(ctx, ev.relinearize(ctx, ct), -lo, "lut").replace(slots=ctx.slots)
+        # SlotToCoeff runs at the lowest levels it can (its keys hold only those limbs; fewer is faster)
+        x = ev.drop_level(ctx, ct, ct.level - self.levels)
+        x = ev.add_scalar(ctx, x, -lo, "lut").replace(slots=ctx.slots)
         for lt in self._slot_to_coeff():
             x = lt(x)
         x = ev.drop_level(ctx, x, x.level - 1)

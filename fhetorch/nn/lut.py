@@ -1,0 +1,60 @@
+"""ReLU by a TFHE lookup table (nn.compile(..., relu="lut")): every ReLU goes through CKKS <-> TFHE
+switching (fhetorch/circuits/switching) instead of a polynomial. The value, divided by its
+calibrated bound, is quantised to a grid of 2^bits points covering [-1, 1] with 0 on it
+(grid_interval) and comes back as the exact ReLU of that point; the switch returns a fresh ciphertext (EvalMod's output level), so a
+LUT also does a bootstrap's work. Costs: the input needs the switch's levels (SlotToCoeff's and
+one); the time is the PBS of every slot (docs/switching.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..circuits.bootstrap_config import BootstrapConfig
+from ..circuits.switching import switch_config
+from ..circuits.switching.keys import tfhe_params
+
+
+def grid_interval(bits: int) -> tuple:
+    """[-1, 1 + 2 / (G - 2)], G = 2^bits: G points 2 / (G - 2) apart from -1, so that 0 is one of
+    them. A layout's empty slots hold 0, and relu(0) must stay 0 (on [-1, 1] itself, with G
+    even, 0 would round to +-1 / (G - 1) and relu would write 1 / (G - 1) into them)."""
+    g = 1 << bits
+    return (-1.0, 1.0 + 2.0 / (g - 2))
+
+# plan.py's latency model of one LUT layer on the H100 at tfhe-4bit-p128 (docs/switching.md):
+# both conversions ~0.08-0.25 s, the PBS 1 / 5,700 s per slot
+LUT_FIXED_S, LUT_PER_SLOT_S = 0.1, 1 / 5700
+
+
+@dataclass(frozen=True)
+class LUTReLU:
+    """relu="lut": bits of the grid (None: the most the preset's default switching keys hold)."""
+
+    bits: int | None = None
+
+    def grid_bits(self, preset: str) -> int:
+        """The grid bits for `preset` (its default switching configuration, keygen(lut=True))."""
+        cfg = switch_config(preset, True)
+        return self.bits if self.bits is not None else cfg.max_bits(tfhe_params(cfg))
+
+    @staticmethod
+    def levels_in(config: BootstrapConfig) -> int:
+        """Levels the switch needs at its input (Switcher.levels)."""
+        return config.stc_levels + 1
+
+    @staticmethod
+    def level_out(config: BootstrapConfig) -> int:
+        """The level a LUT's result sits at (Switcher.output_level)."""
+        return config.stc_input_level
+
+    @staticmethod
+    def quantise(y: torch.Tensor, bits: int) -> torch.Tensor:
+        """y in [-1, 1] -> its nearest grid point (what the encrypted run computes on)."""
+        g = (1 << bits) - 1
+        lo, hi = grid_interval(bits)
+        return lo + torch.round((y.clamp(lo, hi) - lo) / (hi - lo) * g) * (hi - lo) / g
+
+
+def seconds(slots: int) -> float:
+    return LUT_FIXED_S + LUT_PER_SLOT_S * slots

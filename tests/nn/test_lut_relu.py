@@ -1,0 +1,69 @@
+"""nn.compile(..., relu="lut"): every ReLU through CKKS <-> TFHE switching (fhetorch/nn/lut.py).
+
+The encrypted run quantises each ReLU input (divided by its bound B) to the grid of
+fhetorch.nn.lut.grid_interval; simulate() does the same in float64. An input within the noise of
+a midpoint between grid points may take either neighbour (the switch's contract), so encrypted
+and simulated ReLU outputs differ by at most one grid step times B per value, and the logits of
+conv -> ReLU -> global average -> linear by at most max_i sum_j |W_ij| step B (plus CKKS noise).
+A wrong grid point or a lost value is far outside that."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fhetorch as fhe
+from fhetorch.nn.lut import LUTReLU, grid_interval
+
+TOY = "toy-n13-bts"
+
+
+def _model():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 3)).eval()
+
+
+def test_grid_has_zero_and_covers_the_interval():
+    for bits in (3, 4, 6, 8):
+        lo, hi = grid_interval(bits)
+        g = 1 << bits
+        pts = lo + (hi - lo) * torch.arange(g, dtype=torch.float64) / (g - 1)
+        assert lo == -1.0 and hi >= 1.0 and float(pts.abs().min()) < 1e-12  # relu(0) stays 0 in empty slots
+        y = torch.linspace(-1, 1, 1001, dtype=torch.float64)
+        q = LUTReLU.quantise(y, bits)
+        assert float((q - y).abs().max()) <= (hi - lo) / (g - 1) / 2 + 1e-12
+
+
+def test_plan_has_no_relu_polynomial_and_no_bootstrap(seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        cm = fhe.nn.compile(_model(), torch.randn(32, 1, 8, 8), preset=TOY, relu="lut")
+    relu = next(s for s in cm.plan.steps if s.kind == "relu")
+    cfg = fhe.ckks.bootstrap_config(TOY)
+    assert relu.level_out == cfg.user_levels + cfg.stc_levels  # EvalMod's output level
+    assert cm.plan.bootstraps == 0 and cm.plan.relu_depths == []
+    with pytest.raises(fhe.ParameterError, match="bootstrappable"):
+        fhe.nn.compile(_model(), torch.randn(8, 1, 8, 8), preset="toy-n12", relu="lut")
+
+
+def test_encrypted_matches_simulation_within_one_grid_step(seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        model = _model()
+        cm = fhe.nn.compile(model, torch.randn(32, 1, 8, 8), preset=TOY, relu="lut")
+        cm.keygen()
+    x = torch.randn(1, 1, 8, 8)
+    got = cm.decrypt(cm(cm.encrypt(x)))
+    sim = cm.simulate(x)
+    assert cm.last_ranges.ok
+    bits = cm.relu_fn.grid_bits(TOY)
+    lo, hi = grid_interval(bits)
+    step = (hi - lo) / ((1 << bits) - 1)
+    relu_in = next(l.inputs[0] for l in cm.layers if l.kind == "relu")
+    w = model[4].weight.detach().to(torch.float64)
+    bound = float(w.abs().sum(1).max()) * step * cm.bounds[relu_in] + 1e-3
+    err = float((got - sim).abs().max())
+    print(f"[precision] relu='lut' logits vs simulation: {err:.2e} (one-step bound {bound:.2e})")
+    assert err <= bound
+    plain = cm.plaintext(x).to(torch.float64)
+    assert float((sim - plain).abs().max()) <= 2 * float(w.abs().sum(1).max()) * step * cm.bounds[relu_in]

@@ -1,7 +1,7 @@
 """Suite `switch`: CKKS -> TFHE LUT -> CKKS round trips (fhetorch/circuits/switching).
 
-For each CKKS preset (default n16-bts40 with its default TFHE set, tfhe-4bit-p128; toy-n13-bts
-with --quick or on a CPU): keygen(lut=True) time and the switching keys' bytes, then for each
+For each CKKS preset of --shapes (default n16-bts40 with its default TFHE set, tfhe-4bit-p128;
+toy-n13-bts with --quick or on a CPU; "n16-bts40:tfhe-6bit" names another TFHE set): keygen(lut=True) time and the switching keys' bytes, then for each
 value count (default 2^10, 2^12, 2^15; --batches) a ReLU over [-1, 1] at the largest grid
 (ctx.switcher.max_bits) on values at grid points:
 
@@ -46,11 +46,12 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     from fhetorch.circuits import switching as sw
     from fhetorch.circuits.dft import bit_reverse
 
+    preset, _, tfhe = name.partition(":")  # "n16-bts40:tfhe-6bit": another TFHE set
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ctx = fhe.ckks.Context(name, device)
+        ctx = fhe.ckks.Context(preset, device)
         t0 = time.perf_counter()
-        ctx.keygen(lut=True)
+        ctx.keygen(lut=tfhe or True)
         common.sync(device)
         keygen_s = time.perf_counter() - t0
     s = ctx.switcher

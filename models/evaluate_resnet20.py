@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 import fhetorch as fhe
+from fhetorch.nn.lut import LUTReLU
 from models.resnet20 import cifar_data, load_checkpoint, load_images
 
 
@@ -36,6 +37,12 @@ def main(argv=None):
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--show-plan", action="store_true")
+    ap.add_argument("--relu", default="composite",
+                    help="composite (the polynomial, default), an int degree, or lut (TFHE lookup tables through "
+                         "CKKS <-> TFHE switching)")
+    ap.add_argument("--lut-bits", type=int, default=None, help="with --relu lut: the grid's bits (default: the most "
+                    "the TFHE set holds)")
+    ap.add_argument("--lut-tfhe", default=None, help="with --relu lut: the TFHE preset (default: the CKKS preset's)")
     args = ap.parse_args(argv)
     if not args.checkpoint or not args.images:
         raise SystemExit("evaluate_resnet20: no data; pass --checkpoint / --images (an akamaster-format checkpoint and "
@@ -44,7 +51,10 @@ def main(argv=None):
     model = load_checkpoint(args.checkpoint)
     x, y = load_images(args.images, args.count)
     t0 = time.perf_counter()
-    cm = fhe.nn.compile(model, x[: args.calibration], preset=args.preset, device=device)
+    relu = int(args.relu) if args.relu.isdigit() else args.relu
+    if relu == "lut":
+        relu = LUTReLU(args.lut_bits, args.lut_tfhe)
+    cm = fhe.nn.compile(model, x[: args.calibration], preset=args.preset, device=device, relu=relu)
     print(f"compiled in {time.perf_counter() - t0:.1f} s: {cm.plan.bootstraps} bootstraps planned ({args.preset})")
     if args.show_plan:
         print(cm.plan)
@@ -53,7 +63,7 @@ def main(argv=None):
     sim = cm.simulate(test)
     p, s = plain.argmax(1), sim.argmax(1)
     n = len(labels)
-    out = {"preset": args.preset, "images": n, "plaintext_accuracy": float((p == labels).float().mean()),
+    out = {"preset": args.preset, "relu": str(relu), "images": n, "plaintext_accuracy": float((p == labels).float().mean()),
            "simulation_accuracy": float((s == labels).float().mean()), "simulation_agreement": float((p == s).float().mean()),
            "simulation_max_logit_error": float((plain - sim).abs().max())}
     print(f"images {n} (after {args.calibration} for calibration)")

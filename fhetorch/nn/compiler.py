@@ -157,7 +157,7 @@ class CompiledModel:
         prog = self.program()
         kw = dict(bootstrap=True, bootstrap_slots=[prog.slots]) if self.plan.bootstraps else {}
         if isinstance(self.relu_fn, LUTReLU):  # the switch's transforms run over the full packing
-            kw = dict(lut=True, bootstrap_slots=sorted({prog.slots, context.slots}))
+            kw = dict(lut=self.relu_fn.lut, bootstrap_slots=sorted({prog.slots, context.slots}))
         uses = prog.rotations()
         top = [r for r, lvl in uses.items() if lvl >= self.params.max_level]
         low = {r: lvl for r, lvl in uses.items() if lvl < self.params.max_level}
@@ -345,6 +345,7 @@ def relu_approximation(relu="composite"):
     return _polynomial_relu(relu)
 
 
+
 def _polynomial_relu(relu):
     """The HEFunction used for ReLU on [-1, 1]: "composite" (Lee et al. 2022, {15, 15, 27}), a tuple of
     odd degrees for another composite, an int degree for one Chebyshev interpolant, or a
@@ -400,6 +401,8 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     peaks = {name: class_peak[rep] for name, rep in cls.items()}
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn = relu_approximation(relu)
+    if isinstance(fn, LUTReLU):
+        fn.grid_bits(params.name)  # a grid the TFHE set cannot hold fails here, not at keygen
     plan = make_plan(layers, params, fn)
     return CompiledModel(model, gm, layers, bounds, fn, plan, params, device, peaks=peaks, margin=margin)
 

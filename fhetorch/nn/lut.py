@@ -13,6 +13,7 @@ import torch
 from ..circuits.bootstrap_config import BootstrapConfig
 from ..circuits.switching import switch_config
 from ..circuits.switching.keys import tfhe_params
+from ..errors import ParameterError
 
 
 def grid_interval(bits: int) -> tuple:
@@ -29,14 +30,27 @@ LUT_FIXED_S, LUT_PER_SLOT_S = 0.1, 1 / 5700
 
 @dataclass(frozen=True)
 class LUTReLU:
-    """relu="lut": bits of the grid (None: the most the preset's default switching keys hold)."""
+    """relu="lut" is LUTReLU(): `bits` of the grid (None: the most the switching keys hold),
+    `tfhe` the TFHE preset of the switching keys (None: the CKKS preset's default,
+    keygen(lut=True); e.g. "tfhe-8bit" for an 8-bit grid, N = 2^15)."""
 
     bits: int | None = None
+    tfhe: str | None = None
+
+    @property
+    def lut(self):
+        """What cm.keygen passes as keygen(lut=...)."""
+        return self.tfhe if self.tfhe is not None else True
 
     def grid_bits(self, preset: str) -> int:
-        """The grid bits for `preset` (its default switching configuration, keygen(lut=True))."""
-        cfg = switch_config(preset, True)
-        return self.bits if self.bits is not None else cfg.max_bits(tfhe_params(cfg))
+        """The grid bits for `preset`. Raises ParameterError for more bits than the TFHE set
+        holds within the switch's failure bound."""
+        cfg = switch_config(preset, self.lut)
+        top = cfg.max_bits(tfhe_params(cfg))
+        if self.bits is not None and not 1 <= self.bits <= top:
+            raise ParameterError(f"nn.compile: a {self.bits}-bit LUT grid needs a larger TFHE ring than {cfg.tfhe} "
+                                 f"(up to {top} bits); e.g. LUTReLU(bits={self.bits}, tfhe='tfhe-8bit')")
+        return self.bits if self.bits is not None else top
 
     @staticmethod
     def levels_in(config: BootstrapConfig) -> int:

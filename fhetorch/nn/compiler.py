@@ -35,7 +35,7 @@ from .._rlwe import switching_key_bytes
 from ..tensor import Context
 from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as composite_relu
 from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
-from .graph import Layer, lower
+from .graph import Layer, activation_function, lower
 from .layout import model_layouts
 from .lut import LUTReLU
 from .plan import Plan, make_plan
@@ -58,6 +58,25 @@ class PolyReLU(nn.Module):
             self.outside += int(over.sum())
             self.worst = max(self.worst, float(y.abs().max()))
         return self.fn.plain(y.clamp(-1.5, 1.5)) * self.bound
+
+
+class LUTActSim(nn.Module):
+    """x -> fn(grid point nearest x / B_in, times B_in) in float64: what an "act" layer's lookup
+    table computes; counts inputs outside [-B_in, B_in]."""
+
+    def __init__(self, fn, bits: int, bound: float, name: str):
+        super().__init__()
+        self.fn, self.bits, self.bound, self.name = fn, bits, float(bound), name
+        self.outside = 0
+        self.worst = 0.0
+
+    def forward(self, x):
+        y = x.to(torch.float64) / self.bound
+        over = y.abs() > 1
+        if bool(over.any()):
+            self.outside += int(over.sum())
+            self.worst = max(self.worst, float(y.abs().max()))
+        return self.fn(LUTReLU.quantise(y, self.bits) * self.bound)
 
 
 class LUTReLUSim(nn.Module):
@@ -112,10 +131,17 @@ class CompiledModel:
         self.peaks = peaks if peaks is not None else dict(bounds)  # value name -> largest |v| of its range class
         self.margin = margin
         self.relu_fn = relu_fn
+        # the switch's grid and TFHE set, for LUT ReLUs and "act" layers (GELU, SiLU, ...)
+        self.lut = relu_fn if isinstance(relu_fn, LUTReLU) else LUTReLU()
         self.plan = plan
         self.params = params
         self._sim, self._polys = self._simulation_module()
         self.last_ranges: RangeReport | None = None
+
+    @property
+    def uses_lut(self) -> bool:
+        """Whether the model runs TFHE lookup tables (relu="lut", or GELU / SiLU / ... layers)."""
+        return isinstance(self.relu_fn, LUTReLU) or any(l.kind == "act" for l in self.layers)
 
     # --- modes -------------------------------------------------------------------------------
     def plaintext(self, x: torch.Tensor) -> torch.Tensor:
@@ -156,8 +182,8 @@ class CompiledModel:
         self._program = None  # its transforms belong to the context
         prog = self.program()
         kw = dict(bootstrap=True, bootstrap_slots=[prog.slots]) if self.plan.bootstraps else {}
-        if isinstance(self.relu_fn, LUTReLU):  # the switch's transforms run over the full packing
-            kw = dict(lut=self.relu_fn.lut, bootstrap_slots=sorted({prog.slots, context.slots}))
+        if self.uses_lut:  # the switch's transforms run over the full packing
+            kw = dict(lut=self.lut.lut, bootstrap_slots=sorted({prog.slots, context.slots}))
         uses = prog.rotations()
         top = [r for r, lvl in uses.items() if lvl >= self.params.max_level]
         low = {r: lvl for r, lvl in uses.items() if lvl < self.params.max_level}
@@ -253,11 +279,15 @@ class CompiledModel:
     def _simulation_module(self):
         gm = copy.deepcopy(self.graph_module).to(torch.float64)  # copy first: .to() converts modules in place
         polys = []
+        modules = dict(self.graph_module.named_modules())
         for layer in self.layers:
-            if layer.kind != "relu":
+            if layer.kind not in ("relu", "act"):
                 continue
             node = next(n for n in gm.graph.nodes if n.name == layer.name)
-            if isinstance(self.relu_fn, LUTReLU):
+            if layer.kind == "act":
+                mod = LUTActSim(activation_function(layer, modules), self.lut.grid_bits(self.params.name),
+                                self.bounds[layer.inputs[0]], layer.name)
+            elif isinstance(self.relu_fn, LUTReLU):
                 mod = LUTReLUSim(self.relu_fn.grid_bits(self.params.name), self.bounds[layer.inputs[0]], layer.name)
             else:
                 mod = PolyReLU(self.relu_fn, self.bounds[layer.inputs[0]], layer.name)
@@ -401,9 +431,9 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     peaks = {name: class_peak[rep] for name, rep in cls.items()}
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn = relu_approximation(relu)
-    if isinstance(fn, LUTReLU):
-        fn.grid_bits(params.name)  # a grid the TFHE set cannot hold fails here, not at keygen
-    plan = make_plan(layers, params, fn)
+    plan = make_plan(layers, params, fn)  # refuses lookup tables on a preset that cannot bootstrap
+    if isinstance(fn, LUTReLU) or any(l.kind == "act" for l in layers):
+        (fn if isinstance(fn, LUTReLU) else LUTReLU()).grid_bits(params.name)  # a grid too fine fails now
     return CompiledModel(model, gm, layers, bounds, fn, plan, params, device, peaks=peaks, margin=margin)
 
 
@@ -415,4 +445,4 @@ def _round_bound(b: float) -> float:
     return math.ceil(b / 2.0 ** (e - 1)) * 2.0 ** (e - 1)
 
 
-__all__ = ["CompiledModel", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation"]
+__all__ = ["CompiledModel", "LUTActSim", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation"]

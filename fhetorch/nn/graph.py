@@ -10,7 +10,10 @@ of four kinds:
   average pooling, batch norm that could not be folded, flatten / view, the option-A shortcut's
   subsampling slice and channel padding, identity, dropout, a product with a constant. One
   level each once packed (consecutive ones merge into one map; see plan.py);
-- "relu": ReLU, replaced by a polynomial approximation on [-B, B], B from calibration;
+- "relu": ReLU, replaced by a polynomial approximation on [-B, B], B from calibration (or a
+  TFHE lookup table with relu="lut");
+- "act": GELU, SiLU, Sigmoid, Tanh, Hardswish: a TFHE lookup table through CKKS <-> TFHE
+  switching (fhetorch/nn/lut.py; bootstrappable presets);
 - "add": the sum of two encrypted values (residual connections).
 
 Anything else raises UnsupportedLayerError naming the layer and what to use instead.
@@ -34,7 +37,7 @@ from ..errors import ShapeError, UnsupportedLayerError
 @dataclass
 class Layer:
     name: str
-    kind: str  # "input" | "linear" | "relu" | "add" | "op" (a step of known depth: `levels`)
+    kind: str  # "input" | "linear" | "relu" | "act" | "add" | "op" (a step of known depth: `levels`)
     op: str  # what it is: conv2d, linear, avg_pool2d, flatten, slice, pad, relu, add, ...
     inputs: list
     shape: tuple  # output shape of one sample
@@ -51,6 +54,11 @@ _LINEAR_FUNCTIONS = {F.avg_pool2d: "avg_pool2d", F.adaptive_avg_pool2d: "adaptiv
                      F.conv2d: "conv2d", F.dropout: "identity"}
 _LINEAR_METHODS = {"view": "flatten", "reshape": "flatten", "flatten": "flatten", "contiguous": "identity"}
 _RELU = {F.relu, torch.relu}
+# activations computed by lookup tables (kind "act"), module and function forms
+_ACT_MODULES = {nn.GELU: "gelu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Hardswish: "hardswish"}
+_ACT_FUNCTIONS = {F.gelu: "gelu", F.silu: "silu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid",
+                  torch.tanh: "tanh", F.tanh: "tanh", F.hardswish: "hardswish"}
+_ACT_METHODS = {"sigmoid": "sigmoid", "tanh": "tanh"}
 _ADD = {operator.add, torch.add}
 
 # what to use instead, by module / function name
@@ -58,10 +66,6 @@ _ALTERNATIVES = {
     "MaxPool2d": "max pooling has no low-degree polynomial form; use nn.AvgPool2d (retrain or fine-tune)",
     "AdaptiveMaxPool2d": "use nn.AdaptiveAvgPool2d",
     "max_pool2d": "use F.avg_pool2d",
-    "GELU": "use nn.ReLU (approximated) or a polynomial activation",
-    "SiLU": "use nn.ReLU (approximated) or a polynomial activation",
-    "Sigmoid": "use fhetorch.ckks.polynomial.sigmoid as the activation, or nn.ReLU",
-    "Tanh": "use nn.ReLU (approximated) or a polynomial activation",
     "Softmax": "return the logits and apply softmax after decryption",
     "LayerNorm": "use BatchNorm (folded into the previous layer)",
 }
@@ -70,6 +74,17 @@ _ALTERNATIVES = {
 def _unsupported(name: str, what: str) -> UnsupportedLayerError:
     hint = _ALTERNATIVES.get(what, "use conv2d / linear / average pooling / batch norm / ReLU / residual additions")
     return UnsupportedLayerError(f"nn.compile: layer {name!r} ({what}) cannot be computed encrypted; {hint}")
+
+
+def activation_function(layer: Layer, modules: dict):
+    """The torch callable of an "act" layer (its module, or its function with the call's keywords)."""
+    node = layer.node
+    if node.op == "call_module":
+        return modules[node.target]
+    if node.op == "call_method":
+        return getattr(torch, node.target)
+    f, kw = node.target, dict(node.kwargs)
+    return (lambda x: f(x, **kw)) if kw else f
 
 
 def trace(model: nn.Module) -> fx.GraphModule:
@@ -162,6 +177,8 @@ def lower(model: nn.Module, example: torch.Tensor):
             mod = modules[node.target]
             if isinstance(mod, nn.ReLU):
                 kind, op = "relu", "relu"
+            elif type(mod) in _ACT_MODULES:
+                kind, op = "act", _ACT_MODULES[type(mod)]
             elif type(mod) in _LINEAR_MODULES:
                 kind, op = "linear", _LINEAR_MODULES[type(mod)]
             else:
@@ -170,6 +187,8 @@ def lower(model: nn.Module, example: torch.Tensor):
             f = node.target
             if f in _RELU:
                 kind, op = "relu", "relu"
+            elif f in _ACT_FUNCTIONS:
+                kind, op = "act", _ACT_FUNCTIONS[f]
             elif f in _ADD:
                 if len(ins) != 2:  # a constant added: a plaintext bias
                     kind, op = "linear", "add_const"
@@ -186,6 +205,8 @@ def lower(model: nn.Module, example: torch.Tensor):
                 continue  # shape arithmetic, no value
             if node.target == "relu":
                 kind, op = "relu", "relu"
+            elif node.target in _ACT_METHODS:
+                kind, op = "act", _ACT_METHODS[node.target]
             elif node.target in _LINEAR_METHODS:
                 kind, op = "linear", _LINEAR_METHODS[node.target]
             else:

@@ -7,7 +7,9 @@ Costs in levels, per layer of graph.py:
   one: 0 more);
 - "relu": each stage of the polynomial (its Chebyshev depth), then 1 for x * (...) when the
   approximation is x (1 + sign(x)) / 2;
-- "add": 0; the result is at the lower level of the two.
+- "add": 0; the result is at the lower level of the two;
+- "act" layers and LUT ReLUs (relu="lut"): the switch (fhetorch/nn/lut.py) needs its input at
+  >= stc_levels + 1 and returns a fresh value at EvalMod's output level.
 
 Values start at the preset's top level (a fresh encryption). A bootstrap refreshes a value
 to `levels_after_bootstrap`, and the refreshed value serves every later consumer. Every value
@@ -121,12 +123,15 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
     series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
-    lut = None
-    if isinstance(relu_fn, _lut.LUTReLU):
-        if not can_bootstrap:
-            raise ParameterError(f"nn.compile: relu='lut' needs a bootstrappable preset (scheme switching reuses "
-                                 f"bootstrapping's transforms); {params.name!r} is not")
-        lut = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(params.n // 2))
+    # the switch's (levels in, level out, seconds): LUT ReLUs (relu="lut") and "act" layers
+    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(params.n // 2)) \
+        if can_bootstrap else None
+    uses = [l.op for l in layers if l.kind == "act"] + (["relu='lut'"] if isinstance(relu_fn, _lut.LUTReLU) else [])
+    if uses and switch is None:
+        raise ParameterError(f"nn.compile: {', '.join(sorted(set(uses)))} run as TFHE lookup tables, which need a "
+                             f"bootstrappable preset (scheme switching reuses bootstrapping's transforms); "
+                             f"{params.name!r} is not")
+    lut = switch if isinstance(relu_fn, _lut.LUTReLU) else None
     last_use, consumers = {}, {}
     for k, l in enumerate(layers):
         for i in l.inputs:
@@ -153,8 +158,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
             t += ALPHA * diagonals(l) * limbs(lin)
         elif l.kind == "op":
             t += BETA * l.levels * limbs(lin)
-        elif l.kind == "relu" and lut is not None:
-            t += lut[2]
+        elif l.kind == "act" or (l.kind == "relu" and lut is not None):
+            t += switch[2]
         elif l.kind == "relu":
             y = lin
             for k, d in enumerate(stages):
@@ -173,7 +178,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         nxt = {}
         for state, (t, trail) in frontier.items():
             lv = dict(state)
-            for boots, out, lin in _moves(l, lv, top, after, stages, product, needs, lut):
+            for boots, out, lin in _moves(l, lv, top, after, stages, product, needs,
+                                          switch if l.kind == "act" else lut):
                 if boots and not can_bootstrap:
                     continue
                 new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
@@ -194,7 +200,7 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         trail, name, boots, lin, out = trail
         l = kind[name]
         used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, l.levels)
-        if l.kind == "relu" and lut is not None:
+        if l.kind == "act" or (l.kind == "relu" and lut is not None):
             used = 0  # the switch refreshes: its output sits at a fixed level
         steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
     steps.reverse()
@@ -234,7 +240,8 @@ def _linear_need(l, kind, consumers) -> int:
 def _moves(l, lv, top, after, stages, product, needs, lut=None):
     """[(boots, output level, input level)] of layer l from the live levels lv; boots: the
     (point, value) bootstraps it takes ("in": before the layer; ("stage", k) / "product":
-    inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds) of a LUT ReLU."""
+    inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds) of a LUT ReLU or
+    an "act" layer (a lookup table through the switch)."""
     if l.kind == "input":
         return [((), top, top)]
     if l.kind in ("add", "op"):  # an op needs all its inputs at >= its depth

@@ -32,6 +32,7 @@ from .._ckks import evaluator as ev
 from .._ckks.graphs import Graphs
 from ..errors import ContextError, EncodingError, InternalError, LayoutError, ShapeError
 from ..tensor import EncryptedTensor
+from .graph import activation_function
 from .layout import layer_map, layer_module, model_layouts
 from .lut import LUTReLU, grid_interval
 from .plan import relu_stages
@@ -171,7 +172,7 @@ class Program:
     # --- the forward pass ----------------------------------------------------------------------
     def run(self, ctx, ex, progress: bool = False, timing: bool = False, graph: bool | None = None):
         """The forward pass. timing: synchronise around every layer and keep seconds per kind
-        ("linear", "relu", "add", "bootstrap") in self.times (for the benchmark's breakdown).
+        ("linear", "relu", "act", "add", "bootstrap") in self.times (for the benchmark's breakdown).
         graph (default: on CUDA, unless progress or timing): the whole pass captured in one CUDA
         graph at the first call (after an eager warm-up) and replayed at the next ones."""
         lay = getattr(ex, "layout", None)
@@ -180,7 +181,7 @@ class Program:
                 or lay[3] != self.layouts[first]:
             raise LayoutError("CompiledModel: the input must come from cm.encrypt(x) of this compiled model")
         _check_keys(ctx, ex, "CompiledModel")
-        lut = isinstance(self.cm.relu_fn, LUTReLU)
+        lut = self.cm.uses_lut
         if graph is None:  # the switch sizes its packing on the host: no capture with LUTs
             graph = not (progress or timing or lut)
         self.graphs.enabled = graph
@@ -193,7 +194,7 @@ class Program:
         bt = ctx.bootstrapper if self.cm.plan.bootstraps else None
         vals = {self.cm.layers[0].name: ct}
         self.bootstraps = 0
-        self.times = {"linear": 0.0, "relu": 0.0, "add": 0.0, "bootstrap": 0.0}
+        self.times = {"linear": 0.0, "relu": 0.0, "act": 0.0, "add": 0.0, "bootstrap": 0.0}
         clock = _Clock(ctx.device, timing)
 
         def refresh(ct):
@@ -240,6 +241,8 @@ class Program:
         elif l.kind == "add":
             a, b = (vals[i] for i in l.inputs)
             vals[l.name] = ev.add(ctx, a, b)
+        elif l.kind == "act":
+            vals[l.name] = self._act(ctx, l, vals)
         else:
             vals[l.name] = self._relu(ctx, l, vals, boots, refresh)
 
@@ -251,10 +254,18 @@ class Program:
             pt = self._bias_pts[key] = ctx.encode(bias.to(ctx.device), level=ct.level, scale=ct.scale, slots=ct.slots)
         return pt
 
+    def _act(self, ctx, l, vals):
+        """An "act" layer by one lookup table: fn(B_in y) / B_out on the grid of y = x / B_in."""
+        fn = activation_function(l, dict(self.cm.graph_module.named_modules()))
+        b_in, b_out = self.cm.bounds[l.inputs[0]], self.cm.bounds[l.name]
+        sw, bits = ctx.switcher, self.cm.lut.grid_bits(self.cm.params.name)
+        ct = _need(vals[l.inputs[0]], sw.levels, l.name)
+        return sw.lut(ct, [lambda y: fn(y * b_in) / b_out], grid_interval(bits), bits)[0]
+
     def _relu(self, ctx, l, vals, boots, refresh):
         if isinstance(self.cm.relu_fn, LUTReLU):
             sw = ctx.switcher
-            bits = self.cm.relu_fn.grid_bits(self.cm.params.name)
+            bits = self.cm.lut.grid_bits(self.cm.params.name)
             return sw.lut(_need(vals[l.inputs[0]], sw.levels, l.name), [torch.relu], grid_interval(bits), bits)[0]
         stages, times_input = relu_stages(self.cm.relu_fn)
         src = l.inputs[0]

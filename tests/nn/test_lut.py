@@ -1,4 +1,5 @@
-"""nn.compile(..., relu="lut"): every ReLU through CKKS <-> TFHE switching (fhetorch/nn/lut.py).
+"""Lookup tables in compiled models (fhetorch/nn/lut.py): relu="lut" (every ReLU through CKKS <->
+TFHE switching) and activations without a polynomial form (GELU, SiLU, Sigmoid, Tanh, Hardswish).
 
 The encrypted run quantises each ReLU input (divided by its bound B) to the grid of
 fhetorch.nn.lut.grid_interval; simulate() does the same in float64. An input within the noise of
@@ -67,3 +68,37 @@ def test_encrypted_matches_simulation_within_one_grid_step(seed):
     assert err <= bound
     plain = cm.plaintext(x).to(torch.float64)
     assert float((sim - plain).abs().max()) <= 2 * float(w.abs().sum(1).max()) * step * cm.bounds[relu_in]
+
+
+@pytest.mark.parametrize("act,lipschitz", [(nn.SiLU(), 1.1), (nn.GELU(), 1.13), (nn.Tanh(), 1.0)])
+def test_activation_layers_run_as_lookup_tables(seed, act, lipschitz):
+    """conv -> act -> global average -> linear: within one grid step (times the activation's
+    Lipschitz constant) of the simulation, which quantises the same way."""
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), act, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(4, 3)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        cm = fhe.nn.compile(model, torch.randn(32, 1, 8, 8), preset=TOY)  # the default polynomial ReLU: none here
+        assert [s.op for s in cm.plan.steps if s.kind == "act"] == [type(act).__name__.lower()]
+        cm.keygen()
+    x = torch.randn(1, 1, 8, 8)
+    got, sim = cm.decrypt(cm(cm.encrypt(x))), cm.simulate(x)
+    bits = cm.lut.grid_bits(TOY)
+    lo, hi = grid_interval(bits)
+    step = (hi - lo) / ((1 << bits) - 1)
+    act_in = next(l.inputs[0] for l in cm.layers if l.kind == "act")
+    w = model[4].weight.detach().to(torch.float64)
+    bound = float(w.abs().sum(1).max()) * lipschitz * step * cm.bounds[act_in] + 1e-3
+    err = float((got - sim).abs().max())
+    print(f"[precision] {type(act).__name__} by LUT, logits vs simulation: {err:.2e} (one-step bound {bound:.2e})")
+    assert err <= bound
+    plain = cm.plaintext(x).to(torch.float64)  # the simulation is the model up to the grid
+    assert float((sim - plain).abs().max()) <= bound
+
+
+def test_activations_need_a_bootstrappable_preset():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, 4), nn.Sigmoid()).eval()
+    with pytest.raises(fhe.ParameterError, match="sigmoid run as TFHE lookup tables"):
+        fhe.nn.compile(model, torch.randn(8, 1, 4, 4), preset="toy-n12")
+    with pytest.raises(fhe.ParameterError, match="tfhe-8bit"):
+        fhe.nn.compile(model, torch.randn(8, 1, 4, 4), preset=TOY, relu=LUTReLU(bits=12))

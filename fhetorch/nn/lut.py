@@ -1,6 +1,6 @@
 """ReLU by a TFHE lookup table (nn.compile(..., relu="lut")): every ReLU goes through CKKS <-> TFHE
 switching (fhetorch/circuits/switching) instead of a polynomial. The value, divided by its
-calibrated bound, is quantised to a grid of 2^bits points covering [-1, 1] with 0 on it
+calibrated bound, is quantised to a grid of 2^bits points covering [-1, 1] with 0 and 1 on it
 (grid_interval) and comes back as the exact ReLU of that point; the switch returns a fresh ciphertext (EvalMod's output level), so a
 LUT also does a bootstrap's work. Costs: the input needs the switch's levels (SlotToCoeff's and
 one); the time is the PBS of every slot (docs/switching.md)."""
@@ -17,11 +17,15 @@ from ..errors import ParameterError
 
 
 def grid_interval(bits: int) -> tuple:
-    """[-1, 1 + 2 / (G - 2)], G = 2^bits: G points 2 / (G - 2) apart from -1, so that 0 is one of
-    them. A layout's empty slots hold 0, and relu(0) must stay 0 (on [-1, 1] itself, with G
-    even, 0 would round to +-1 / (G - 1) and relu would write 1 / (G - 1) into them)."""
+    """[1 - (G - 1) / m, 1], G = 2^bits, m = G / 2 - 1: G points 1 / m apart ending at 1, so that 0
+    is one of them and [-1, 1] is covered. A layout's empty slots hold 0, and relu(0) must stay 0
+    (on [-1, 1] itself, with G even, 0 would round to +-1 / (G - 1) and relu would write
+    1 / (G - 1) into them); the top point 1 keeps ReLU's outputs in [-1, 1], so the switch's
+    result stays on its level's nominal scale (fhetorch/circuits/switching, encode_outputs)."""
     g = 1 << bits
-    return (-1.0, 1.0 + 2.0 / (g - 2))
+    m = g // 2 - 1
+    return (1.0 - (g - 1) / m, 1.0)
+
 
 # plan.py's latency model of one LUT layer on the H100 at tfhe-4bit-p128 (docs/switching.md):
 # both conversions ~0.08-0.25 s, the PBS 1 / 5,700 s per slot
@@ -47,7 +51,7 @@ class LUTReLU:
         holds within the switch's failure bound."""
         cfg = switch_config(preset, self.lut)
         top = cfg.max_bits(tfhe_params(cfg))
-        if self.bits is not None and not 1 <= self.bits <= top:
+        if self.bits is not None and not 2 <= self.bits <= top:
             raise ParameterError(f"nn.compile: a {self.bits}-bit LUT grid needs a larger TFHE ring than {cfg.tfhe} "
                                  f"(up to {top} bits); e.g. LUTReLU(bits={self.bits}, tfhe='tfhe-8bit')")
         return self.bits if self.bits is not None else top

@@ -28,8 +28,6 @@ class SwitchConfig:
     packing           (base_log, level) of the packing's automorphism key switches (ring N_t)
     to_ckks_noise_width  the noise width (Irwin-Hall of 4 uniforms on [-w, w]) of the key
                       switching back, an RLWE key under the CKKS secret (std ~4 for w = 3)
-    phase_max         the largest |phase| / q of a LUT output, the EvalMod input (its sine is
-                      pre-inverted, so only noise, not the sine's curvature, limits precision)
     log2_p_fail_max   the failure bound of a LUT grid point (see the module docstring)
     """
 
@@ -38,7 +36,6 @@ class SwitchConfig:
     to_ckks: tuple = (12, 4)
     packing: tuple = (8, 6)
     to_ckks_noise_width: int = 3
-    phase_max: float = 0.125
     log2_p_fail_max: float = -40.0
 
     def tfhe_literal(self):

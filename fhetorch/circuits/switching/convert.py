@@ -20,8 +20,9 @@ LWE -> CKKS (to_ckks):
   2. Y -> X^r and X^c place group c's coefficient i at p; their sum is one GLWE of the CKKS ring
      under z(X^r); the key switch back (keys.to_ckks) gives an RLWE under s modulo q;
   3. modulus switch q -> Q_0, then bootstrapping's ModRaise, CoeffToSlot and EvalMod: slot k
-     holds sin(2 pi t_k / Q_0). The LUT stored theta = asin(f / F) / 2 pi (|theta| <=
-     phase_max), so the sine gives f / F exactly; F is a scale label. The result sits at
+     holds sin(2 pi t_k / Q_0). The LUT stored theta = asin(f / F) / 2 pi (|theta| <= 1/4,
+     F = max(1, max|f|)), so the sine gives f / F exactly; F is a scale label (1 for outputs in
+     [-1, 1]). The result sits at
      EvalMod's output level (SlotToCoeff's levels are not spent). An M-slot result (M < N/2)
      is made to repeat every M slots by log2(N / 2M) rotations and additions.
 """
@@ -193,11 +194,12 @@ class Switcher:
     # --- the LUTs --------------------------------------------------------------------------
     def encode_outputs(self, values: torch.Tensor) -> tuple:
         """(test polynomial body values mod q as int64, F): theta = asin(f / F) / 2 pi with
-        F = max|f| / sin(2 pi phase_max)."""
+        F = max(1, max|f|), so |theta| <= 1/4 and EvalMod's sine gives f / F back. F = 1 (outputs
+        in [-1, 1], what fhetorch.nn's scaled values are) leaves the result's scale at its level's
+        nominal one: later additions need no level to match scales."""
         q = self.keys.ring.modulus.q
-        top = float(values.abs().max())
-        f_scale = (top if top > 0 else 1.0) / math.sin(2 * math.pi * self.keys.config.phase_max)
-        theta = torch.asin(values / f_scale) / (2 * math.pi)
+        f_scale = max(1.0, float(values.abs().max()))
+        theta = torch.asin((values / f_scale).clamp(-1.0, 1.0)) / (2 * math.pi)
         return torch.remainder(torch.round(theta * q).to(torch.int64), q), f_scale
 
     def apply_luts(self, lwe: torch.Tensor, tables: list, bits: int) -> tuple:
@@ -265,7 +267,7 @@ class Switcher:
         while step < half:  # the M-slot packing repeats its values every M slots
             out = ev.add(ctx, out, ev.rotate(ctx, out, step))
             step *= 2
-        return out.replace(scale=out.scale / f_scale, slots=m)
+        return out.replace(scale=out.scale / f_scale, slots=m) if f_scale != 1 else out.replace(slots=m)
 
     # --- the whole switch ----------------------------------------------------------------------
     def lut(self, ct: Ciphertext, fns, interval, bits: int | None = None) -> list:

@@ -27,6 +27,7 @@ from .._ckks.ciphertext import Ciphertext
 from .._ckks.keygen import EncapsulationKeys
 from .._ckks.params import Params, ParamsLiteral, make_params
 from ..circuits.bootstrap_config import BootstrapConfig
+from ..circuits.switching.serialization import decode_switch_keys, encode_switch_keys
 from ..errors import FHEError, InsecureParametersWarning, SerializationError, warn
 from .._rlwe import PublicKey, SecretKey, SwitchingKey
 from .context import Context, find_context
@@ -101,7 +102,11 @@ def _encode_context(ctx, secret_key):
         if ctx.secret_key is None:
             raise SerializationError("save: secret_key=True but this context has no secret key")
         t["secret_key"] = ctx.secret_key.s
-    meta = {"kind": "context", "params": ctx.params.describe(), "key_id": ctx.key_id,
+    switch = None
+    if ctx.switch_keys is not None:  # the scheme-switching keys (no secret among them)
+        switch, st = encode_switch_keys(ctx.switch_keys)
+        t.update(st)
+    meta = {"kind": "context", "params": ctx.params.describe(), "key_id": ctx.key_id, "switch": switch,
             "bootstrap": None if ctx.bootstrap_config is None else ctx.bootstrap_config.describe(),
             "galois": sorted(ctx.galois_keys), "secret_key": bool(secret_key),
             "encapsulation": None if enc is None else {"weight": enc.weight,
@@ -403,6 +408,8 @@ def _load_context(meta, tensors, device) -> Context:
     enc = meta.get("encapsulation")
     if enc:
         ctx.encapsulation_keys = _encapsulation(enc, tensors, ctx)
+    if meta.get("switch"):
+        ctx.switch_keys = decode_switch_keys(meta["switch"], tensors, params.log_n, device)
     if _bool(meta["secret_key"], "secret_key"):
         s = tensors["secret_key"]
         _check_shape(s, (len(params.primes) + len(params.special_primes), ctx.n), "secret key")

@@ -17,6 +17,7 @@ import torch
 
 import fhetorch as fhe
 from fhetorch.circuits import switching as sw
+from fhetorch.circuits.switching.serialization import decode_switch_keys, encode_switch_keys
 
 TOY = "toy-n13-bts"
 M = 64  # values per test (a sparse packing: its result repeats every M slots)
@@ -125,6 +126,28 @@ def test_errors(ctx, make_context):
         plain.encrypt(x).lut(torch.relu)
     with pytest.raises(fhe.ParameterError, match="lut must be"):
         sw.switch_config(TOY, 3)
+
+
+def test_saved_server_context_switches(ctx, tmp_path):
+    # what a server receives by file holds the switching keys, and no secret
+    path, xpath = tmp_path / "server.fhe", tmp_path / "x.fhe"
+    fhe.save(ctx.public(), path)
+    server = fhe.load(path)
+    assert server.secret_key is None and not server.switch_keys.tfhe.has_secret_key
+    bits = ctx.switcher.max_bits
+    x = sw.grid_points((-1.0, 1.0), bits)[torch.randint(0, 1 << bits, (M,))]
+    fhe.save(ctx.encrypt(x), xpath)
+    got = ctx.decrypt(fhe.load(xpath, server).lut(torch.relu)).cpu()
+    assert float((got - torch.relu(x)).abs().max()) <= 2.0 ** -11
+    meta, tensors = encode_switch_keys(ctx.switch_keys)
+    bad = dict(tensors)
+    bad["switch.to_lwe"] = bad["switch.to_lwe"].clone()
+    bad["switch.to_lwe"].view(-1)[7] = -1  # not a residue
+    with pytest.raises(fhe.SerializationError, match="altered"):
+        decode_switch_keys(meta, bad, ctx.params.log_n, "cpu")
+    del bad["switch.pack.3"]
+    with pytest.raises(fhe.SerializationError, match="pack.3"):
+        decode_switch_keys(meta, bad, ctx.params.log_n, "cpu")
 
 
 @pytest.mark.cuda

@@ -31,13 +31,14 @@ import torch.nn as nn
 
 from ..circuits.bootstrap import rotation_levels
 from ..circuits.presets import bootstrap_config, preset as _preset
+from ..circuits.switching import switch_config
 from .._rlwe import switching_key_bytes
 from ..tensor import Context
 from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as composite_relu
 from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
 from .graph import Layer, activation_function, lower
 from .layout import model_layouts
-from .lut import LUTReLU
+from .lut import LUTReLU, seconds as lut_seconds
 from .plan import Plan, make_plan
 from .run import Program
 
@@ -227,6 +228,14 @@ class CompiledModel:
                         f"({'sparse, one EvalMod' if sparse else 'full'}); its keys {bts_bytes / 2**30:.2f} GiB more "
                         f"({len(both) - len(rots)} more rotation steps, shared ones at their higher level)")
             rot_bytes += bts_bytes
+        luts = [l for l in self.layers if l.kind == "act" or (l.kind == "relu" and isinstance(self.relu_fn, LUTReLU))]
+        if luts:
+            cfg = switch_config(p.name, self.lut.lut)
+            ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
+            rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut.grid_bits(p.name)}-bit grid): "
+                        f"{len(luts)} layers ({ops}), one PBS per slot each: {len(luts) * prog.slots} PBS per "
+                        f"input, ~{len(luts) * lut_seconds(prog.slots):.1f} s on an H100 (the plan's estimate counts "
+                        f"N/2 slots per table)")
         rows.append(f"key memory (estimated): {(rot_bytes + full) / 2**30:.2f} GiB")
         rows.append(f"expected latency on an H100 (graph-replayed): ~{self.plan.estimated_s:.2f} s (plan.py's model: "
                     f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")

@@ -78,8 +78,9 @@ class Plan:
     def __str__(self):
         after = ("no bootstrapping" if self.after_bootstrap is None else
                  f"{self.after_bootstrap} levels after each bootstrap")
-        rows = [f"plan for preset {self.preset}: fresh inputs at level {self.top}, {after}; ReLU stages use "
-                f"{self.relu_depths} levels",
+        relu = (f"ReLU stages use {self.relu_depths} levels" if self.relu_depths else
+                "ReLU and activations by lookup tables (each a refresh)")
+        rows = [f"plan for preset {self.preset}: fresh inputs at level {self.top}, {after}; {relu}",
                 f"{'layer':28s} {'op':20s} {'in':>3s} {'out':>3s}  bootstraps"]
         for s in self.steps:
             b = ", ".join(_boot_text(p, v) for p, v in s.bootstraps)

@@ -275,6 +275,15 @@ class Ring:
             out = out + digits[..., k, :] * w[k]
         return out
 
+    def to_int64(self, x_ntt: torch.Tensor, basis: Basis) -> torch.Tensor:
+        """Exact centred int64 coefficients (..., N) of NTT-domain residues over a basis whose
+        product is below 2^62 (level 0's: ModRaise, scheme switching)."""
+        digits = self.crt_digits(x_ntt, basis).to(torch.int64)
+        out = digits[..., 0, :]
+        for k, w in enumerate(basis.radix_weights[1:], start=1):
+            out = out + digits[..., k, :] * w
+        return out
+
     def crt_digits(self, x_ntt: torch.Tensor, basis: Basis) -> torch.Tensor:
         return _ops.crt_digits(self.intt(x_ntt, basis, post=basis.n_inv), basis.mod, basis.garner)
 

@@ -190,10 +190,7 @@ class Bootstrapper:
             c = keyswitch(ctx.modulus_tables, c.select(-3, 1), enc.to_sparse, lvl0, enc.special, lvl0.stop,
                           addend=c.select(-3, 0))
         b0 = ctx.basis(0)
-        digits = ctx.ring.crt_digits(c, b0).to(torch.int64)  # centred mixed radix, Q_0 < 2^62
-        x = digits[..., 0, :]
-        for k, w in enumerate(b0.radix_weights[1:], start=1):
-            x = x + digits[..., k, :] * w
+        x = ctx.ring.to_int64(c, b0)  # Q_0 < 2^62
         top = cfg.top
         data = ctx.ring.from_integers(x.contiguous(), ctx.basis(top))
         if cfg.ephemeral_weight:

@@ -43,12 +43,13 @@ from .plan import Plan, make_plan
 from .run import Program
 
 
-class PolyReLU(nn.Module):
-    """x -> bound * relu_approx(x / bound) in float64; counts inputs outside [-bound, bound]."""
+class _BoundedSim(nn.Module):
+    """x -> bound * apply(x / bound) in float64, counting inputs outside [-bound, bound] (the
+    encrypted run would be wrong there): the simulation form of a nonlinear layer."""
 
-    def __init__(self, fn, bound: float, name: str):
+    def __init__(self, bound: float, name: str):
         super().__init__()
-        self.fn, self.bound, self.name = fn, float(bound), name
+        self.bound, self.name = float(bound), name
         self.outside = 0
         self.worst = 0.0
 
@@ -58,44 +59,39 @@ class PolyReLU(nn.Module):
         if bool(over.any()):
             self.outside += int(over.sum())
             self.worst = max(self.worst, float(y.abs().max()))
+        return self.apply_scaled(y)
+
+
+class PolyReLU(_BoundedSim):
+    """x -> bound * relu_approx(x / bound)."""
+
+    def __init__(self, fn, bound: float, name: str):
+        super().__init__(bound, name)
+        self.fn = fn
+
+    def apply_scaled(self, y):
         return self.fn.plain(y.clamp(-1.5, 1.5)) * self.bound
 
 
-class LUTActSim(nn.Module):
-    """x -> fn(grid point nearest x / B_in, times B_in) in float64: what an "act" layer's lookup
-    table computes; counts inputs outside [-B_in, B_in]."""
+class LUTActSim(_BoundedSim):
+    """x -> fn(grid point nearest x / B_in, times B_in): what an "act" layer's lookup table computes."""
 
     def __init__(self, fn, bits: int, bound: float, name: str):
-        super().__init__()
-        self.fn, self.bits, self.bound, self.name = fn, bits, float(bound), name
-        self.outside = 0
-        self.worst = 0.0
+        super().__init__(bound, name)
+        self.fn, self.bits = fn, bits
 
-    def forward(self, x):
-        y = x.to(torch.float64) / self.bound
-        over = y.abs() > 1
-        if bool(over.any()):
-            self.outside += int(over.sum())
-            self.worst = max(self.worst, float(y.abs().max()))
+    def apply_scaled(self, y):
         return self.fn(LUTReLU.quantise(y, self.bits) * self.bound)
 
 
-class LUTReLUSim(nn.Module):
-    """x -> bound * relu(grid point nearest x / bound) in float64 (what relu="lut" computes);
-    counts inputs outside [-bound, bound] (encrypted, they would wrap around: wrong)."""
+class LUTReLUSim(_BoundedSim):
+    """x -> bound * relu(grid point nearest x / bound): what relu="lut" computes."""
 
     def __init__(self, bits: int, bound: float, name: str):
-        super().__init__()
-        self.bits, self.bound, self.name = bits, float(bound), name
-        self.outside = 0
-        self.worst = 0.0
+        super().__init__(bound, name)
+        self.bits = bits
 
-    def forward(self, x):
-        y = x.to(torch.float64) / self.bound
-        over = y.abs() > 1
-        if bool(over.any()):
-            self.outside += int(over.sum())
-            self.worst = max(self.worst, float(y.abs().max()))
+    def apply_scaled(self, y):
         return torch.relu(LUTReLU.quantise(y, self.bits)) * self.bound
 
 
@@ -134,6 +130,8 @@ class CompiledModel:
         self.relu_fn = relu_fn
         # the switch's grid and TFHE set, for LUT ReLUs and "act" layers (GELU, SiLU, ...)
         self.lut = relu_fn if isinstance(relu_fn, LUTReLU) else LUTReLU()
+        # the grid, once (a grid too fine for the TFHE set fails here, at compile)
+        self.lut_bits = self.lut.grid_bits(params.name) if self.uses_lut else None
         self.plan = plan
         self.params = params
         self._sim, self._polys = self._simulation_module()
@@ -232,7 +230,7 @@ class CompiledModel:
         if luts:
             cfg = switch_config(p.name, self.lut.lut)
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
-            rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut.grid_bits(p.name)}-bit grid): "
+            rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut_bits}-bit grid): "
                         f"{len(luts)} layers ({ops}), one PBS per slot each: {len(luts) * prog.slots} PBS per "
                         f"input, ~{len(luts) * lut_seconds(prog.slots):.1f} s on an H100 (the plan's estimate counts "
                         f"N/2 slots per table)")
@@ -294,10 +292,10 @@ class CompiledModel:
                 continue
             node = next(n for n in gm.graph.nodes if n.name == layer.name)
             if layer.kind == "act":
-                mod = LUTActSim(activation_function(layer, modules), self.lut.grid_bits(self.params.name),
+                mod = LUTActSim(activation_function(layer, modules), self.lut_bits,
                                 self.bounds[layer.inputs[0]], layer.name)
             elif isinstance(self.relu_fn, LUTReLU):
-                mod = LUTReLUSim(self.relu_fn.grid_bits(self.params.name), self.bounds[layer.inputs[0]], layer.name)
+                mod = LUTReLUSim(self.lut_bits, self.bounds[layer.inputs[0]], layer.name)
             else:
                 mod = PolyReLU(self.relu_fn, self.bounds[layer.inputs[0]], layer.name)
             target = f"_fhe_relu_{len(polys)}"
@@ -441,8 +439,6 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn = relu_approximation(relu)
     plan = make_plan(layers, params, fn)  # refuses lookup tables on a preset that cannot bootstrap
-    if isinstance(fn, LUTReLU) or any(l.kind == "act" for l in layers):
-        (fn if isinstance(fn, LUTReLU) else LUTReLU()).grid_bits(params.name)  # a grid too fine fails now
     return CompiledModel(model, gm, layers, bounds, fn, plan, params, device, peaks=peaks, margin=margin)
 
 

@@ -42,7 +42,7 @@ class Program:
     def __init__(self, cm):
         self.cm = cm
         layers = cm.layers
-        modules = dict(cm.graph_module.named_modules())
+        self.modules = modules = dict(cm.graph_module.named_modules())
         layouts, n = model_layouts(layers, modules, cm.params.n // 2)  # the slot count is the largest period
         self.slots = n
         maps = {}
@@ -256,16 +256,16 @@ class Program:
 
     def _act(self, ctx, l, vals):
         """An "act" layer by one lookup table: fn(B_in y) / B_out on the grid of y = x / B_in."""
-        fn = activation_function(l, dict(self.cm.graph_module.named_modules()))
+        fn = activation_function(l, self.modules)
         b_in, b_out = self.cm.bounds[l.inputs[0]], self.cm.bounds[l.name]
-        sw, bits = ctx.switcher, self.cm.lut.grid_bits(self.cm.params.name)
+        sw, bits = ctx.switcher, self.cm.lut_bits
         ct = _need(vals[l.inputs[0]], sw.levels, l.name)
         return sw.lut(ct, [lambda y: fn(y * b_in) / b_out], grid_interval(bits), bits)[0]
 
     def _relu(self, ctx, l, vals, boots, refresh):
         if isinstance(self.cm.relu_fn, LUTReLU):
             sw = ctx.switcher
-            bits = self.cm.lut.grid_bits(self.cm.params.name)
+            bits = self.cm.lut_bits
             return sw.lut(_need(vals[l.inputs[0]], sw.levels, l.name), [torch.relu], grid_interval(bits), bits)[0]
         stages, times_input = relu_stages(self.cm.relu_fn)
         src = l.inputs[0]

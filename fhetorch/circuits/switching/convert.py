@@ -91,6 +91,7 @@ class Switcher:
         self._stc = None
         self._max_bits = None
         self._grids: dict = {}
+        self._geometry: dict = {}
 
     @property
     def max_bits(self) -> int:
@@ -113,6 +114,20 @@ class Switcher:
         if p is None:
             p = self._grids[bits] = self.keys.config.grid_params(self.params, bits)
         return bits, p
+
+    def geometry(self, m: int, device) -> tuple:
+        """(pos, groups, where) for m slot values, made once per size and device: slot k's
+        coefficient pos[k] = bitrev(k), the packing groups (residues pos mod r that hold values)
+        and each value's group index."""
+        key = (m, str(device))
+        g = self._geometry.get(key)
+        if g is None:
+            pos = bit_reverse(self.ctx.slots)[:m]
+            r = self.keys.stride
+            groups = torch.unique(pos % r)
+            where = torch.searchsorted(groups, pos % r)
+            g = self._geometry[key] = tuple(t.to(device) for t in (pos, groups, where))
+        return g
 
     # --- CKKS -> LWE --------------------------------------------------------------------------
     def _slot_to_coeff(self) -> list:
@@ -160,25 +175,15 @@ class Switcher:
         ciphertext of x.slots values -> their LWE ciphertexts under z."""
         ctx = self.ctx
         q0 = ctx.basis(0).product
-        c = self._centred(x.data, q0)  # (..., 2, N) in (-Q_0/2, Q_0/2]
+        if q0 >= 1 << 62:
+            raise ParameterError("lut: level 0's modulus must be below 2^62")
+        c = ctx.ring.to_int64(x.data, ctx.basis(0))  # (..., 2, N) in (-Q_0/2, Q_0/2]
         q = self.keys.ring.modulus.q
         c = torch.remainder(torch.round(c.to(torch.float64) * (q / q0)).to(torch.int64), q)
         mq = self.keys.ring.modulus
         glwe = torch.stack((mq.neg(c[..., 1, :]), c[..., 0, :]), -2)  # phase c0 + c1 s = B - A s
         glwe = _glwe.keyswitch_glwe_ciphertext(self.keys.ring, self.keys.to_lwe, glwe)
-        positions = bit_reverse(ctx.slots)[: x.slots].to(glwe.device)
-        return self._extract(glwe, positions)
-
-    def _centred(self, data: torch.Tensor, q0: int) -> torch.Tensor:
-        ctx = self.ctx
-        if q0 >= 1 << 62:
-            raise ParameterError("lut: level 0's modulus must be below 2^62")
-        b0 = ctx.basis(0)
-        digits = ctx.ring.crt_digits(data, b0).to(torch.int64)
-        out = digits[..., 0, :]
-        for k, w in enumerate(b0.radix_weights[1:], start=1):
-            out = out + digits[..., k, :] * w
-        return out
+        return self._extract(glwe, self.geometry(x.slots, glwe.device)[0])
 
     def _extract(self, glwe: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """LWE of the coefficients at `positions` (m,) under z: a_i = +-A[(j - r i) mod N], minus
@@ -238,9 +243,7 @@ class Switcher:
         nt, m, half = big_n // r, lwe.shape[-2], ctx.slots
         if half % m:
             raise ParameterError(f"lut: {m} values do not divide the {half} slots")
-        pos = bit_reverse(half)[:m].to(lwe.device)  # slot k's coefficient
-        groups = torch.unique(pos % r)  # only the residues that hold values are packed
-        where = torch.searchsorted(groups, pos % r)
+        pos, groups, where = self.geometry(m, lwe.device)  # only the residues that hold values are packed
         batch = lwe.shape[:-2]
         leaves = lwe.new_zeros(*batch, groups.numel(), nt, nt + 1)
         leaves[..., where, pos // r, :] = lwe

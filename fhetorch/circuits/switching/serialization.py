@@ -52,7 +52,7 @@ def decode_switch_keys(meta: dict, tensors: dict, ring_log_n: int, device) -> Sw
         shape = (base_level[1], 2, 2, size)
         if t is None or tuple(t.shape) != shape or t.dtype != torch.int32:
             raise SerializationError(f"load: switching key {name} missing or not {shape} int32")
-        q = torch.tensor(params.moduli, dtype=torch.int32).view(2, 1)
+        q = torch.tensor(params.moduli, dtype=torch.int32, device=t.device).view(2, 1)
         if bool(((t < 0) | (t >= q)).any()):
             raise SerializationError(f"load: switching key {name} holds residues outside [0, q_i): the file was "
                                      "altered")

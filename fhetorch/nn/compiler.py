@@ -37,8 +37,9 @@ from ..tensor import Context
 from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as composite_relu
 from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
 from .graph import Layer, activation_function, lower
-from .layout import model_layouts
+from .layout import layer_module, model_layouts
 from .lut import LUTReLU, seconds as lut_seconds
+from .maxpool import comparisons, max_pool_args, simulate_max, windows
 from .plan import Plan, make_plan
 from .run import Program
 
@@ -82,6 +83,24 @@ class LUTActSim(_BoundedSim):
 
     def apply_scaled(self, y):
         return self.fn(LUTReLU.quantise(y, self.bits) * self.bound)
+
+
+class MaxPoolSim(_BoundedSim):
+    """Max pooling as the encrypted tournament computes it (maxpool.py): on x / B, each comparison's
+    (a - b) / 2 quantised to the ReLU grid; those outside [-1, 1] count as out of range too."""
+
+    def __init__(self, idx: torch.Tensor, bits: int, bound: float, name: str):
+        super().__init__(bound, name)
+        self.idx, self.bits = idx, bits
+
+    def _check(self, d):
+        over = d.abs() > 1
+        if bool(over.any()):
+            self.outside += int(over.sum())
+            self.worst = max(self.worst, float(d.abs().max()))
+
+    def apply_scaled(self, y):
+        return simulate_max(y, self.idx, self.bits, self._check) * self.bound
 
 
 class LUTReLUSim(_BoundedSim):
@@ -140,7 +159,7 @@ class CompiledModel:
     @property
     def uses_lut(self) -> bool:
         """Whether the model runs TFHE lookup tables (relu="lut", or GELU / SiLU / ... layers)."""
-        return isinstance(self.relu_fn, LUTReLU) or any(l.kind == "act" for l in self.layers)
+        return isinstance(self.relu_fn, LUTReLU) or any(l.kind in ("act", "max") for l in self.layers)
 
     # --- modes -------------------------------------------------------------------------------
     def plaintext(self, x: torch.Tensor) -> torch.Tensor:
@@ -226,14 +245,15 @@ class CompiledModel:
                         f"({'sparse, one EvalMod' if sparse else 'full'}); its keys {bts_bytes / 2**30:.2f} GiB more "
                         f"({len(both) - len(rots)} more rotation steps, shared ones at their higher level)")
             rot_bytes += bts_bytes
-        luts = [l for l in self.layers if l.kind == "act" or (l.kind == "relu" and isinstance(self.relu_fn, LUTReLU))]
+        luts = [l for l in self.layers if l.kind in ("act", "max") or (l.kind == "relu" and isinstance(self.relu_fn, LUTReLU))]
         if luts:
             cfg = switch_config(p.name, self.lut.lut)
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
+            tables = sum(comparisons(l, layer_module(l, prog.modules)) if l.kind == "max" else 1 for l in luts)
             rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut_bits}-bit grid): "
-                        f"{len(luts)} layers ({ops}), one PBS per slot each: {len(luts) * prog.slots} PBS per "
-                        f"input, ~{len(luts) * lut_seconds(prog.slots):.1f} s on an H100 (the plan's estimate counts "
-                        f"N/2 slots per table)")
+                        f"{len(luts)} layers ({ops}), {tables} tables of one PBS per slot (a max pooling: one per "
+                        f"comparison): {tables * prog.slots} PBS per input, ~{tables * lut_seconds(prog.slots):.1f} s "
+                        "on an H100 (the plan's estimate counts N/2 slots per table)")
         rows.append(f"key memory (estimated): {(rot_bytes + full) / 2**30:.2f} GiB")
         rows.append(f"expected latency on an H100 (graph-replayed): ~{self.plan.estimated_s:.2f} s (plan.py's model: "
                     f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")
@@ -288,10 +308,15 @@ class CompiledModel:
         polys = []
         modules = dict(self.graph_module.named_modules())
         for layer in self.layers:
-            if layer.kind not in ("relu", "act"):
+            if layer.kind not in ("relu", "act", "max"):
                 continue
             node = next(n for n in gm.graph.nodes if n.name == layer.name)
-            if layer.kind == "act":
+            if layer.kind == "max":
+                k, st, pad, dil = max_pool_args(layer, layer_module(layer, modules))
+                src = next(l for l in self.layers if l.name == layer.inputs[0])
+                mod = MaxPoolSim(windows(src.shape, layer.shape, k, st, pad, dil), self.lut_bits,
+                                 self.bounds[layer.inputs[0]], layer.name)
+            elif layer.kind == "act":
                 mod = LUTActSim(activation_function(layer, modules), self.lut_bits,
                                 self.bounds[layer.inputs[0]], layer.name)
             elif isinstance(self.relu_fn, LUTReLU):
@@ -343,7 +368,7 @@ def _range_classes(layers: list) -> dict:
 
     for l in layers:
         find(l.name)
-        if l.kind in ("relu", "add") or l.op in ("identity", "flatten"):
+        if l.kind in ("relu", "add", "max") or l.op in ("identity", "flatten"):
             for i in l.inputs:
                 union(i, l.name)
     return {l.name: find(l.name) for l in layers}

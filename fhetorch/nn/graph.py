@@ -2,8 +2,8 @@
 
 `lower(model, example)` traces the model with torch.fx (eval mode), folds each BatchNorm into
 the convolution or linear layer before it, propagates shapes with the example input, and
-returns the traced GraphModule and a list of `Layer`s in execution order. Every layer is one
-of four kinds:
+returns the traced GraphModule and a list of `Layer`s in execution order. Every layer is of one
+of these kinds:
 
 - "input";
 - "linear": a map that is linear in the encrypted input plus a plaintext bias: conv2d, linear,
@@ -14,6 +14,8 @@ of four kinds:
   TFHE lookup table with relu="lut");
 - "act": GELU, SiLU, Sigmoid, Tanh, Hardswish: a TFHE lookup table through CKKS <-> TFHE
   switching (fhetorch/nn/lut.py; bootstrappable presets);
+- "max": max pooling (nn.MaxPool2d, F.max_pool2d), a tournament of lookup-table ReLUs
+  (fhetorch/nn/maxpool.py; bootstrappable presets);
 - "add": the sum of two encrypted values (residual connections).
 
 Anything else raises UnsupportedLayerError naming the layer and what to use instead.
@@ -32,17 +34,19 @@ from torch.fx.passes.shape_prop import ShapeProp
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
 from ..errors import ShapeError, UnsupportedLayerError
+from .maxpool import comparisons
 
 
 @dataclass
 class Layer:
     name: str
-    kind: str  # "input" | "linear" | "relu" | "act" | "add" | "op" (a step of known depth: `levels`)
+    kind: str  # "input" | "linear" | "relu" | "act" | "max" | "add" | "op" (a step of known depth: `levels`)
     op: str  # what it is: conv2d, linear, avg_pool2d, flatten, slice, pad, relu, add, ...
     inputs: list
     shape: tuple  # output shape of one sample
     node: fx.Node = field(repr=False, default=None)
     levels: int = 0  # "op" layers: the levels the step consumes (circuits outside fhetorch.nn, e.g. HELR)
+    tables: int = 0  # "max" layers: lookup tables (comparisons) per output value
 
 
 _LINEAR_MODULES = {nn.Conv2d: "conv2d", nn.Linear: "linear", nn.AvgPool2d: "avg_pool2d",
@@ -60,12 +64,11 @@ _ACT_FUNCTIONS = {F.gelu: "gelu", F.silu: "silu", torch.sigmoid: "sigmoid", F.si
                   torch.tanh: "tanh", F.tanh: "tanh", F.hardswish: "hardswish"}
 _ACT_METHODS = {"sigmoid": "sigmoid", "tanh": "tanh"}
 _ADD = {operator.add, torch.add}
+_MAX_POOL = {nn.MaxPool2d: "max_pool2d", F.max_pool2d: "max_pool2d"}
 
 # what to use instead, by module / function name
 _ALTERNATIVES = {
-    "MaxPool2d": "max pooling has no low-degree polynomial form; use nn.AvgPool2d (retrain or fine-tune)",
-    "AdaptiveMaxPool2d": "use nn.AdaptiveAvgPool2d",
-    "max_pool2d": "use F.avg_pool2d",
+    "AdaptiveMaxPool2d": "use nn.MaxPool2d with the window of the map, or nn.AdaptiveAvgPool2d",
     "Softmax": "return the logits and apply softmax after decryption",
     "LayerNorm": "use BatchNorm (folded into the previous layer)",
 }
@@ -179,6 +182,8 @@ def lower(model: nn.Module, example: torch.Tensor):
                 kind, op = "relu", "relu"
             elif type(mod) in _ACT_MODULES:
                 kind, op = "act", _ACT_MODULES[type(mod)]
+            elif type(mod) in _MAX_POOL:
+                kind, op = "max", _MAX_POOL[type(mod)]
             elif type(mod) in _LINEAR_MODULES:
                 kind, op = "linear", _LINEAR_MODULES[type(mod)]
             else:
@@ -189,6 +194,8 @@ def lower(model: nn.Module, example: torch.Tensor):
                 kind, op = "relu", "relu"
             elif f in _ACT_FUNCTIONS:
                 kind, op = "act", _ACT_FUNCTIONS[f]
+            elif f in _MAX_POOL:
+                kind, op = "max", _MAX_POOL[f]
             elif f in _ADD:
                 if len(ins) != 2:  # a constant added: a plaintext bias
                     kind, op = "linear", "add_const"
@@ -215,5 +222,8 @@ def lower(model: nn.Module, example: torch.Tensor):
             raise _unsupported(node.name, node.op)
         if kind != "add" and len(ins) != 1:
             raise _unsupported(node.name, f"{op} of {len(ins)} encrypted inputs")
-        layers.append(Layer(node.name, kind, op, ins, shape, node))
+        layer = Layer(node.name, kind, op, ins, shape, node)
+        if kind == "max":
+            layer.tables = comparisons(layer, modules.get(node.target) if node.op == "call_module" else None)
+        layers.append(layer)
     return gm, layers

@@ -12,6 +12,7 @@ import torch.nn as nn
 from ..errors import LayoutError, ShapeError, UnsupportedLayerError
 from ..tensor.layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, gather_map,  # noqa: F401
                              global_pool_map, matrix_map, pad_channels_map, pair, pool_map, subsample_map)
+from .maxpool import max_pool_layout
 
 
 def layer_layout(layer, module, lin: Layout) -> Layout:
@@ -139,6 +140,9 @@ def model_layouts(layers: list, modules: dict, max_slots: int):
         src = layouts[l.inputs[0]]
         if l.kind == "linear":
             layouts[l.name] = layer_layout(l, layer_module(l, modules), src)
+            continue
+        if l.kind == "max":
+            layouts[l.name] = _same_shape(l, max_pool_layout(l, layer_module(l, modules), src))
             continue
         others = [layouts[i] for i in l.inputs[1:] if layouts[i] != src]
         if others:

@@ -9,7 +9,9 @@ Costs in levels, per layer of graph.py:
   approximation is x (1 + sign(x)) / 2;
 - "add": 0; the result is at the lower level of the two;
 - "act" layers and LUT ReLUs (relu="lut"): the switch (fhetorch/nn/lut.py) needs its input at
-  >= stc_levels + 1 and returns a fresh value at EvalMod's output level.
+  >= stc_levels + 1 and returns a fresh value at EvalMod's output level;
+- "max" (max pooling, fhetorch/nn/maxpool.py): its input at >= stc_levels + 2 (the window's
+  slot maps, then the switch); the output one level below the input (at most EvalMod's level).
 
 Values start at the preset's top level (a fresh encryption). A bootstrap refreshes a value
 to `levels_after_bootstrap`, and the refreshed value serves every later consumer. Every value
@@ -127,7 +129,7 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     # the switch's (levels in, level out, seconds): LUT ReLUs (relu="lut") and "act" layers
     switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(params.n // 2)) \
         if can_bootstrap else None
-    uses = [l.op for l in layers if l.kind == "act"] + (["relu='lut'"] if isinstance(relu_fn, _lut.LUTReLU) else [])
+    uses = [l.op for l in layers if l.kind in ("act", "max")] + (["relu='lut'"] if isinstance(relu_fn, _lut.LUTReLU) else [])
     if uses and switch is None:
         raise ParameterError(f"nn.compile: {', '.join(sorted(set(uses)))} run as TFHE lookup tables, which need a "
                              f"bootstrappable preset (scheme switching reuses bootstrapping's transforms); "
@@ -161,6 +163,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
             t += BETA * l.levels * limbs(lin)
         elif l.kind == "act" or (l.kind == "relu" and lut is not None):
             t += switch[2]
+        elif l.kind == "max":  # one switch per wave; the PBS per comparison
+            t += _lut.LUT_FIXED_S * math.ceil(math.log2(l.tables + 1)) + (switch[2] - _lut.LUT_FIXED_S) * l.tables
         elif l.kind == "relu":
             y = lin
             for k, d in enumerate(stages):
@@ -180,7 +184,7 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         for state, (t, trail) in frontier.items():
             lv = dict(state)
             for boots, out, lin in _moves(l, lv, top, after, stages, product, needs,
-                                          switch if l.kind == "act" else lut):
+                                          switch if l.kind in ("act", "max") else lut):
                 if boots and not can_bootstrap:
                     continue
                 new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
@@ -203,6 +207,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
         used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, l.levels)
         if l.kind == "act" or (l.kind == "relu" and lut is not None):
             used = 0  # the switch refreshes: its output sits at a fixed level
+        elif l.kind == "max":
+            used = 1  # the window's slot maps
         steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
     steps.reverse()
     return Plan(params.name, top, after if can_bootstrap else None, steps, stages + ([1] if product else []), seconds)
@@ -253,6 +259,10 @@ def _moves(l, lv, top, after, stages, product, needs, lut=None):
                 out.append((tuple(("in", i) for i in pick), min(levels) - l.levels, min(levels)))
         return out
     src = l.inputs[0]
+    if l.kind == "max":  # the maps' level, then the switch; the bases are not refreshed
+        need, level_out, _ = lut
+        out = [((), min(lv[src] - 1, level_out), lv[src])] if lv[src] >= need + 1 else []
+        return out + [((("in", src),), min(after - 1, level_out), after)]
     if l.kind == "linear":
         need = needs[l.name]
         if need == 0:  # nothing to refresh: a merged or free layer keeps its source's level

@@ -10,6 +10,9 @@ layers on ciphertexts with the plan's rules (plan.py):
 - a ReLU runs its polynomial stages on values in [-1, 1] (no constants: input and output
   share their bound), then x * (...) for the composite form;
 - an addition adds two ciphertexts (the lower level wins);
+- "act" layers (and ReLUs with relu="lut") go through one switch each; a max pooling runs its
+  tournament (maxpool.py): wave 1's differences and bases by slot maps from the input, one
+  switch per wave over all the wave's differences (a batch of ciphertexts);
 - bootstraps are exactly the plan's (plan.Step.bootstraps: inputs before a layer, the ReLU's
   intermediate before a stage, x or the intermediate before the product); a refreshed value
   serves its later consumers. A level short of what an operation needs raises (the plan and
@@ -35,6 +38,7 @@ from ..tensor import EncryptedTensor
 from .graph import activation_function
 from .layout import layer_map, layer_module, model_layouts
 from .lut import LUTReLU, grid_interval
+from .maxpool import first_wave_maps, half_relu, lut_interval, tournament
 from .plan import relu_stages
 
 
@@ -52,6 +56,9 @@ class Program:
         self.layouts, self.maps = layouts, maps
         self.output = layers[-1].name
         self._chains(layers)
+        self._max_maps = {l.name: first_wave_maps(n, l, layer_module(l, modules), layouts[l.inputs[0]], layouts[l.name])
+                          for l in layers if l.kind == "max"}
+        self._max_lts = {}
         self._lts = {}
         self._offsets, self._diagonals = {}, {}
         self._bias_pts = {}
@@ -126,7 +133,25 @@ class Program:
             level = plan[first].level_in  # where the chain's first layer reads its source
             for r in rotation_steps(self.offsets(name), self.slots) + list(m.presum):
                 steps[r] = max(steps.get(r, 0), level)
+        for name, (pairs, odd) in self._max_maps.items():
+            level = plan[name].level_in
+            for m in [m for p in pairs for m in p] + ([odd] if odd is not None else []):
+                for r in rotation_steps(sorted(m.diagonals()), self.slots):
+                    steps[r] = max(steps.get(r, 0), level)
         return steps
+
+    def max_transforms(self, name: str) -> tuple:
+        """A max pooling's wave-1 LinearTransforms: ([(difference, base)], odd one out or None)."""
+        if name not in self._max_lts:
+            pairs, odd = self._max_maps[name]
+
+            def lt(m):
+                t = LinearTransform.from_diagonals(self.cm.ctx, m.diagonals(), self.slots)
+                t.cache_encodings = self.cache_encodings
+                return t
+
+            self._max_lts[name] = ([(lt(d), lt(b)) for d, b in pairs], None if odd is None else lt(odd))
+        return self._max_lts[name]
 
     # --- client side -------------------------------------------------------------------------
     def encrypt(self, ctx, x: torch.Tensor):
@@ -194,7 +219,7 @@ class Program:
         bt = ctx.bootstrapper if self.cm.plan.bootstraps else None
         vals = {self.cm.layers[0].name: ct}
         self.bootstraps = 0
-        self.times = {"linear": 0.0, "relu": 0.0, "act": 0.0, "add": 0.0, "bootstrap": 0.0}
+        self.times = {"linear": 0.0, "relu": 0.0, "act": 0.0, "max": 0.0, "add": 0.0, "bootstrap": 0.0}
         clock = _Clock(ctx.device, timing)
 
         def refresh(ct):
@@ -243,6 +268,8 @@ class Program:
             vals[l.name] = ev.add(ctx, a, b)
         elif l.kind == "act":
             vals[l.name] = self._act(ctx, l, vals)
+        elif l.kind == "max":
+            vals[l.name] = self._max(ctx, l, vals)
         else:
             vals[l.name] = self._relu(ctx, l, vals, boots, refresh)
 
@@ -261,6 +288,19 @@ class Program:
         sw, bits = ctx.switcher, self.cm.lut_bits
         ct = _need(vals[l.inputs[0]], sw.levels, l.name)
         return sw.lut(ct, [lambda y: fn(y * b_in) / b_out], grid_interval(bits), bits)[0]
+
+    def _max(self, ctx, l, vals):
+        """A max pooling's tournament (maxpool.py) on x / B; the output shares B."""
+        sw, bits = ctx.switcher, self.cm.lut_bits
+        pairs, odd = self.max_transforms(l.name)
+        x = _need(vals[l.inputs[0]], sw.levels + 1, l.name)
+        cands = _compare(ctx, sw, bits, [d(x) for d, _ in pairs], [b(x) for _, b in pairs])
+        cands += [odd(x)] if odd is not None else []
+        while len(cands) > 1:
+            wave = tournament(len(cands))[0]
+            diffs = [ev.sub(ctx, cands[i], cands[j]) for i, j in wave]
+            cands = _compare(ctx, sw, bits, diffs, [cands[j] for _, j in wave]) + cands[len(wave) * 2:]
+        return cands[0]
 
     def _relu(self, ctx, l, vals, boots, refresh):
         if isinstance(self.cm.relu_fn, LUTReLU):
@@ -281,6 +321,22 @@ class Program:
                 y = refresh(y)
             y = ev.mul(ctx, _need(vals[src], 1, l.name), _need(y, 1, l.name))
         return y
+
+
+def _compare(ctx, sw, bits, diffs: list, bases: list) -> list:
+    """[b + 2 relu((a - b) / 2)] for the differences a - b and bases b of one wave: every
+    difference through one switch (one batch of ciphertexts, at the lowest of their levels)."""
+    if not diffs:
+        return []
+    low = min(d.level for d in diffs)
+    diffs = [ev.drop_level(ctx, d, d.level - low) for d in diffs]
+    batch = diffs[0].replace(data=torch.stack([d.data for d in diffs]))
+    r = sw.lut(batch, [half_relu], lut_interval(bits), bits)[0]
+    outs = []
+    for k, b in enumerate(bases):
+        rk = r.replace(data=r.data[k])
+        outs.append(ev.add(ctx, b, ev.add(ctx, rk, rk)))
+    return outs
 
 
 def _check_keys(ctx, et, what: str):

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|switch|profile|bytes|resnet] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|switch|digits|profile|bytes|resnet] [bts presets] [bts repeat]
+#   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
+#   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
 #   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
@@ -48,6 +50,14 @@ if [ "$STAGE" = resnet ]; then
     timeout 400 python3 -m benchmarks --suite resnet20 --device cuda --preset "$preset" --repeat "${2:-3}" \
       --json "$OUT/resnet20-$preset.json" 2>&1 | tee "$OUT/resnet20-$preset.log" | tail -14
   done
+fi
+if [ "$STAGE" = digits ]; then  # the digits CNN (GELU, MaxPool2d by lookup tables) encrypted; needs scikit-learn
+  [ -d .wheels ] && python3 -m pip install -q --no-index --no-deps .wheels/*.whl
+  timeout 150 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/circuits/test_switching.py 2>&1 | tail -3
+  timeout 250 python3 -m models.digits_cnn --device cuda --preset n16-bts40 --encrypted "${2:-20}" 2>&1 \
+    | tee "$OUT/digits_cnn.log" | grep -v "it/s\]$" | tail -6
+  timeout 300 python3 -m models.digits_cnn --device cuda --preset n16-bts40 --lut-tfhe tfhe-6bit \
+    --encrypted "${3:-4}" 2>&1 | tee "$OUT/digits_cnn_6bit.log" | grep -v "it/s\]$" | tail -6
 fi
 if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests
   timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/models/test_helr.py 2>&1 | tail -5

@@ -35,10 +35,12 @@ from ..circuits.switching import switch_config
 from .._rlwe import switching_key_bytes
 from ..tensor import Context
 from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as composite_relu
-from ..errors import ApproximationError, EncodingError, MissingKeyError, ShapeError
+from ..errors import (ApproximationError, EncodingError, MissingKeyError, ParameterError, ShapeError,
+                      UnsupportedLayerError)
 from .graph import Layer, activation_function, lower
 from .layout import layer_module, model_layouts
 from .lut import LUTReLU, seconds as lut_seconds
+from .argmax import check_classes, simulate_argmax
 from .maxpool import comparisons, max_pool_args, simulate_max, windows
 from .plan import Plan, make_plan
 from .run import Program
@@ -136,7 +138,7 @@ class CompiledModel:
     """A model prepared for encrypted inference (see the module docstring)."""
 
     def __init__(self, model, gm: fx.GraphModule, layers: list, bounds: dict, relu_fn, plan: Plan, params,
-                 device=None, *, peaks: dict | None = None, margin: float = 1.25):
+                 device=None, *, peaks: dict | None = None, margin: float = 1.25, argmax: bool = False):
         self.model = model.eval()
         self.device = device
         self.ctx = None
@@ -147,19 +149,26 @@ class CompiledModel:
         self.peaks = peaks if peaks is not None else dict(bounds)  # value name -> largest |v| of its range class
         self.margin = margin
         self.relu_fn = relu_fn
+        self.argmax = argmax  # the output is the class (argmax.py's head), not the logits
         # the switch's grid and TFHE set, for LUT ReLUs and "act" layers (GELU, SiLU, ...)
         self.lut = relu_fn if isinstance(relu_fn, LUTReLU) else LUTReLU()
         # the grid, once (a grid too fine for the TFHE set fails here, at compile)
         self.lut_bits = self.lut.grid_bits(params.name) if self.uses_lut else None
         self.plan = plan
         self.params = params
+        if argmax:
+            out = layers[-1]
+            if len(out.shape) != 1:
+                raise UnsupportedLayerError(f"nn.compile(argmax=True): the model's output {out.name} has shape "
+                                            f"{tuple(out.shape)}; the head takes a vector of logits (flatten first)")
+            check_classes(out.shape[0], self.lut_bits)
         self._sim, self._polys = self._simulation_module()
         self.last_ranges: RangeReport | None = None
 
     @property
     def uses_lut(self) -> bool:
         """Whether the model runs TFHE lookup tables (relu="lut", or GELU / SiLU / ... layers)."""
-        return isinstance(self.relu_fn, LUTReLU) or any(l.kind in ("act", "max") for l in self.layers)
+        return self.argmax or isinstance(self.relu_fn, LUTReLU) or any(l.kind in ("act", "max") for l in self.layers)
 
     # --- modes -------------------------------------------------------------------------------
     def plaintext(self, x: torch.Tensor) -> torch.Tensor:
@@ -181,6 +190,8 @@ class CompiledModel:
             if p.outside:
                 outside[p.name] = (p.outside, p.worst)
         self.last_ranges = RangeReport(outside)
+        if self.argmax:
+            return simulate_argmax(out.reshape(out.shape[0], -1) / self.bounds[self.layers[-1].name], self.lut_bits)
         return out
 
     # --- encrypted mode -------------------------------------------------------------------------
@@ -254,6 +265,10 @@ class CompiledModel:
                         f"{len(luts)} layers ({ops}), {tables} tables of one PBS per slot (a max pooling: one per "
                         f"comparison): {tables * prog.slots} PBS per input, ~{tables * lut_seconds(prog.slots):.1f} s "
                         "on an H100 (the plan's estimate counts N/2 slots per table)")
+        if self.argmax:
+            k = self.layers[-1].shape[0]
+            rows.append(f"argmax head: {k * (k - 1) // 2} comparisons and {k} win tests, two switches of {prog.slots} "
+                        f"slots; the output is the class (-1 where the top logits tie within a grid step)")
         rows.append(f"key memory (estimated): {(rot_bytes + full) / 2**30:.2f} GiB")
         rows.append(f"expected latency on an H100 (graph-replayed): ~{self.plan.estimated_s:.2f} s (plan.py's model: "
                     f"{self.plan.bootstraps} bootstraps, the layers by their diagonals and levels)")
@@ -432,10 +447,13 @@ def _polynomial_relu(relu):
 
 
 def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str = "n16-bts40", device=None,
-            relu="composite", margin: float = 1.25) -> CompiledModel:
+            relu="composite", margin: float = 1.25, argmax: bool = False) -> CompiledModel:
     """Trace, fold batch norm, calibrate value ranges, approximate ReLU and plan levels and
     bootstraps for `preset` (see the module docstring). calibration_inputs: a batch like the
-    data the model will see (e.g. a few hundred training images).
+    data the model will see (e.g. a few hundred training images). argmax: the encrypted output
+    is the class, not the logits (nn/argmax.py: lookup tables; bootstrappable presets):
+    cm.decrypt gives a (1,) int64 tensor, -1 where the top logits tie within a grid step, and
+    cm.simulate the classes the same way.
 
     Raises UnsupportedLayerError for a layer without an encrypted form (naming it and what to
     use instead), ShapeError for calibration inputs that are not a batch the model takes,
@@ -464,7 +482,11 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn = relu_approximation(relu)
     plan = make_plan(layers, params, fn)  # refuses lookup tables on a preset that cannot bootstrap
-    return CompiledModel(model, gm, layers, bounds, fn, plan, params, device, peaks=peaks, margin=margin)
+    if argmax and bootstrap_config(params.name) is None:
+        raise ParameterError(f"nn.compile(argmax=True): the argmax head runs lookup tables, which need a "
+                             f"bootstrappable preset; {params.name!r} is not")
+    return CompiledModel(model, gm, layers, bounds, fn, plan, params, device, peaks=peaks, margin=margin,
+                         argmax=argmax)
 
 
 def _round_bound(b: float) -> float:

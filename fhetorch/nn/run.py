@@ -30,6 +30,7 @@ import torch
 from tqdm import tqdm
 
 from ..circuits.linear import LinearTransform, rotation_steps
+from ..circuits.presets import bootstrap_config
 from ..circuits.polynomial import evaluate
 from .._ckks import evaluator as ev
 from .._ckks.graphs import Graphs
@@ -38,6 +39,7 @@ from ..tensor import EncryptedTensor
 from .graph import activation_function
 from .layout import layer_map, layer_module, model_layouts
 from .lut import LUTReLU, grid_interval
+from .argmax import decode, head_maps, step, win_interval
 from .maxpool import first_wave_maps, half_relu, lut_interval, tournament
 from .plan import relu_stages
 
@@ -48,6 +50,9 @@ class Program:
         layers = cm.layers
         self.modules = modules = dict(cm.graph_module.named_modules())
         layouts, n = model_layouts(layers, modules, cm.params.n // 2)  # the slot count is the largest period
+        if cm.argmax:  # the head's differences: one slot per pair of classes
+            k = layouts[layers[-1].name].shape[0]
+            n = max(n, 1 << (k * (k - 1) // 2 - 1).bit_length())
         self.slots = n
         maps = {}
         for l in layers[1:]:
@@ -59,6 +64,7 @@ class Program:
         self._max_maps = {l.name: first_wave_maps(n, l, layer_module(l, modules), layouts[l.inputs[0]], layouts[l.name])
                           for l in layers if l.kind == "max"}
         self._max_lts = {}
+        self._head = None  # the argmax head's LinearTransforms (compile(argmax=True))
         self._lts = {}
         self._offsets, self._diagonals = {}, {}
         self._bias_pts = {}
@@ -133,12 +139,22 @@ class Program:
             level = plan[first].level_in  # where the chain's first layer reads its source
             for r in rotation_steps(self.offsets(name), self.slots) + list(m.presum):
                 steps[r] = max(steps.get(r, 0), level)
+        if self.cm.argmax:  # the head's maps: the differences where the logits are, the others after a switch
+            cfg = bootstrap_config(self.cm.params.name)
+            level, out = plan[self.output].level_out, cfg.stc_input_level
+            level = level if level >= cfg.stc_levels + 2 else cfg.user_levels
+            for m, lvl in zip(self._head_maps(), (level, out, out)):
+                for r in rotation_steps(sorted(m.diagonals()), self.slots):
+                    steps[r] = max(steps.get(r, 0), lvl)
         for name, (pairs, odd) in self._max_maps.items():
             level = plan[name].level_in
             for m in [m for p in pairs for m in p] + ([odd] if odd is not None else []):
                 for r in rotation_steps(sorted(m.diagonals()), self.slots):
                     steps[r] = max(steps.get(r, 0), level)
         return steps
+
+    def _head_maps(self) -> tuple:
+        return head_maps(self.slots, self.layouts[self.output].shape[0])
 
     def max_transforms(self, name: str) -> tuple:
         """A max pooling's wave-1 LinearTransforms: ([(difference, base)], odd one out or None)."""
@@ -188,11 +204,17 @@ class Program:
 
     def decrypt(self, ctx, ey) -> torch.Tensor:
         lay = getattr(ey, "layout", None)
-        if not isinstance(lay, tuple) or lay[2] != self.output or lay[3] != self.layouts[self.output]:
+        if not isinstance(lay, tuple) or lay[2] != self._output_name or lay[3] != self.layouts[self.output]:
             raise LayoutError("CompiledModel.decrypt: not an output of this compiled model (cm(cm.encrypt(x)))")
         _check_keys(ctx, ey, "CompiledModel.decrypt")
         v = ctx.decrypt_vector(ey.ciphertext).real.to(torch.float64).cpu()
+        if self.cm.argmax:
+            return decode(v, self.layouts[self.output].shape[0])
         return (self.layouts[self.output].unpack(v) * self.cm.bounds[self.output]).reshape(1, -1)
+
+    @property
+    def _output_name(self) -> str:
+        return "argmax" if self.cm.argmax else self.output
 
     # --- the forward pass ----------------------------------------------------------------------
     def run(self, ctx, ex, progress: bool = False, timing: bool = False, graph: bool | None = None):
@@ -212,11 +234,11 @@ class Program:
         self.graphs.enabled = graph
         out = self.graphs("forward", lambda ct: self._forward(ctx, ct, progress, timing), ex.ciphertext)
         return EncryptedTensor(ctx, out, (self.slots,),
-                               layout=("nn", self.cm.params.name, self.output, self.layouts[self.output]))
+                               layout=("nn", self.cm.params.name, self._output_name, self.layouts[self.output]))
 
     def _forward(self, ctx, ct, progress: bool, timing: bool):
         """run() on a ciphertext: the output ciphertext."""
-        bt = ctx.bootstrapper if self.cm.plan.bootstraps else None
+        bt = ctx.bootstrapper if self.cm.plan.bootstraps or self.cm.argmax else None  # the head may refresh
         vals = {self.cm.layers[0].name: ct}
         self.bootstraps = 0
         self.times = {"linear": 0.0, "relu": 0.0, "act": 0.0, "max": 0.0, "add": 0.0, "bootstrap": 0.0}
@@ -244,7 +266,25 @@ class Program:
                     vals[v] = refresh(vals[v])
             self._layer(ctx, l, vals, boots, refresh)
             self.times[l.kind] += clock.now() - t0 - (self.times["bootstrap"] - b0)
+        if self.cm.argmax:
+            return self._argmax(ctx, vals[self.output], refresh)
         return vals[self.output]
+
+    def _argmax(self, ctx, z, refresh):
+        """The argmax head (argmax.py) on the logits / B."""
+        sw, bits = ctx.switcher, self.cm.lut_bits
+        if self._head is None:
+            self._head = [LinearTransform.from_diagonals(ctx, m.diagonals(), self.slots) for m in self._head_maps()]
+            self._head_bias = self._head_maps()[1].bias
+        diff, wins, out = self._head
+        if z.level < sw.levels + 1:
+            z = refresh(z)
+        s = sw.lut(diff(z), [step], grid_interval(bits), bits)[0]
+        w = wins(s)
+        w = ev.add_plaintext(ctx, w, self._bias(ctx, "argmax", self._head_bias, w))
+        k = self.layouts[self.output].shape[0]
+        h = sw.lut(w, [lambda y: (y > k - 1.5).to(torch.float64)], win_interval(bits), bits)[0]  # [wins = K - 1]
+        return out(h)
 
     def _layer(self, ctx, l, vals, boots, refresh):
         """One layer of run(): its value into vals (its inputs already refreshed where the plan says)."""

@@ -13,6 +13,8 @@ A GLWE ciphertext here is (..., 2, N) int64 in [0, q): mask A then body B, phase
   rounds, each one batched automorphism key switch; the inputs are first multiplied by N^-1 mod q
   (q is odd), which the rounds' factor 2 each give back: the messages come out unscaled, while
   the key switches' noise doubles with every later round (std ~ N / sqrt(3) of one switch's).
+  Ciphertexts for every stride-th coefficient only (`stride`): the tree on those, the remaining
+  rounds single steps (the trace), so memory and work scale with the count, not N^2.
 """
 from __future__ import annotations
 
@@ -104,23 +106,33 @@ def lwe_to_glwe(modulus: Modulus, lwe: torch.Tensor) -> torch.Tensor:
     return torch.stack((mask, body), -2)
 
 
-def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor) -> torch.Tensor:
-    """(..., N, N + 1) LWE ciphertexts under S's coefficients -> (..., 2, N) GLWE under S whose
-    coefficient i has LWE i's phase (plus the key switches' noise); keys from
-    generate_packing_keys. Raises ParameterError for another count or dimension,
-    MissingKeyError when a key of packing_elements(N) is absent."""
+def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor, stride: int = 1) -> torch.Tensor:
+    """(..., N / stride, N + 1) LWE ciphertexts under S's coefficients -> (..., 2, N) GLWE under S
+    whose coefficient i stride has LWE i's phase (plus the key switches' noise), the other
+    coefficients 0 (plus noise); keys from generate_packing_keys. With stride > 1 the tree runs
+    on the N / stride ciphertexts only: the levels that would pair a ciphertext with a zero one
+    become single steps c + KS(tau_g(c)) (Chen-Dai-Kim-Song's field trace), bit for bit what the
+    stride-1 packing of the same ciphertexts at zero-filled positions gives. Raises
+    ParameterError for another count or dimension or a stride that is not a power of two
+    dividing N, MissingKeyError when a key of packing_elements(N) is absent."""
     big_n, mq = ring.n, ring.modulus
     absent = [g for g in packing_elements(big_n) if g not in keys]
     if absent:
         raise MissingKeyError(f"pack_lwe_ciphertexts: no packing key for the Galois elements {absent}")
-    if lwe.shape[-2:] != (big_n, big_n + 1):
-        raise ParameterError(f"pack_lwe_ciphertexts: ({big_n}, {big_n + 1}) ciphertexts expected, got "
+    if stride < 1 or stride & (stride - 1) or stride > big_n:
+        raise ParameterError(f"pack_lwe_ciphertexts: the stride must be a power of two <= {big_n}, got {stride}")
+    m = big_n // stride
+    if lwe.shape[-2:] != (m, big_n + 1):
+        raise ParameterError(f"pack_lwe_ciphertexts: ({m}, {big_n + 1}) ciphertexts expected, got "
                              f"{tuple(lwe.shape[-2:])}")
-    cur = mq.mul_small(lwe_to_glwe(mq, lwe), pow(big_n, -1, mq.q))  # (..., N, 2, N)
+    cur = mq.mul_small(lwe_to_glwe(mq, lwe), pow(big_n, -1, mq.q))  # (..., m, 2, N)
     for j in range(1, big_n.bit_length()):
-        half = cur.shape[-3] // 2
-        even, odd = cur[..., :half, :, :], rotate_glwe(mq, cur[..., half:, :, :], big_n >> j)
         g = (1 << j) + 1
-        turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, mq.sub(even, odd), g))
-        cur = mq.add(mq.add(even, odd), turned)
+        if cur.shape[-3] > 1:  # pair entry e with e + N / 2^j (positions; entries are stride apart)
+            half = cur.shape[-3] // 2
+            even, odd = cur[..., :half, :, :], rotate_glwe(mq, cur[..., half:, :, :], big_n >> j)
+            turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, mq.sub(even, odd), g))
+            cur = mq.add(mq.add(even, odd), turned)
+        else:  # the partner would be a zero ciphertext
+            cur = mq.add(cur, keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, cur, g)))
     return cur[..., 0, :, :]

@@ -229,3 +229,21 @@ def test_pack_rejects_wrong_counts(ctx, packing_keys):
     for shape in [(big_n - 1, big_n + 1), (big_n // 2, big_n + 1), (big_n, big_n), (2, big_n + 1, big_n + 1)]:
         with pytest.raises(ParameterError):
             glwe.pack_lwe_ciphertexts(ctx.ring, packing_keys, torch.zeros(shape, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("stride", [2, 8])
+def test_strided_packing_is_the_dense_one_with_zeros(ctx, packing_keys, seed, stride):
+    """Ciphertexts for every stride-th coefficient: the same bits as the N-leaf packing with zero
+    ciphertexts in between (whose key switches are exactly 0), with N / stride leaves."""
+    ring, mq, p, big_n = ctx.ring, ctx.modulus, ctx.params, ctx.params.N
+    lwe_key = ctx.glwe_key.as_lwe_key()
+    lwe = alg.encrypt_lwe_ciphertext(ctx.sampler, ring, lwe_key, rand_mod_q(mq.q, big_n // stride), p.glwe_noise_width)
+    dense = torch.zeros(big_n, big_n + 1, dtype=torch.int64)
+    dense[::stride] = lwe
+    packed = glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe, stride)
+    assert torch.equal(packed, glwe.pack_lwe_ciphertexts(ring, packing_keys, dense))
+    phase = alg.decrypt_glwe_ciphertext(ring, ctx.glwe_key, packed)
+    err = centred(phase[::stride] - alg.decrypt_lwe_ciphertext(mq, lwe_key, lwe), mq.q)
+    assert err.abs().max() < mq.q * 2.0 ** -8
+    with pytest.raises(ParameterError):
+        glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe, 3)

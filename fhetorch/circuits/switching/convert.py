@@ -116,9 +116,10 @@ class Switcher:
         return bits, p
 
     def geometry(self, m: int, device) -> tuple:
-        """(pos, groups, where) for m slot values, made once per size and device: slot k's
-        coefficient pos[k] = bitrev(k), the packing groups (residues pos mod r that hold values)
-        and each value's group index."""
+        """(pos, groups, where, stride) for m slot values, made once per size and device: slot k's
+        coefficient pos[k] = bitrev(k), the packing groups (residues pos mod r that hold values),
+        each value's group index, and the largest power of two dividing every index pos // r
+        in ring N_t (the packing's stride: m values need no N_t-leaf tree)."""
         key = (m, str(device))
         g = self._geometry.get(key)
         if g is None:
@@ -126,7 +127,12 @@ class Switcher:
             r = self.keys.stride
             groups = torch.unique(pos % r)
             where = torch.searchsorted(groups, pos % r)
-            g = self._geometry[key] = tuple(t.to(device) for t in (pos, groups, where))
+            nt = self.ctx.params.n // r
+            stride = nt
+            for i in (pos // r).tolist():
+                while i % stride:
+                    stride //= 2
+            g = self._geometry[key] = tuple(t.to(device) for t in (pos, groups, where)) + (stride,)
         return g
 
     # --- CKKS -> LWE --------------------------------------------------------------------------
@@ -243,11 +249,11 @@ class Switcher:
         nt, m, half = big_n // r, lwe.shape[-2], ctx.slots
         if half % m:
             raise ParameterError(f"lut: {m} values do not divide the {half} slots")
-        pos, groups, where = self.geometry(m, lwe.device)  # only the residues that hold values are packed
+        pos, groups, where, stride = self.geometry(m, lwe.device)  # only the residues that hold values are packed
         batch = lwe.shape[:-2]
-        leaves = lwe.new_zeros(*batch, groups.numel(), nt, nt + 1)
-        leaves[..., where, pos // r, :] = lwe
-        packed = _glwe.pack_lwe_ciphertexts(keys.tfhe.ring, keys.packing, leaves)  # (..., groups, 2, N_t)
+        leaves = lwe.new_zeros(*batch, groups.numel(), nt // stride, nt + 1)
+        leaves[..., where, pos // r // stride, :] = lwe
+        packed = _glwe.pack_lwe_ciphertexts(keys.tfhe.ring, keys.packing, leaves, stride)  # (..., groups, 2, N_t)
         big = lwe.new_zeros(*batch, 2, nt, r)
         big[..., groups] = packed.permute(*range(len(batch)), -2, -1, -3)
         big = _glwe.keyswitch_glwe_ciphertext(keys.ring, keys.to_ckks, big.reshape(*batch, 2, big_n))  # under s

@@ -73,4 +73,8 @@
   R tfhe_ifft(const TfheFftRing& f, const double* x, int64_t* out, int64_t B, const CTX& ctx);                      \
   /* digits (B, rows, N), key (rows, cols, N/2) complex shared by the batch -> out (B, cols, N). */                \
   R tfhe_fft_product(const TfheFftRing& f, const int64_t* digits, const double* key, int64_t* out, int64_t B,       \
-                     int rows, int cols, const CTX& ctx);
+                     int rows, int cols, const CTX& ctx);                                                   \
+  /* out (B, k1, N) = c0 + GGSW x (c1 - c0) on the torus (c0 null: GGSW x c1); ggsw (k1, level, k1, N/2)        \
+     complex shared by the batch. */                                                                               \
+  R tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1, const double* ggsw, int64_t* out, \
+                    int64_t B, const CTX& ctx);

@@ -233,16 +233,25 @@ FT_HD void tfhe_fft_load_row(const T& t, const TfheFftRing& f, const int64_t* x,
 }
 
 // The polynomial of row r after an inverse transform: coefficient j = round(re_j / M),
-// j + M = round(im_j / M), mod 2^64, into out (N int64). The caller syncs.
+// j + M = round(im_j / M), mod 2^64, into out (N int64), plus addend (N int64) where given
+// (mod 2^64). The caller syncs.
+FT_HD int64_t tfhe_torus_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+FT_HD int64_t tfhe_torus_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
 template <class T>
-FT_HD void tfhe_fft_store_row(const T& t, const TfheFftRing& f, const double* a, int r, int64_t* out) {
+FT_HD void tfhe_fft_store_row(const T& t, const TfheFftRing& f, const double* a, int r, int64_t* out,
+                              const int64_t* addend = nullptr) {
   const int log_m = f.log_n - 1;
   const uint32_t m = 1u << log_m;
   const double* re = a + (static_cast<int64_t>(2 * r) << log_m);
   for (uint32_t j = static_cast<uint32_t>(t.rank); j < m; j += static_cast<uint32_t>(t.size)) {
     const uint32_t s = tfhe_fft_slot(j);
-    out[j] = tfhe_torus_from_double(re[s], log_m);
-    out[j + m] = tfhe_torus_from_double(re[m + s], log_m);
+    const int64_t lo = tfhe_torus_from_double(re[s], log_m), hi = tfhe_torus_from_double(re[m + s], log_m);
+    out[j] = addend ? tfhe_torus_add(addend[j], lo) : lo;
+    out[j + m] = addend ? tfhe_torus_add(addend[j + m], hi) : hi;
   }
 }
 
@@ -276,20 +285,16 @@ FT_HD void tfhe_team_ifft_op(const T& t, const TfheFftRing& f, const double* x, 
   tfhe_fft_store_row(t, f, a, 0, out);
 }
 
-// The ring product of one batch element: out[c] = sum_r digits[r] key[r, c] in
-// Z_{2^64}[X]/(X^N + 1), c < cols, r < rows: forward FFT of the rows digit polynomials (small
-// signed integers), per slot the multiply-accumulate with the key (rows, cols, M) complex (the
-// FFTs of torus polynomials, shared by the batch), into the first cols scratch rows (each slot's
-// rows values are read before any is overwritten, by the same member), inverse FFT, rounding.
-// a: max(rows, cols) scratch rows; cols <= kTfheMaxK1.
+// Rows [0, rows) of a hold digit polynomials (folded, synced): forward FFT, per slot the
+// multiply-accumulate with key (rows, cols, M) complex (the FFTs of torus polynomials) into the
+// first cols rows (each slot's rows values are read before any is overwritten, by the same
+// member), inverse FFT. Rows [0, cols) then hold M times the products; a: max(rows, cols) rows,
+// cols <= kTfheMaxK1.
 template <class T>
-FT_HD void tfhe_team_fft_product(const T& t, const TfheFftRing& f, const int64_t* digits, const double* key, int rows,
-                                 int cols, double* a, int64_t* out) {
+FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const double* key, int rows, int cols,
+                                      double* a) {
   const int log_m = f.log_n - 1;
   const uint32_t m = 1u << log_m;
-  const int64_t n = int64_t(1) << f.log_n;
-  for (int r = 0; r < rows; ++r) tfhe_fft_load_row(t, f, digits + r * n, a, r);
-  t.sync();
   tfhe_team_fft<false>(t, a, rows, log_m, f.twiddles);
   for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
     const uint32_t s = tfhe_fft_slot(k);
@@ -316,7 +321,65 @@ FT_HD void tfhe_team_fft_product(const T& t, const TfheFftRing& f, const int64_t
   }
   t.sync();
   tfhe_team_fft<true>(t, a, cols, log_m, f.twiddles);
+}
+
+// The ring product of one batch element: out[c] = sum_r digits[r] key[r, c] in
+// Z_{2^64}[X]/(X^N + 1), c < cols, r < rows (tfhe_team_fft_rows_product, rounded).
+// a: max(rows, cols) scratch rows; cols <= kTfheMaxK1.
+template <class T>
+FT_HD void tfhe_team_fft_product(const T& t, const TfheFftRing& f, const int64_t* digits, const double* key, int rows,
+                                 int cols, double* a, int64_t* out) {
+  const int64_t n = int64_t(1) << f.log_n;
+  for (int r = 0; r < rows; ++r) tfhe_fft_load_row(t, f, digits + r * n, a, r);
+  t.sync();
+  tfhe_team_fft_rows_product(t, f, key, rows, cols, a);
   for (int c = 0; c < cols; ++c) tfhe_fft_store_row(t, f, a, c, out + c * n);
+}
+
+// ---- external product and CMux on the 2^64 torus ---------------------------------------------
+//
+// Gadget: g_j = 2^(64 - base_log (j + 1)), j < level (TFHE-rs's on 2^64); a value x is rounded to
+// v = round(x / 2^(64 - base_log level)) (half up) and cut into balanced digits d_j in [-B/2, B/2)
+// with sum_j d_j g_j = v 2^(64 - base_log level) mod 2^64 (the carry out of the top digit is a
+// multiple of 2^64: it vanishes). base_log level <= 60.
+FT_HD uint64_t tfhe_torus_round(int64_t x, int bits) {
+  const int shift = 64 - bits;
+  return (static_cast<uint64_t>(x) + (uint64_t(1) << (shift - 1))) >> shift;
+}
+
+// A GGSW on the torus in FFT form: (k1, level, k1, M) complex, row (p, j) the FFT of a GLWE
+// encryption of zero plus mu g_j on component p.
+struct TfheTorusGgsw {
+  TfheFftRing f;
+  int k1, base_log, level;
+};
+
+// out (k1, N) = c0 + GGSW x (c1 - c0), mod 2^64 (c0 null: out = GGSW x c1, the external
+// product): the digits of every (component, level) of c1 - c0 into the folded scratch rows
+// (p level + j), tfhe_team_fft_rows_product with the GGSW as key, rounding, + c0. a: k1 level
+// scratch rows. out must not alias c0 or c1.
+template <class T>
+FT_HD void tfhe_team_torus_cmux(const T& t, const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1,
+                                const double* ggsw, double* a, int64_t* out) {
+  const int log_m = g.f.log_n - 1;
+  const uint32_t m = 1u << log_m, n = 2u * m;
+  const int bits = g.base_log * g.level;
+  const uint32_t k1n = static_cast<uint32_t>(g.k1) * n;
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
+    const int p = static_cast<int>(e >> g.f.log_n);
+    const uint32_t c = e & (n - 1u);
+    const int64_t x = c0 ? tfhe_torus_sub(c1[e], c0[e]) : c1[e];
+    uint64_t v = tfhe_torus_round(x, bits);
+    const uint32_t s = tfhe_fft_slot(c & (m - 1u)) + (c >= m ? m : 0u);  // real plane, then imaginary
+    for (int j = g.level - 1; j >= 0; --j) {
+      const int32_t d = tfhe_next_digit(v, g.base_log);
+      a[(static_cast<int64_t>(2 * (p * g.level + j)) << log_m) + s] = static_cast<double>(d);
+    }
+  }
+  t.sync();
+  tfhe_team_fft_rows_product(t, g.f, ggsw, g.k1 * g.level, g.k1, a);
+  const int64_t nn = n;
+  for (int p = 0; p < g.k1; ++p) tfhe_fft_store_row(t, g.f, a, p, out + p * nn, c0 ? c0 + p * nn : nullptr);
 }
 
 }  // namespace fhetorch

@@ -186,4 +186,15 @@ TORCH_LIBRARY(fhetorch, m) {
   // the ring, i.e. tfhe_ifft(sum_r tfhe_fft(digits[r]) * key[r, c]) in one launch (the
   // external product's ring part: rows = (k + 1) level, cols = k + 1).
   m.def("tfhe_fft_product(Tensor digits, Tensor key, Tensor twiddles) -> Tensor");
+  // External product on the torus: glwe (..., k + 1, N) int64 -> GGSW x glwe = sum_(p, j)
+  // d_pj * row(p, j), same shape. ggsw (k + 1, level, k + 1, N/2) complex128: row (p, j) is the
+  // tfhe_fft of a GLWE encryption of zero plus mu * g_j on component p, g_j =
+  // 2^(64 - base_log (j + 1)); d_pj the balanced base-2^base_log digits (in [-B/2, B/2), j = 0
+  // the most significant) of round(x / 2^(64 - base_log level)) for each coefficient x of
+  // component p. base_log in [1, 23], base_log * level <= 60, (k + 1) level <= 64.
+  m.def("tfhe_torus_external_product(Tensor glwe, Tensor ggsw, Tensor twiddles, int base_log, int level) "
+        "-> Tensor");
+  // CMux on the torus: c0 + GGSW x (c1 - c0) (c0, c1 (..., k + 1, N) of one shape; ggsw as above):
+  // c1 where the GGSW encrypts 1, c0 where it encrypts 0, up to the product's noise.
+  m.def("tfhe_torus_cmux(Tensor c0, Tensor c1, Tensor ggsw, Tensor twiddles, int base_log, int level) -> Tensor");
 }

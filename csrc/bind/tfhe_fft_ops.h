@@ -78,8 +78,56 @@ Tensor tfhe_fft_product_op(const Tensor& digits, const Tensor& key, const Tensor
   return out;
 }
 
+// c0 (optional) and c1 (..., k1, N) int64, ggsw (k1, level, k1, N/2) complex128.
+template <class Dev>
+Tensor tfhe_run_torus_cmux(const char* op, const Tensor* c0, const Tensor& c1, const Tensor& ggsw,
+                           const Tensor& twiddles, int64_t base_log, int64_t level) {
+  tfhe_check_int64(c1, op, c0 ? "c1" : "glwe", 2);
+  if (c0) {
+    tfhe_check_int64(*c0, op, "c0", 2);
+    tfhe_need(c0->sizes() == c1.sizes(), op, "c0 and c1 must have one shape, got " + tfhe_shape(*c0) + " and " +
+                                                 tfhe_shape(c1));
+  }
+  tfhe_check_gadget(base_log, level, op);
+  const int64_t k1 = c1.size(-2), n = c1.size(-1);
+  TfheTorusGgsw g{};
+  g.f = tfhe_fft_ring(op, n, twiddles);
+  tfhe_need(k1 >= 2 && k1 <= kTfheMaxK1, op, "the GLWE dimension k must be in [1, 7], got " + std::to_string(k1 - 1));
+  tfhe_need(k1 * level <= 64, op, "(k + 1) level must be at most 64, got " + std::to_string(k1 * level));
+  tfhe_check_complex(ggsw, op, "ggsw", 4);
+  tfhe_need(ggsw.dim() == 4 && ggsw.size(0) == k1 && ggsw.size(1) == level && ggsw.size(2) == k1 &&
+                ggsw.size(3) == n / 2,
+            op, "ggsw must be (" + std::to_string(k1) + ", " + std::to_string(level) + ", " + std::to_string(k1) +
+                    ", " + std::to_string(n / 2) + "), got " + tfhe_shape(ggsw));
+  check_devices(op, {c0, &c1, &ggsw, &twiddles});
+  g.k1 = static_cast<int>(k1);
+  g.base_log = static_cast<int>(base_log);
+  g.level = static_cast<int>(level);
+  Dev dev(c1);
+  Tensor out = at::empty_like(c1);
+  dev.run(op, [&](auto& ctx) {
+    return tfhe_torus_cmux(g, c0 ? c0->data_ptr<int64_t>() : nullptr, c1.data_ptr<int64_t>(), tfhe_doubles(ggsw),
+                           out.data_ptr<int64_t>(), batch_of(c1, 2), ctx);
+  });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_torus_external_product_op(const Tensor& glwe, const Tensor& ggsw, const Tensor& twiddles, int64_t base_log,
+                                      int64_t level) {
+  return tfhe_run_torus_cmux<Dev>("tfhe_torus_external_product", nullptr, glwe, ggsw, twiddles, base_log, level);
+}
+
+template <class Dev>
+Tensor tfhe_torus_cmux_op(const Tensor& c0, const Tensor& c1, const Tensor& ggsw, const Tensor& twiddles,
+                          int64_t base_log, int64_t level) {
+  return tfhe_run_torus_cmux<Dev>("tfhe_torus_cmux", &c0, c1, ggsw, twiddles, base_log, level);
+}
+
 template <class Dev>
 void register_tfhe_fft_ops(torch::Library& m) {
+  m.impl("tfhe_torus_external_product", &tfhe_torus_external_product_op<Dev>);
+  m.impl("tfhe_torus_cmux", &tfhe_torus_cmux_op<Dev>);
   m.impl("tfhe_fft", &tfhe_fft_op<Dev>);
   m.impl("tfhe_ifft", &tfhe_ifft_op<Dev>);
   m.impl("tfhe_fft_product", &tfhe_fft_product_op<Dev>);

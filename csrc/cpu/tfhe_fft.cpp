@@ -43,4 +43,16 @@ void tfhe_fft_product(const TfheFftRing& f, const int64_t* digits, const double*
   });
 }
 
+void tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1, const double* ggsw, int64_t* out,
+                     int64_t B, const Threads& th) {
+  if (B <= 0) return;
+  const int64_t k1n = static_cast<int64_t>(g.k1) << g.f.log_n, per = tfhe_fft_scratch_doubles(g.f, g.k1 * g.level);
+  double* scratch = fft_scratch(th, B, per);
+  th.par(B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      tfhe_team_torus_cmux(SoloTeam{}, g, c0 ? c0 + b * k1n : nullptr, c1 + b * k1n, ggsw, scratch + b * per,
+                           out + b * k1n);
+  });
+}
+
 }  // namespace fhetorch::cpu

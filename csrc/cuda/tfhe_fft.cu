@@ -45,6 +45,14 @@ __global__ void __launch_bounds__(kFftTeam)
                         out + b * cols * n);
 }
 
+__global__ void __launch_bounds__(kFftTeam)
+    torus_cmux_kernel(TfheTorusGgsw g, const int64_t* c0, const int64_t* c1, const double* ggsw, int64_t* out,
+                      double* scratch) {
+  const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(g.k1) << g.f.log_n;
+  tfhe_team_torus_cmux(block_team(), g, c0 ? c0 + b * k1n : nullptr, c1 + b * k1n, ggsw,
+                       scratch + b * tfhe_fft_scratch_doubles(g.f, g.k1 * g.level), out + b * k1n);
+}
+
 double* fft_scratch(const Stream& s, int64_t B, int64_t doubles) {
   return reinterpret_cast<double*>(s.scratch(2 * B * doubles));
 }
@@ -73,6 +81,15 @@ cudaError_t tfhe_fft_product(const TfheFftRing& f, const int64_t* digits, const 
   if (B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   double* scratch = fft_scratch(s, B, tfhe_fft_scratch_doubles(f, rows > cols ? rows : cols));
   fft_product_kernel<<<static_cast<unsigned>(B), kFftTeam, 0, s.stream>>>(f, digits, key, out, rows, cols, scratch);
+  return cudaGetLastError();
+}
+
+cudaError_t tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1, const double* ggsw,
+                            int64_t* out, int64_t B, const Stream& s) {
+  if (B <= 0) return cudaSuccess;
+  if (B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
+  double* scratch = fft_scratch(s, B, tfhe_fft_scratch_doubles(g.f, g.k1 * g.level));
+  torus_cmux_kernel<<<static_cast<unsigned>(B), kFftTeam, 0, s.stream>>>(g, c0, c1, ggsw, out, scratch);
   return cudaGetLastError();
 }
 

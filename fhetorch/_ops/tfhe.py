@@ -16,7 +16,8 @@ _fake = torch.library.register_fake
 Tensor = torch.Tensor
 
 __all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
-           "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product"]
+           "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
+           "tfhe_torus_external_product", "tfhe_torus_cmux"]
 
 
 def _m(moduli: Sequence[int]) -> list[int]:
@@ -131,3 +132,23 @@ def tfhe_fft_product(digits: Tensor, key: Tensor, twiddles: Tensor) -> Tensor:
 @_fake("fhetorch::tfhe_fft_product")
 def _(digits, key, twiddles):
     return digits.new_empty((*digits.shape[:-2], key.shape[1], digits.shape[-1]))
+
+
+def tfhe_torus_external_product(glwe: Tensor, ggsw: Tensor, twiddles: Tensor, base_log: int, level: int) -> Tensor:
+    """GGSW (k+1, level, k+1, N/2) complex128 (FFT form) x GLWE (..., k+1, N) int64 on the 2^64 torus."""
+    return _ops.tfhe_torus_external_product(glwe, ggsw, twiddles, int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_torus_external_product")
+def _(glwe, ggsw, twiddles, base_log, level):
+    return torch.empty_like(glwe)
+
+
+def tfhe_torus_cmux(c0: Tensor, c1: Tensor, ggsw: Tensor, twiddles: Tensor, base_log: int, level: int) -> Tensor:
+    """c0 + GGSW x (c1 - c0) on the 2^64 torus (GLWE (..., k+1, N) int64; GGSW in FFT form)."""
+    return _ops.tfhe_torus_cmux(c0, c1, ggsw, twiddles, int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_torus_cmux")
+def _(c0, c1, ggsw, twiddles, base_log, level):
+    return torch.empty_like(c1)

@@ -112,3 +112,20 @@ def torus_products(digits, keys):
                 prod = (d[:, r] @ mat).to(torch.int64)
                 out[:, c] += prod * (1 << (12 * limb))
     return out
+
+
+def torus_decompose(x: int, base_log: int, level: int) -> list[int]:
+    """Balanced digits, most significant first, of round(x / 2^(64 - base_log level)) for a torus
+    value x (any int, read mod 2^64): sum_j d_j 2^(64 - base_log (j + 1)) = the rounded x mod 2^64."""
+    shift = 64 - base_log * level
+    v = ((x % (1 << 64)) + (1 << (shift - 1))) >> shift
+    b = 1 << base_log
+    out = []
+    for _ in range(level):
+        d = v % b
+        v //= b
+        if d >= b // 2:
+            d -= b
+            v += 1
+        out.append(d)
+    return out[::-1]

@@ -198,3 +198,18 @@ def test_fft_ring_product(gen, log_n, rows, cols):
     _both(ops.tfhe_ifft, key_fft, tw)
     _both(ops.tfhe_fft_product, digits, key_fft, tw)
     _both(ops.tfhe_fft_product, digits[0, 0], key_fft, tw)  # no batch dimension: one team
+
+
+# the external product and CMux on the torus (tfhe_torus_*), at the tfhe-4bit-p128 gadget (23, 1), k = 2,
+# and a 3-level gadget
+@pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (10, 2, 15, 2), (12, 1, 10, 3), (14, 1, 23, 1)])
+def test_torus_external_product_and_cmux(gen, log_n, k, base_log, level):
+    from fhetorch._tfhe.fft import fft_twiddles
+
+    n, k1 = 1 << log_n, k + 1
+    tw = fft_twiddles(log_n)
+    torus = lambda *shape: torch.randint(-(1 << 63), (1 << 63) - 1, shape, generator=gen, dtype=torch.int64)  # noqa: E731
+    ggsw = ops.tfhe_fft(torus(k1, level, k1, n), tw)
+    c0, c1 = torus(5, k1, n), torus(5, k1, n)
+    _both(ops.tfhe_torus_external_product, c1, ggsw, tw, base_log, level)
+    _both(ops.tfhe_torus_cmux, c0, c1, ggsw, tw, base_log, level)

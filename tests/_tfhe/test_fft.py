@@ -156,3 +156,88 @@ def test_fft_ops_refuse_bad_arguments():
         ops.tfhe_fft_product(torch.zeros(2, 16, dtype=torch.int64), torch.zeros(2, 9, 8, dtype=torch.complex128), tw)
     with pytest.raises(ValueError, match="log_n"):
         fft.fft_twiddles(3)
+
+
+# ---- external product and CMux on the torus (ops tfhe_torus_external_product, tfhe_torus_cmux)
+def _torus_digits(x, base_log, level):
+    """(..., N) int64 -> (..., level, N): tfhe_torus_external_product's digits, in torch (int64 wraps)."""
+    shift = 64 - base_log * level
+    v = ((x + (1 << (shift - 1))) >> shift) & ((1 << (base_log * level)) - 1)  # the mask makes the shift logical
+    b = 1 << base_log
+    out = []
+    for _ in range(level):
+        u = v & (b - 1)
+        v = v >> base_log
+        neg = u >= b // 2
+        out.append(torch.where(neg, u - b, u))
+        v = v + neg.to(torch.int64)
+    return torch.stack(out[::-1], -2)
+
+
+def test_torus_digits_match_reference(gen):
+    edge = [0, 1, -1, (1 << 63) - 1, -(1 << 63), 1 << 40, -(1 << 40), (1 << 40) - 1]
+    x = torch.cat((torch.tensor(edge), _torus(gen, 300)))
+    for base_log, level in ((23, 1), (15, 2), (10, 3), (1, 60), (4, 6)):
+        got = _torus_digits(x, base_log, level).T.tolist()
+        assert got == [ref.torus_decompose(v, base_log, level) for v in x.tolist()]
+
+
+@pytest.mark.parametrize("log_n,k,base_log,level", [(10, 1, 23, 1), (11, 1, 23, 1), (10, 2, 15, 2), (10, 1, 10, 3)])
+def test_torus_external_product_error_matches_model(gen, log_n, k, base_log, level):
+    n, k1 = 1 << log_n, k + 1
+    rows = k1 * level
+    samples = max(2, (1 << 15) // (k1 * n))
+    tw = fft.fft_twiddles(log_n)
+    ggsw = _torus(gen, k1, level, k1, n)
+    glwe = _torus(gen, samples, k1, n)
+    got = ops.tfhe_torus_external_product(glwe, ops.tfhe_fft(ggsw, tw), tw, base_log, level)
+    digits = _torus_digits(glwe, base_log, level).reshape(samples, rows, n)
+    err = (got - ref.torus_products(digits, ggsw.reshape(rows, k1, n))).to(torch.float64)
+    var = err.pow(2).mean().item()
+    model = fft.fft_product_variance(log_n, rows, digits.to(torch.float64).pow(2).mean().item(),
+                                     ggsw.to(torch.float64).pow(2).mean().item())
+    worst = err.abs().max().item()
+    print(f"external product N 2^{log_n} k {k} ({base_log}, {level}): std 2^{math.log2(var) / 2:.2f}, "
+          f"max 2^{math.log2(worst):.2f}, var / model {var / model:.3f}")
+    assert worst <= fft.fft_product_error_bound(log_n, rows, 2.0 ** (base_log - 1))
+    assert worst <= 7 * math.sqrt(model)
+    assert 0.8 <= var / model <= 1.25
+
+
+@pytest.mark.parametrize("base_log,level", [(23, 1), (8, 3)])
+def test_torus_cmux_selects(gen, base_log, level):
+    # a noiseless GGSW of bit b (row (p, j): b g_j on component p): the CMux returns c0 exactly for
+    # b = 0 and c1 up to the gadget's rounding (|e| <= 2^(63 - base_log level)) for b = 1
+    log_n, k1 = 10, 2
+    n = 1 << log_n
+    tw = fft.fft_twiddles(log_n)
+    c0, c1 = _torus(gen, 3, k1, n), _torus(gen, 3, k1, n)
+    for bit in (0, 1):
+        ggsw = torch.zeros(k1, level, k1, n, dtype=torch.int64)
+        for p in range(k1):
+            for j in range(level):
+                ggsw[p, j, p, 0] = bit * (1 << (64 - base_log * (j + 1)) if base_log * (j + 1) > 1 else -(1 << 63))
+        out = ops.tfhe_torus_cmux(c0, c1, ops.tfhe_fft(ggsw, tw), tw, base_log, level)
+        if bit == 0:
+            assert torch.equal(out, c0)
+        else:
+            err = (out - c1).to(torch.float64).abs().max().item()
+            assert err <= 2.0 ** (63 - base_log * level) + 2.0 ** 20
+
+
+def test_torus_cmux_is_c0_plus_external_product(gen):
+    log_n, k1, base_log, level = 10, 2, 12, 2
+    n = 1 << log_n
+    tw = fft.fft_twiddles(log_n)
+    ggsw = ops.tfhe_fft(_torus(gen, k1, level, k1, n), tw)
+    c0, c1 = _torus(gen, 2, 3, k1, n), _torus(gen, 2, 3, k1, n)
+    got = ops.tfhe_torus_cmux(c0, c1, ggsw, tw, base_log, level)
+    assert got.shape == (2, 3, k1, n)
+    assert torch.equal(got, c0 + ops.tfhe_torus_external_product(c1 - c0, ggsw, tw, base_log, level))
+    assert torch.equal(got[1, 2], ops.tfhe_torus_cmux(c0[1, 2], c1[1, 2], ggsw, tw, base_log, level))
+    with pytest.raises(RuntimeError, match="tfhe_torus_cmux: c0 and c1 must have one shape"):
+        ops.tfhe_torus_cmux(c0[0], c1, ggsw, tw, base_log, level)
+    with pytest.raises(RuntimeError, match="ggsw must be"):
+        ops.tfhe_torus_external_product(c1, ggsw, tw, base_log, 1)
+    with pytest.raises(RuntimeError, match="base_log must be in"):
+        ops.tfhe_torus_external_product(c1, ggsw, tw, 30, 2)

@@ -26,7 +26,10 @@ def want_cuda():
 
 # -march=native lets the CPU kernels vectorise (docs/benchmarks.md has the gain).
 # The build runs where it is used (editable install); FHETORCH_PORTABLE=1 builds for any x86-64.
-cxx_flags = ["-O3", "-std=c++17"] + ([] if os.environ.get("FHETORCH_PORTABLE") == "1" else ["-march=native"])
+# -ffp-contract=off: no multiply-add is fused unless the source says so (std::fma), so the
+# float64 FFT of csrc/tfhe_fft.h rounds as its CUDA twin (explicit __d*_rn intrinsics) does.
+cxx_flags = ["-O3", "-std=c++17", "-ffp-contract=off"]
+cxx_flags += [] if os.environ.get("FHETORCH_PORTABLE") == "1" else ["-march=native"]
 # at::parallel_for splits the CPU kernels over torch's threads only when compiled with OpenMP
 # (without it the header runs them serially); the link resolves to the libgomp torch has loaded.
 openmp = ["-fopenmp"] if torch.backends.openmp.is_available() else []

@@ -11,6 +11,7 @@
 #include "keyswitch.h"
 #include "table_rows.h"
 #include "tfhe.h"
+#include "tfhe_fft.h"
 
 #define FHETORCH_DECLARE_KERNELS(R, CTX)                                                                              \
   /* x, y: (rows, N = 2^log_n), row r with limb l = r % L of mod and row table_row(psi_rows, l) of the twiddle    \
@@ -64,4 +65,16 @@
   R tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,    \
                           const CTX& ctx);                                                                          \
   /* CMux-level batching: one step per key bit advances every ciphertext of the batch. */                          \
-  R tfhe_blind_rotate(const BlindRotateArgs& g, const CTX& ctx);
+  R tfhe_blind_rotate(const BlindRotateArgs& g, const CTX& ctx);                                                   \
+  /* ---- TFHE on the 2^64 torus by float64 FFT (csrc/tfhe_fft.h) ---- */                                           \
+  /* x (B, N) int64 -> out (B, N/2) complex (interleaved doubles). */                                              \
+  R tfhe_fft(const TfheFftRing& f, const int64_t* x, double* out, int64_t B, const CTX& ctx);                       \
+  /* x (B, N/2) complex -> out (B, N) int64, rounded mod 2^64. */                                                  \
+  R tfhe_ifft(const TfheFftRing& f, const double* x, int64_t* out, int64_t B, const CTX& ctx);                      \
+  /* digits (B, rows, N), key (rows, cols, N/2) complex shared by the batch -> out (B, cols, N). */                \
+  R tfhe_fft_product(const TfheFftRing& f, const int64_t* digits, const double* key, int64_t* out, int64_t B,       \
+                     int rows, int cols, const CTX& ctx);                                                   \
+  /* out (B, k1, N) = c0 + GGSW x (c1 - c0) on the torus (c0 null: GGSW x c1); ggsw (k1, level, k1, N/2)        \
+     complex shared by the batch. */                                                                               \
+  R tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1, const double* ggsw, int64_t* out, \
+                    int64_t B, const CTX& ctx);

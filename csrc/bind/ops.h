@@ -11,6 +11,7 @@
 #include <deque>
 
 #include "common.h"
+#include "tfhe_fft_ops.h"
 #include "tfhe_ops.h"
 
 namespace fhetorch::bind {
@@ -275,6 +276,7 @@ void register_ops(torch::Library& m) {
   m.impl("sample_ternary", &sample_small_op<Dev, false>);
   m.impl("sample_cbd", &sample_small_op<Dev, true>);
   register_tfhe_ops<Dev>(m);
+  register_tfhe_fft_ops<Dev>(m);
 }
 
 }  // namespace fhetorch::bind

@@ -164,4 +164,37 @@ TORCH_LIBRARY(fhetorch, m) {
   // j: acc = (sum_S X^(a_S) bsk[j, S]) x acc, a_S = tfhe_modulus_switch(sum_(u in S) a_(Gj+u) mod q).
   m.def("tfhe_multi_bit_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor psi, "
         "Tensor psi_inv, Tensor post, Tensor mono_exp, Tensor mono_pow, int[] moduli, int base_log, int level) -> Tensor");
+  // ---- TFHE on the 2^64 torus by float64 FFT (csrc/tfhe_fft.h; csrc/cpu/tfhe_fft.cpp,
+  // csrc/cuda/tfhe_fft.cu; docs/tfhe.md, "Ring product on the 2^64 torus by f64 FFT") ----
+  // Torus values are int64 read as signed, arithmetic mod 2^64; polynomials of
+  // Z_{2^64}[X]/(X^N + 1), N = 2^log_n in [2^4, 2^16]. The FFT of a polynomial a is N/2
+  // complex128 values: slot k holds a(zeta^(e_k)), zeta = exp(i pi / N), for the exponents e_k
+  // of fhetorch._tfhe.fft.fft_exponents (odd, one of each conjugate pair; the slot order is the
+  // transform's own: only pointwise products are meant). twiddles (N/2,) complex128:
+  // fhetorch._tfhe.fft.fft_twiddles, computed on the host. Coefficients are converted to
+  // float64 (exact up to 2^53; above, the nearest double: the key's conversion error) and
+  // results rounded to int64 mod 2^64; the rounding error of a product is modelled in
+  // docs/tfhe.md. Any leading batch dimensions, one launch; CPU and CUDA agree bit for bit.
+  // x (..., N) int64 -> (..., N/2) complex128.
+  m.def("tfhe_fft(Tensor x, Tensor twiddles) -> Tensor");
+  // x (..., N/2) complex128 -> (..., N) int64: the inverse transform, each coefficient rounded
+  // (half away from zero) mod 2^64.
+  m.def("tfhe_ifft(Tensor x, Tensor twiddles) -> Tensor");
+  // digits (..., rows, N) int64 small signed integers (|d| <= 2^23 in the error model), key
+  // (rows, cols, N/2) complex128 (tfhe_fft of torus polynomials, shared by the batch), rows in
+  // [1, 64], cols in [1, 8] -> (..., cols, N) int64: out[c] = sum_r digits[r] * key[r, c] in
+  // the ring, i.e. tfhe_ifft(sum_r tfhe_fft(digits[r]) * key[r, c]) in one launch (the
+  // external product's ring part: rows = (k + 1) level, cols = k + 1).
+  m.def("tfhe_fft_product(Tensor digits, Tensor key, Tensor twiddles) -> Tensor");
+  // External product on the torus: glwe (..., k + 1, N) int64 -> GGSW x glwe = sum_(p, j)
+  // d_pj * row(p, j), same shape. ggsw (k + 1, level, k + 1, N/2) complex128: row (p, j) is the
+  // tfhe_fft of a GLWE encryption of zero plus mu * g_j on component p, g_j =
+  // 2^(64 - base_log (j + 1)); d_pj the balanced base-2^base_log digits (in [-B/2, B/2), j = 0
+  // the most significant) of round(x / 2^(64 - base_log level)) for each coefficient x of
+  // component p. base_log in [1, 23], base_log * level <= 60, (k + 1) level <= 64.
+  m.def("tfhe_torus_external_product(Tensor glwe, Tensor ggsw, Tensor twiddles, int base_log, int level) "
+        "-> Tensor");
+  // CMux on the torus: c0 + GGSW x (c1 - c0) (c0, c1 (..., k + 1, N) of one shape; ggsw as above):
+  // c1 where the GGSW encrypts 1, c0 where it encrypts 0, up to the product's noise.
+  m.def("tfhe_torus_cmux(Tensor c0, Tensor c1, Tensor ggsw, Tensor twiddles, int base_log, int level) -> Tensor");
 }

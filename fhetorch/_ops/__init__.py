@@ -34,7 +34,8 @@ __all__ = [
     "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
     "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
-    "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate",
+    "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
+    "tfhe_torus_external_product", "tfhe_torus_cmux",
 ]
 
 
@@ -247,6 +248,6 @@ for _name in ("sample_ternary", "sample_cbd"):
 
 # --- TFHE (fhetorch/_ops/tfhe.py) ----------------------------------------------------------------
 from .tfhe import (  # noqa: E402  (after the CKKS ops: one registration order)
-    tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_keyswitch, tfhe_modulus_switch,
-    tfhe_multi_bit_blind_rotate, tfhe_sample_int,
+    tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_fft, tfhe_fft_product, tfhe_ifft, tfhe_keyswitch,
+    tfhe_modulus_switch, tfhe_multi_bit_blind_rotate, tfhe_sample_int, tfhe_torus_cmux, tfhe_torus_external_product,
 )

@@ -16,7 +16,8 @@ _fake = torch.library.register_fake
 Tensor = torch.Tensor
 
 __all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
-           "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate"]
+           "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
+           "tfhe_torus_external_product", "tfhe_torus_cmux"]
 
 
 def _m(moduli: Sequence[int]) -> list[int]:
@@ -98,3 +99,56 @@ def tfhe_multi_bit_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | No
 @_fake("fhetorch::tfhe_multi_bit_blind_rotate")
 def _(ct, luts, lut_index, bsk, psi, psi_inv, post, mono_exp, mono_pow, moduli, base_log, level):
     return ct.new_empty((*ct.shape[:-1], bsk.shape[2], luts.shape[-1]))
+
+
+# ---- the ring product on the 2^64 torus by float64 FFT (int64 torus values, complex128 FFTs)
+def tfhe_fft(x: Tensor, twiddles: Tensor) -> Tensor:
+    """(..., N) int64 (signed, mod 2^64) -> (..., N/2) complex128, the folded negacyclic FFT;
+    twiddles: fhetorch._tfhe.fft.fft_twiddles(log_n)."""
+    return _ops.tfhe_fft(x, twiddles)
+
+
+@_fake("fhetorch::tfhe_fft")
+def _(x, twiddles):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2), dtype=torch.complex128)
+
+
+def tfhe_ifft(x: Tensor, twiddles: Tensor) -> Tensor:
+    """(..., N/2) complex128 -> (..., N) int64: the inverse of tfhe_fft, rounded mod 2^64."""
+    return _ops.tfhe_ifft(x, twiddles)
+
+
+@_fake("fhetorch::tfhe_ifft")
+def _(x, twiddles):
+    return x.new_empty((*x.shape[:-1], 2 * x.shape[-1]), dtype=torch.int64)
+
+
+def tfhe_fft_product(digits: Tensor, key: Tensor, twiddles: Tensor) -> Tensor:
+    """digits (..., rows, N) int64 small integers, key (rows, cols, N/2) complex128 (tfhe_fft of
+    torus polynomials) -> (..., cols, N) int64 = sum_r digits[r] * key[r, c] mod (X^N + 1, 2^64)."""
+    return _ops.tfhe_fft_product(digits, key, twiddles)
+
+
+@_fake("fhetorch::tfhe_fft_product")
+def _(digits, key, twiddles):
+    return digits.new_empty((*digits.shape[:-2], key.shape[1], digits.shape[-1]))
+
+
+def tfhe_torus_external_product(glwe: Tensor, ggsw: Tensor, twiddles: Tensor, base_log: int, level: int) -> Tensor:
+    """GGSW (k+1, level, k+1, N/2) complex128 (FFT form) x GLWE (..., k+1, N) int64 on the 2^64 torus."""
+    return _ops.tfhe_torus_external_product(glwe, ggsw, twiddles, int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_torus_external_product")
+def _(glwe, ggsw, twiddles, base_log, level):
+    return torch.empty_like(glwe)
+
+
+def tfhe_torus_cmux(c0: Tensor, c1: Tensor, ggsw: Tensor, twiddles: Tensor, base_log: int, level: int) -> Tensor:
+    """c0 + GGSW x (c1 - c0) on the 2^64 torus (GLWE (..., k+1, N) int64; GGSW in FFT form)."""
+    return _ops.tfhe_torus_cmux(c0, c1, ggsw, twiddles, int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_torus_cmux")
+def _(c0, c1, ggsw, twiddles, base_log, level):
+    return torch.empty_like(c1)

@@ -80,3 +80,52 @@ def rotate(poly: list[int], s: int, q: int) -> list[int]:
         else:
             out[k - n] = (out[k - n] - c) % q
     return out
+
+
+def torus_negacyclic_mul(a: list[int], b: list[int]) -> list[int]:
+    """a * b in Z_{2^64}[X]/(X^N + 1), as signed int64 values (two's complement)."""
+    out = negacyclic_mul(a, b, 1 << 64)
+    return [v - (1 << 64) if v >= 1 << 63 else v for v in out]
+
+
+def torus_products(digits, keys):
+    """out[s, c] = sum_r digits[s, r] * keys[r, c] in Z_{2^64}[X]/(X^N + 1), exactly, for torch
+    int64 digits (S, R, N) with |d| <= 2^23 and keys (R, C, N) (any int64), N <= 2^14: each key
+    polynomial is cut into six 12-bit limbs, each limb product is a float64 matrix product of the
+    digits with the limb's negacyclic matrix, whose every partial sum is an integer below
+    2^(23 + 12 + 14) < 2^53 (so exact in any summation order), and the limbs are joined by int64
+    arithmetic, which wraps mod 2^64."""
+    import torch
+
+    s_, r_, n = digits.shape
+    c_ = keys.shape[1]
+    i = torch.arange(n)
+    idx = (i.view(1, n) - i.view(n, 1)) % n  # [j, i]: the key coefficient that d_j meets at output i
+    sign = torch.where(i.view(1, n) >= i.view(n, 1), 1.0, -1.0).to(torch.float64)
+    d = digits.to(torch.float64)
+    out = torch.zeros(s_, c_, n, dtype=torch.int64)
+    for r in range(r_):
+        for c in range(c_):
+            for limb in range(6):
+                part = (keys[r, c] >> (12 * limb)) & 0xFFF  # unsigned 12-bit pieces: sum_l part_l 2^(12 l) = key
+                mat = part.to(torch.float64)[idx] * sign
+                prod = (d[:, r] @ mat).to(torch.int64)
+                out[:, c] += prod * (1 << (12 * limb))
+    return out
+
+
+def torus_decompose(x: int, base_log: int, level: int) -> list[int]:
+    """Balanced digits, most significant first, of round(x / 2^(64 - base_log level)) for a torus
+    value x (any int, read mod 2^64): sum_j d_j 2^(64 - base_log (j + 1)) = the rounded x mod 2^64."""
+    shift = 64 - base_log * level
+    v = ((x % (1 << 64)) + (1 << (shift - 1))) >> shift
+    b = 1 << base_log
+    out = []
+    for _ in range(level):
+        d = v % b
+        v //= b
+        if d >= b // 2:
+            d -= b
+            v += 1
+        out.append(d)
+    return out[::-1]

@@ -180,3 +180,36 @@ def test_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):
     torch.cuda.synchronize()
     cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
     assert torch.equal(out.cpu(), ops.tfhe_multi_bit_blind_rotate(fresh, luts.cpu(), None, *cpu_args))
+
+
+# the float64 FFT ring product on the 2^64 torus (csrc/tfhe_fft.h): bit for bit, at the ring sizes
+# of the presets and beyond (N = 2^10 .. 2^14), with the PBS digits of tfhe-4bit-p128 (|d| <= 2^22,
+# rows = (k + 1) level) and more rows and columns; full 64-bit keys, so every product rounds
+@pytest.mark.parametrize("log_n,rows,cols", [(10, 1, 1), (11, 2, 2), (12, 4, 2), (13, 3, 3), (14, 2, 2)])
+def test_fft_ring_product(gen, log_n, rows, cols):
+    from fhetorch._tfhe.fft import fft_twiddles
+
+    n = 1 << log_n
+    tw = fft_twiddles(log_n)
+    keys = torch.randint(-(1 << 63), (1 << 63) - 1, (rows, cols, n), generator=gen, dtype=torch.int64)
+    digits = torch.randint(-(1 << 22), 1 << 22, (3, 2, rows, n), generator=gen, dtype=torch.int64)
+    _both(ops.tfhe_fft, keys, tw)
+    key_fft = ops.tfhe_fft(keys, tw)
+    _both(ops.tfhe_ifft, key_fft, tw)
+    _both(ops.tfhe_fft_product, digits, key_fft, tw)
+    _both(ops.tfhe_fft_product, digits[0, 0], key_fft, tw)  # no batch dimension: one team
+
+
+# the external product and CMux on the torus (tfhe_torus_*), at the tfhe-4bit-p128 gadget (23, 1), k = 2,
+# and a 3-level gadget
+@pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (10, 2, 15, 2), (12, 1, 10, 3), (14, 1, 23, 1)])
+def test_torus_external_product_and_cmux(gen, log_n, k, base_log, level):
+    from fhetorch._tfhe.fft import fft_twiddles
+
+    n, k1 = 1 << log_n, k + 1
+    tw = fft_twiddles(log_n)
+    torus = lambda *shape: torch.randint(-(1 << 63), (1 << 63) - 1, shape, generator=gen, dtype=torch.int64)  # noqa: E731
+    ggsw = ops.tfhe_fft(torus(k1, level, k1, n), tw)
+    c0, c1 = torus(5, k1, n), torus(5, k1, n)
+    _both(ops.tfhe_torus_external_product, c1, ggsw, tw, base_log, level)
+    _both(ops.tfhe_torus_cmux, c0, c1, ggsw, tw, base_log, level)

@@ -8,6 +8,7 @@ import torch
 import fhetorch._ops as ops
 from fhetorch._ring import Sampler
 from fhetorch._tfhe import algorithms as alg
+from fhetorch._tfhe.fft import fft_twiddles
 from fhetorch._tfhe.modular import Modulus
 from fhetorch._tfhe.ring import TFHERing
 
@@ -169,6 +170,16 @@ def test_opcheck(gen):
     torch.library.opcheck(torch.ops.fhetorch.tfhe_multi_bit_blind_rotate,
                           (rand_mod_q(gen, 2, 5), luts, torch.tensor([1, 0]), mb_bsk, ring.psi, ring.psi_inv,
                            ring.post, exps, pows, list(MODULI), 5, 2))
+    tw = fft_twiddles(4)
+    poly = torch.randint(-(1 << 40), 1 << 40, (2, 16), generator=gen, dtype=torch.int64)
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_fft, (poly, tw))
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_ifft, (ops.tfhe_fft(poly, tw), tw))
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_fft_product,
+                          (poly.view(1, 2, 16), ops.tfhe_fft(poly.view(2, 1, 16), tw), tw))
+    torus_ggsw = ops.tfhe_fft(torch.randint(-(1 << 62), 1 << 62, (2, 2, 2, 16), generator=gen, dtype=torch.int64), tw)
+    glwes = torch.randint(-(1 << 62), 1 << 62, (2, 3, 2, 16), generator=gen, dtype=torch.int64)
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_torus_external_product, (glwes[0], torus_ggsw, tw, 8, 2))
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_torus_cmux, (glwes[0], glwes[1], torus_ggsw, tw, 8, 2))
 
 
 def _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level):

@@ -1,0 +1,385 @@
+// TFHE on the 2^64 torus: the negacyclic product of Z_{2^64}[X]/(X^N + 1) by a float64 FFT, the
+// step functions shared by the CPU kernels (csrc/cpu/tfhe_fft.cpp) and the CUDA kernels
+// (csrc/cuda/tfhe_fft.cu), so both devices compute the same doubles bit for bit. Semantics in
+// csrc/bind/schema.cpp ("tfhe_fft*"); the math, the error model and the count in docs/tfhe.md
+// ("Ring product on the 2^64 torus by f64 FFT").
+//
+// Torus values are int64 (arithmetic mod 2^64, two's complement), read as signed. A polynomial
+// a of N = 2M coefficients is folded into the M complex values z_j = a_j + i a_(j+M): a mod
+// (X^N + 1) evaluated at the roots of X^M = i is z mod (X^M - i) evaluated there (X^M = i), and
+// these M roots (with their conjugates) are all 2N-th roots of -1. The transform splits
+// X^(2m) - w^2 = (X^m - w)(X^m + w) down to degree one (Cooley-Tukey with the twist folded into
+// the twiddles, as the negacyclic NTT folds psi): slot k of the output holds a(zeta^(e_k)),
+// zeta = exp(i pi / N), e_k given by fhetorch._tfhe.fft.fft_exponents. Products are pointwise.
+//
+// Bit identity: every float64 operation is one of tfhe_dadd / dsub / dmul / dfma below, each a
+// single IEEE round-to-nearest operation on both devices (CUDA: the __d*_rn / __fma_rn
+// intrinsics, which nvcc never contracts, whatever -fmad; CPU: plain operators compiled with
+// -ffp-contract=off, setup.py, and std::fma), in a fixed order per value; twiddles come from the
+// host (no device sin/cos); the conversions are exact or integer code.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "arith.h"
+#include "tfhe.h"
+
+namespace fhetorch {
+
+// ---- float64 operations rounded the same way on both devices -------------------------------
+FT_HD double tfhe_dadd(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FT_HD double tfhe_dsub(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+FT_HD double tfhe_dmul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FT_HD double tfhe_dfma(double a, double b, double c) {  // a b + c, one rounding
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+// int64 -> the nearest double (ties to even): exact for |x| <= 2^53 (digits); a torus value
+// loses its bits below the 53 leading ones (the key's conversion error, docs/tfhe.md).
+FT_HD double tfhe_int_to_double(int64_t x) {
+#if defined(__CUDA_ARCH__)
+  return __ll2double_rn(static_cast<long long>(x));
+#else
+  return static_cast<double>(x);
+#endif
+}
+FT_HD uint64_t tfhe_double_bits(double x) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+FT_HD double tfhe_load_double(const double* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+// round(v 2^-scale_log) mod 2^64 as int64 (half away from zero), from v's bits alone: integer
+// code, so no device rounding mode or range enters (v up to 2^1023: an FFT output is far above
+// 2^63, and only its value mod 2^64 matters). Zero, subnormals and |v 2^-scale_log| < 1/2 give 0.
+FT_HD int64_t tfhe_torus_from_double(double v, int scale_log) {
+  const uint64_t bits = tfhe_double_bits(v);
+  const int exp = static_cast<int>((bits >> 52) & 0x7ffu);
+  if (exp == 0) return 0;
+  const uint64_t mant = (bits & ((uint64_t(1) << 52) - 1u)) | (uint64_t(1) << 52);
+  const int shift = exp - 1075 - scale_log;  // |v| 2^-scale_log = mant 2^shift
+  uint64_t mag = 0;
+  if (shift >= 64) mag = 0;  // a multiple of 2^64
+  else if (shift >= 0) mag = mant << shift;
+  else if (shift >= -53) mag = (mant + (uint64_t(1) << (-shift - 1))) >> -shift;
+  return static_cast<int64_t>((bits >> 63) ? uint64_t(0) - mag : mag);
+}
+
+// ---- complex values --------------------------------------------------------------------------
+struct TfheComplex {
+  double re, im;
+};
+
+// w y (two roundings per part: the cross product, then the fma).
+FT_HD TfheComplex tfhe_cmul(TfheComplex w, TfheComplex y) {
+  return TfheComplex{tfhe_dfma(w.re, y.re, -tfhe_dmul(w.im, y.im)), tfhe_dfma(w.re, y.im, tfhe_dmul(w.im, y.re))};
+}
+// conj(w) y.
+FT_HD TfheComplex tfhe_cmul_conj(TfheComplex w, TfheComplex y) {
+  return TfheComplex{tfhe_dfma(w.re, y.re, tfhe_dmul(w.im, y.im)), tfhe_dfma(w.re, y.im, -tfhe_dmul(w.im, y.re))};
+}
+// acc + a b, four fmas in a fixed order.
+FT_HD TfheComplex tfhe_cmac(TfheComplex acc, TfheComplex a, TfheComplex b) {
+  const double re = tfhe_dfma(-a.im, b.im, tfhe_dfma(a.re, b.re, acc.re));
+  const double im = tfhe_dfma(a.im, b.re, tfhe_dfma(a.re, b.im, acc.im));
+  return TfheComplex{re, im};
+}
+
+// The ring of the FFT product: N = 2^log_n (M = N/2 complex slots) and the twiddles, (M,)
+// complex (interleaved doubles): twiddles[h] for h in [1, M) is zeta^(e(2h)) of the heap node
+// h (fhetorch._tfhe.fft.fft_twiddles); entry 0 is not read.
+struct TfheFftRing {
+  int log_n;
+  const double* twiddles;
+};
+
+// ---- the FFT of rows held by a team ------------------------------------------------------------
+//
+// A row of M complex values is two planes of M doubles, real then imaginary (rows at a + 2 r M).
+// Value x lives at slot x ^ ((x >> 4) & 15) of its plane: on the GPU, 8-byte words strided by 16
+// or more (the early and late stages) spread over the banks of shared memory, as tfhe_slot does
+// for int32 words.
+FT_HD uint32_t tfhe_fft_slot(uint32_t x) { return x ^ ((x >> 4) & 15u); }
+
+// A round of R stages over the index bits [lo, lo + R) (as tfhe_ntt_round): every item is the
+// 2^R values that differ only in those bits, loaded into registers, taken through the R stages,
+// stored back. Forward (INV false): bits from high to low, (x, y) -> (x + w y, x - w y);
+// inverse: bits from low to high, (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller
+// divides by M at the end, exactly). The stage on bit b pairs x with x | 2^b under the twiddle
+// of heap node (M + x) >> (b + 1). Each butterfly's arithmetic depends only on its two values
+// and its twiddle, so the grouping into rounds and items (the team's size) changes no result.
+template <bool INV, int R, class T>
+FT_HD void tfhe_fft_round(const T& t, double* a, int rows, int log_m, int lo, const double* tw) {
+  constexpr int E = 1 << R;
+  const uint32_t m = 1u << log_m, round_bits = ((1u << R) - 1u) << lo;
+  const int wbits = log_m - R;
+  const uint32_t items = static_cast<uint32_t>(rows) << wbits;
+  const uint32_t free_bits = (m - 1u) & ~round_bits;
+  for (uint32_t it = static_cast<uint32_t>(t.rank); it < items; it += static_cast<uint32_t>(t.size)) {
+    const uint32_t r = it >> wbits, w = it & ((1u << wbits) - 1u);
+    const uint32_t x0 = tfhe_deposit(w, free_bits);
+    double* re = a + (static_cast<int64_t>(2 * r) << log_m);
+    double* im = re + m;
+    TfheComplex v[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+      const uint32_t s = tfhe_fft_slot(x0 | (static_cast<uint32_t>(u) << lo));
+      v[u] = TfheComplex{re[s], im[s]};
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
+      const uint32_t base = (m + x0) >> (b + 1);
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        if ((u >> lb) & 1) continue;
+        const uint32_t h = base + static_cast<uint32_t>(u >> (lb + 1));
+        const TfheComplex wt{tfhe_load_double(tw + 2 * h), tfhe_load_double(tw + 2 * h + 1)};
+        TfheComplex& x = v[u];
+        TfheComplex& y = v[u | (1 << lb)];
+        if (INV) {
+          const TfheComplex d{tfhe_dsub(x.re, y.re), tfhe_dsub(x.im, y.im)};
+          x = TfheComplex{tfhe_dadd(x.re, y.re), tfhe_dadd(x.im, y.im)};
+          y = tfhe_cmul_conj(wt, d);
+        } else {
+          const TfheComplex wy = tfhe_cmul(wt, y);
+          y = TfheComplex{tfhe_dsub(x.re, wy.re), tfhe_dsub(x.im, wy.im)};
+          x = TfheComplex{tfhe_dadd(x.re, wy.re), tfhe_dadd(x.im, wy.im)};
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+      const uint32_t s = tfhe_fft_slot(x0 | (static_cast<uint32_t>(u) << lo));
+      re[s] = v[u].re;
+      im[s] = v[u].im;
+    }
+  }
+  t.sync();
+}
+
+// The whole transform of `rows` rows of M = 2^log_m values in rounds of at most 4 stages (fewer
+// where a round of 4 would leave part of a large team without an item), one barrier per round.
+// Forward: natural order in, slot order out (fft_exponents); inverse: the reverse, times M.
+template <bool INV, class T>
+FT_HD void tfhe_team_fft(const T& t, double* a, int rows, int log_m, const double* tw) {
+  const int64_t values = static_cast<int64_t>(rows) << log_m;
+  const int cap = (values >> 4) >= t.size ? 4 : (values >> 3) >= t.size ? 3 : 2;
+  const int rounds = (log_m + cap - 1) / cap;
+  int done = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const int r = log_m / rounds + (i < log_m % rounds ? 1 : 0);
+    const int lo = INV ? done : log_m - done - r;
+    switch (r) {
+      case 1: tfhe_fft_round<INV, 1>(t, a, rows, log_m, lo, tw); break;
+      case 2: tfhe_fft_round<INV, 2>(t, a, rows, log_m, lo, tw); break;
+      case 3: tfhe_fft_round<INV, 3>(t, a, rows, log_m, lo, tw); break;
+      default: tfhe_fft_round<INV, 4>(t, a, rows, log_m, lo, tw); break;
+    }
+    done += r;
+  }
+}
+
+// Scratch of one team: `rows` rows of M complex values, in doubles (2 M per row = N).
+FT_HD int64_t tfhe_fft_scratch_doubles(const TfheFftRing& f, int rows) {
+  return static_cast<int64_t>(rows) << f.log_n;
+}
+
+// Row r of a (rows, M) scratch := the folded polynomial x (N int64 coefficients, signed):
+// z_j = x_j + i x_(j+M). The caller syncs.
+template <class T>
+FT_HD void tfhe_fft_load_row(const T& t, const TfheFftRing& f, const int64_t* x, double* a, int r) {
+  const int log_m = f.log_n - 1;
+  const uint32_t m = 1u << log_m;
+  double* re = a + (static_cast<int64_t>(2 * r) << log_m);
+  for (uint32_t j = static_cast<uint32_t>(t.rank); j < m; j += static_cast<uint32_t>(t.size)) {
+    const uint32_t s = tfhe_fft_slot(j);
+    re[s] = tfhe_int_to_double(x[j]);
+    re[m + s] = tfhe_int_to_double(x[j + m]);
+  }
+}
+
+// The polynomial of row r after an inverse transform: coefficient j = round(re_j / M),
+// j + M = round(im_j / M), mod 2^64, into out (N int64), plus addend (N int64) where given
+// (mod 2^64). The caller syncs.
+FT_HD int64_t tfhe_torus_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+FT_HD int64_t tfhe_torus_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+template <class T>
+FT_HD void tfhe_fft_store_row(const T& t, const TfheFftRing& f, const double* a, int r, int64_t* out,
+                              const int64_t* addend = nullptr) {
+  const int log_m = f.log_n - 1;
+  const uint32_t m = 1u << log_m;
+  const double* re = a + (static_cast<int64_t>(2 * r) << log_m);
+  for (uint32_t j = static_cast<uint32_t>(t.rank); j < m; j += static_cast<uint32_t>(t.size)) {
+    const uint32_t s = tfhe_fft_slot(j);
+    const int64_t lo = tfhe_torus_from_double(re[s], log_m), hi = tfhe_torus_from_double(re[m + s], log_m);
+    out[j] = addend ? tfhe_torus_add(addend[j], lo) : lo;
+    out[j + m] = addend ? tfhe_torus_add(addend[j + m], hi) : hi;
+  }
+}
+
+// out (M complex, interleaved) = the FFT of one polynomial x (N int64); a: 2 M doubles.
+template <class T>
+FT_HD void tfhe_team_fft_op(const T& t, const TfheFftRing& f, const int64_t* x, double* a, double* out) {
+  const int log_m = f.log_n - 1;
+  const uint32_t m = 1u << log_m;
+  tfhe_fft_load_row(t, f, x, a, 0);
+  t.sync();
+  tfhe_team_fft<false>(t, a, 1, log_m, f.twiddles);
+  for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
+    const uint32_t s = tfhe_fft_slot(k);
+    out[2 * k] = a[s];
+    out[2 * k + 1] = a[m + s];
+  }
+}
+
+// out (N int64) = the rounded inverse FFT of one row x (M complex, interleaved), mod 2^64.
+template <class T>
+FT_HD void tfhe_team_ifft_op(const T& t, const TfheFftRing& f, const double* x, double* a, int64_t* out) {
+  const int log_m = f.log_n - 1;
+  const uint32_t m = 1u << log_m;
+  for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
+    const uint32_t s = tfhe_fft_slot(k);
+    a[s] = x[2 * k];
+    a[m + s] = x[2 * k + 1];
+  }
+  t.sync();
+  tfhe_team_fft<true>(t, a, 1, log_m, f.twiddles);
+  tfhe_fft_store_row(t, f, a, 0, out);
+}
+
+// Rows [0, rows) of a hold digit polynomials (folded, synced): forward FFT, per slot the
+// multiply-accumulate with key (rows, cols, M) complex (the FFTs of torus polynomials) into the
+// first cols rows (each slot's rows values are read before any is overwritten, by the same
+// member), inverse FFT. Rows [0, cols) then hold M times the products; a: max(rows, cols) rows,
+// cols <= kTfheMaxK1.
+template <class T>
+FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const double* key, int rows, int cols,
+                                      double* a) {
+  const int log_m = f.log_n - 1;
+  const uint32_t m = 1u << log_m;
+  tfhe_team_fft<false>(t, a, rows, log_m, f.twiddles);
+  for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
+    const uint32_t s = tfhe_fft_slot(k);
+    TfheComplex acc[kTfheMaxK1];
+#pragma unroll
+    for (int c = 0; c < kTfheMaxK1; ++c) acc[c] = TfheComplex{0.0, 0.0};
+    for (int r = 0; r < rows; ++r) {
+      const double* row = a + (static_cast<int64_t>(2 * r) << log_m);
+      const TfheComplex d{row[s], row[m + s]};
+      const double* kr = key + 2 * (static_cast<int64_t>(r) * cols * m + k);
+#pragma unroll
+      for (int c = 0; c < kTfheMaxK1; ++c)
+        if (c < cols)
+          acc[c] = tfhe_cmac(acc[c], d, TfheComplex{tfhe_load_double(kr + 2 * c * int64_t(m)),
+                                                      tfhe_load_double(kr + 2 * c * int64_t(m) + 1)});
+    }
+#pragma unroll
+    for (int c = 0; c < kTfheMaxK1; ++c)
+      if (c < cols) {
+        double* row = a + (static_cast<int64_t>(2 * c) << log_m);
+        row[s] = acc[c].re;
+        row[m + s] = acc[c].im;
+      }
+  }
+  t.sync();
+  tfhe_team_fft<true>(t, a, cols, log_m, f.twiddles);
+}
+
+// The ring product of one batch element: out[c] = sum_r digits[r] key[r, c] in
+// Z_{2^64}[X]/(X^N + 1), c < cols, r < rows (tfhe_team_fft_rows_product, rounded).
+// a: max(rows, cols) scratch rows; cols <= kTfheMaxK1.
+template <class T>
+FT_HD void tfhe_team_fft_product(const T& t, const TfheFftRing& f, const int64_t* digits, const double* key, int rows,
+                                 int cols, double* a, int64_t* out) {
+  const int64_t n = int64_t(1) << f.log_n;
+  for (int r = 0; r < rows; ++r) tfhe_fft_load_row(t, f, digits + r * n, a, r);
+  t.sync();
+  tfhe_team_fft_rows_product(t, f, key, rows, cols, a);
+  for (int c = 0; c < cols; ++c) tfhe_fft_store_row(t, f, a, c, out + c * n);
+}
+
+// ---- external product and CMux on the 2^64 torus ---------------------------------------------
+//
+// Gadget: g_j = 2^(64 - base_log (j + 1)), j < level (TFHE-rs's on 2^64); a value x is rounded to
+// v = round(x / 2^(64 - base_log level)) (half up) and cut into balanced digits d_j in [-B/2, B/2)
+// with sum_j d_j g_j = v 2^(64 - base_log level) mod 2^64 (the carry out of the top digit is a
+// multiple of 2^64: it vanishes). base_log level <= 60.
+FT_HD uint64_t tfhe_torus_round(int64_t x, int bits) {
+  const int shift = 64 - bits;
+  return (static_cast<uint64_t>(x) + (uint64_t(1) << (shift - 1))) >> shift;
+}
+
+// A GGSW on the torus in FFT form: (k1, level, k1, M) complex, row (p, j) the FFT of a GLWE
+// encryption of zero plus mu g_j on component p.
+struct TfheTorusGgsw {
+  TfheFftRing f;
+  int k1, base_log, level;
+};
+
+// out (k1, N) = c0 + GGSW x (c1 - c0), mod 2^64 (c0 null: out = GGSW x c1, the external
+// product): the digits of every (component, level) of c1 - c0 into the folded scratch rows
+// (p level + j), tfhe_team_fft_rows_product with the GGSW as key, rounding, + c0. a: k1 level
+// scratch rows. out must not alias c0 or c1.
+template <class T>
+FT_HD void tfhe_team_torus_cmux(const T& t, const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1,
+                                const double* ggsw, double* a, int64_t* out) {
+  const int log_m = g.f.log_n - 1;
+  const uint32_t m = 1u << log_m, n = 2u * m;
+  const int bits = g.base_log * g.level;
+  const uint32_t k1n = static_cast<uint32_t>(g.k1) * n;
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
+    const int p = static_cast<int>(e >> g.f.log_n);
+    const uint32_t c = e & (n - 1u);
+    const int64_t x = c0 ? tfhe_torus_sub(c1[e], c0[e]) : c1[e];
+    uint64_t v = tfhe_torus_round(x, bits);
+    const uint32_t s = tfhe_fft_slot(c & (m - 1u)) + (c >= m ? m : 0u);  // real plane, then imaginary
+    for (int j = g.level - 1; j >= 0; --j) {
+      const int32_t d = tfhe_next_digit(v, g.base_log);
+      a[(static_cast<int64_t>(2 * (p * g.level + j)) << log_m) + s] = static_cast<double>(d);
+    }
+  }
+  t.sync();
+  tfhe_team_fft_rows_product(t, g.f, ggsw, g.k1 * g.level, g.k1, a);
+  const int64_t nn = n;
+  for (int p = 0; p < g.k1; ++p) tfhe_fft_store_row(t, g.f, a, p, out + p * nn, c0 ? c0 + p * nn : nullptr);
+}
+
+}  // namespace fhetorch

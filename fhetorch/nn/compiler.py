@@ -264,7 +264,7 @@ class CompiledModel:
             rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut_bits}-bit grid): "
                         f"{len(luts)} layers ({ops}), {tables} tables of one PBS per slot (a max pooling: one per "
                         f"comparison): {tables * prog.slots} PBS per input, ~{tables * lut_seconds(prog.slots):.1f} s "
-                        "on an H100 (the plan's estimate counts N/2 slots per table)")
+                        "on an H100")
         if self.argmax:
             k = self.layers[-1].shape[0]
             rows.append(f"argmax head: {k * (k - 1) // 2} comparisons and {k} win tests, two switches of {prog.slots} "
@@ -472,7 +472,7 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
                             "calibrated from them: give finite inputs")
     params = _preset(preset)
     gm, layers = lower(model, calibration_inputs[:2])
-    model_layouts(layers, dict(gm.named_modules()), params.n // 2)  # what the encrypted run cannot do, now
+    _, slots = model_layouts(layers, dict(gm.named_modules()), params.n // 2)  # what the encrypted run cannot do, now
     peak = _calibrate(gm, layers, calibration_inputs)
     cls = _range_classes(layers)
     class_peak = {}
@@ -481,7 +481,7 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     peaks = {name: class_peak[rep] for name, rep in cls.items()}
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn = relu_approximation(relu)
-    plan = make_plan(layers, params, fn)  # refuses lookup tables on a preset that cannot bootstrap
+    plan = make_plan(layers, params, fn, slots)  # refuses lookup tables on a preset that cannot bootstrap
     if argmax and bootstrap_config(params.name) is None:
         raise ParameterError(f"nn.compile(argmax=True): the argmax head runs lookup tables, which need a "
                              f"bootstrappable preset; {params.name!r} is not")

@@ -113,7 +113,7 @@ def relu_stages(fn) -> tuple:
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 
-def make_plan(layers: list, params, relu_fn=None) -> Plan:
+def make_plan(layers: list, params, relu_fn=None, slots: int | None = None) -> Plan:
     """The plan of least estimated latency: a shortest path over (layer, levels of the live
     values). At every layer each input may be bootstrapped first (a refreshed value serves its
     later consumers), and inside a ReLU the intermediate before any stage and x or the
@@ -127,7 +127,8 @@ def make_plan(layers: list, params, relu_fn=None) -> Plan:
     series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
     stages = [d for _, d in series]
     # the switch's (levels in, level out, seconds): LUT ReLUs (relu="lut") and "act" layers
-    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(params.n // 2)) \
+    # (slots: the values each table converts, the model's packing; N/2 when not given)
+    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(slots or params.n // 2)) \
         if can_bootstrap else None
     uses = [l.op for l in layers if l.kind in ("act", "max")] + (["relu='lut'"] if isinstance(relu_fn, _lut.LUTReLU) else [])
     if uses and switch is None:

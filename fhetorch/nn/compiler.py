@@ -148,10 +148,16 @@ class CompiledModel:
         self.bounds = bounds  # value name -> B
         self.peaks = peaks if peaks is not None else dict(bounds)  # value name -> largest |v| of its range class
         self.margin = margin
-        self.relu_fn = relu_fn
+        self.relu_fn = relu_fn  # the default ReLU approximation
+        # each ReLU's (the plan's choice where compile(relu=...) gave several)
+        self.relu_fns = {s.name: s.relu for s in plan.steps if s.kind == "relu"}
         self.argmax = argmax  # the output is the class (argmax.py's head), not the logits
         # the switch's grid and TFHE set, for LUT ReLUs and "act" layers (GELU, SiLU, ...)
-        self.lut = relu_fn if isinstance(relu_fn, LUTReLU) else LUTReLU()
+        luts = {f for f in [relu_fn, *self.relu_fns.values()] if isinstance(f, LUTReLU)}
+        if len(luts) > 1:
+            raise ApproximationError(f"nn.compile: LUT ReLUs with different grids or TFHE sets ({sorted(map(str, luts))}); "
+                                     "a model has one switch: give every LUT ReLU the same LUTReLU(bits, tfhe)")
+        self.lut = luts.pop() if luts else LUTReLU()
         # the grid, once (a grid too fine for the TFHE set fails here, at compile)
         self.lut_bits = self.lut.grid_bits(params.name) if self.uses_lut else None
         self.plan = plan
@@ -168,7 +174,13 @@ class CompiledModel:
     @property
     def uses_lut(self) -> bool:
         """Whether the model runs TFHE lookup tables (relu="lut", or GELU / SiLU / ... layers)."""
-        return self.argmax or isinstance(self.relu_fn, LUTReLU) or any(l.kind in ("act", "max") for l in self.layers)
+        return self.argmax or any(isinstance(f, LUTReLU) for f in self.relu_fns.values()) \
+            or any(l.kind in ("act", "max") for l in self.layers)
+
+    def relu_for(self, name: str):
+        """The approximation ReLU layer `name` runs (a polynomial, or a LUTReLU); the default for
+        other names. Raises nothing."""
+        return self.relu_fns.get(name, self.relu_fn)
 
     # --- modes -------------------------------------------------------------------------------
     def plaintext(self, x: torch.Tensor) -> torch.Tensor:
@@ -256,7 +268,8 @@ class CompiledModel:
                         f"({'sparse, one EvalMod' if sparse else 'full'}); its keys {bts_bytes / 2**30:.2f} GiB more "
                         f"({len(both) - len(rots)} more rotation steps, shared ones at their higher level)")
             rot_bytes += bts_bytes
-        luts = [l for l in self.layers if l.kind in ("act", "max") or (l.kind == "relu" and isinstance(self.relu_fn, LUTReLU))]
+        luts = [l for l in self.layers if l.kind in ("act", "max") or (l.kind == "relu" and
+                                                                         isinstance(self.relu_for(l.name), LUTReLU))]
         if luts:
             cfg = switch_config(p.name, self.lut.lut)
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
@@ -334,10 +347,10 @@ class CompiledModel:
             elif layer.kind == "act":
                 mod = LUTActSim(activation_function(layer, modules), self.lut_bits,
                                 self.bounds[layer.inputs[0]], layer.name)
-            elif isinstance(self.relu_fn, LUTReLU):
+            elif isinstance(self.relu_for(layer.name), LUTReLU):
                 mod = LUTReLUSim(self.lut_bits, self.bounds[layer.inputs[0]], layer.name)
             else:
-                mod = PolyReLU(self.relu_fn, self.bounds[layer.inputs[0]], layer.name)
+                mod = PolyReLU(self.relu_for(layer.name), self.bounds[layer.inputs[0]], layer.name)
             target = f"_fhe_relu_{len(polys)}"
             gm.add_submodule(target, mod)
             polys.append(mod)
@@ -410,12 +423,42 @@ def _calibrate(gm: fx.GraphModule, layers: list, inputs: torch.Tensor) -> dict:
     return {l.name: peak.get(l.name, 0.0) for l in layers}
 
 
+def relu_options(relu, layers: list) -> tuple:
+    """(default approximation, {ReLU layer name: [approximations]} or None) of compile's relu=:
+    one option for every ReLU; "auto": per ReLU, the composite polynomial or a lookup table,
+    whichever the planner finds faster; or a dict {layer: option} (the fx node name, or the
+    module path of an nn.ReLU: "layer1.0.relu"; "default": the others' option, else
+    "composite"), whose values may be "auto" too.
+
+    Raises ApproximationError for an unknown option or a name that is no ReLU layer."""
+    def choices(opt):
+        return [composite_relu(), LUTReLU()] if isinstance(opt, str) and opt == "auto" else [relu_approximation(opt)]
+
+    if not isinstance(relu, dict):
+        if isinstance(relu, str) and relu == "auto":
+            return choices("composite")[0], {l.name: choices("auto") for l in layers if l.kind == "relu"}
+        return relu_approximation(relu), None
+    relus = [l for l in layers if l.kind == "relu"]
+    names = {l.name for l in relus} | {l.node.target for l in relus if l.node is not None and l.node.op == "call_module"}
+    unknown = sorted(str(k) for k in relu if k != "default" and k not in names)
+    if unknown:
+        raise ApproximationError(f"nn.compile: relu={{...}} names {unknown}, which are no ReLU layers of the model; "
+                                 f"its ReLUs: {sorted(names)}")
+    default = relu.get("default", "composite")
+    out = {}
+    for l in relus:
+        target = l.node.target if l.node is not None and l.node.op == "call_module" else None
+        out[l.name] = choices(relu.get(l.name, relu.get(target, default)))
+    first = choices(default)[0]
+    return first, out
+
+
 def relu_approximation(relu="composite"):
     """The ReLU the compiled model computes: "lut" (or a LUTReLU: through TFHE lookup tables,
     exact on a grid; fhetorch/nn/lut.py), else a polynomial on [-1, 1] (below).
 
     Raises ApproximationError for an unknown option."""
-    if relu == "lut":
+    if isinstance(relu, str) and relu == "lut":
         return LUTReLU()
     if isinstance(relu, LUTReLU):
         return relu
@@ -436,7 +479,7 @@ def _polynomial_relu(relu):
             raise ApproximationError(f"nn.compile: a ReLU approximation must take [-1, 1] (values are scaled "
                                      f"into it), got {interval}")
         return relu
-    if relu == "composite":
+    if isinstance(relu, str) and relu == "composite":
         return composite_relu()
     if isinstance(relu, (tuple, list)):
         return composite_relu(tuple(relu))
@@ -450,7 +493,10 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
             relu="composite", margin: float = 1.25, argmax: bool = False) -> CompiledModel:
     """Trace, fold batch norm, calibrate value ranges, approximate ReLU and plan levels and
     bootstraps for `preset` (see the module docstring). calibration_inputs: a batch like the
-    data the model will see (e.g. a few hundred training images). argmax: the encrypted output
+    data the model will see (e.g. a few hundred training images). relu: "composite" (default),
+    "lut", a polynomial option (relu_approximation), "auto" (per ReLU, polynomial or lookup
+    table by the planner's latency model), or per layer {"layer1.0.relu": "lut", "default":
+    ...} (relu_options). argmax: the encrypted output
     is the class, not the logits (nn/argmax.py: lookup tables; bootstrappable presets):
     cm.decrypt gives a (1,) int64 tensor, -1 where the top logits tie within a grid step, and
     cm.simulate the classes the same way.
@@ -480,8 +526,8 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
         class_peak[rep] = max(class_peak.get(rep, 0.0), peak[name])
     peaks = {name: class_peak[rep] for name, rep in cls.items()}
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
-    fn = relu_approximation(relu)
-    plan = make_plan(layers, params, fn, slots)  # refuses lookup tables on a preset that cannot bootstrap
+    fn, per_layer = relu_options(relu, layers)
+    plan = make_plan(layers, params, fn, slots, per_layer)  # refuses lookup tables on a preset that cannot bootstrap
     if argmax and bootstrap_config(params.name) is None:
         raise ParameterError(f"nn.compile(argmax=True): the argmax head runs lookup tables, which need a "
                              f"bootstrappable preset; {params.name!r} is not")
@@ -497,4 +543,5 @@ def _round_bound(b: float) -> float:
     return math.ceil(b / 2.0 ** (e - 1)) * 2.0 ** (e - 1)
 
 
-__all__ = ["CompiledModel", "LUTActSim", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation"]
+__all__ = ["CompiledModel", "LUTActSim", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation",
+           "relu_options"]

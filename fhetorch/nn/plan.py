@@ -62,6 +62,7 @@ class Step:
     level_out: int
     bootstraps: list = field(default_factory=list)  # (point, value): "in" / ("stage", k) / "product"; "y" intermediate
     levels: int = 0  # levels this layer consumes
+    relu: object = None  # a ReLU's approximation (its polynomial, or a LUTReLU)
 
 
 @dataclass
@@ -86,7 +87,8 @@ class Plan:
                 f"{'layer':28s} {'op':20s} {'in':>3s} {'out':>3s}  bootstraps"]
         for s in self.steps:
             b = ", ".join(_boot_text(p, v) for p, v in s.bootstraps)
-            rows.append(f"{s.name:28s} {s.op:20s} {s.level_in:3d} {s.level_out:3d}  {b}")
+            op = s.op + (" (lut)" if isinstance(s.relu, _lut.LUTReLU) else "")
+            rows.append(f"{s.name:28s} {op:20s} {s.level_in:3d} {s.level_out:3d}  {b}")
         rows.append(f"total: {len(self.steps)} layers, {self.bootstraps} bootstraps")
         rows.append(f"estimated latency {self.estimated_s:.2f} s (H100, graph-replayed; plan.py's model); "
                     "cm.report() adds diagonals and keys")
@@ -113,29 +115,42 @@ def relu_stages(fn) -> tuple:
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 
-def make_plan(layers: list, params, relu_fn=None, slots: int | None = None) -> Plan:
+def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu_options: dict | None = None) -> Plan:
     """The plan of least estimated latency: a shortest path over (layer, levels of the live
     values). At every layer each input may be bootstrapped first (a refreshed value serves its
     later consumers), and inside a ReLU the intermediate before any stage and x or the
     intermediate before the product; an operation needs its inputs at >= the levels it
     consumes; costs as the latency model above. The frontier keeps the Pareto-optimal
     (seconds, levels) states, so the search is exact and small: a ResNet has at most three
-    live values at a time."""
+    live values at a time. relu_fn: every ReLU's approximation; relu_options: {ReLU layer name:
+    [approximations]} overriding it per layer, the planner taking the one of least latency
+    (Step.relu says which)."""
     config = bootstrap_config(params.name)
     can_bootstrap = config is not None
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
-    series, product = relu_stages(relu_fn) if relu_fn is not None else ([], False)
-    stages = [d for _, d in series]
     # the switch's (levels in, level out, seconds): LUT ReLUs (relu="lut") and "act" layers
     # (slots: the values each table converts, the model's packing; N/2 when not given)
     switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(slots or params.n // 2)) \
         if can_bootstrap else None
-    uses = [l.op for l in layers if l.kind in ("act", "max")] + (["relu='lut'"] if isinstance(relu_fn, _lut.LUTReLU) else [])
+    options = {l.name: list((relu_options or {}).get(l.name, [relu_fn])) for l in layers if l.kind == "relu"}
+    if switch is None:  # a choice keeps its polynomials; a LUT alone raises below
+        options = {n: [f for f in fs if not isinstance(f, _lut.LUTReLU)] or fs for n, fs in options.items()}
+    lut_relus = any(isinstance(f, _lut.LUTReLU) for fs in options.values() for f in fs)
+    uses = [l.op for l in layers if l.kind in ("act", "max")] + (["relu='lut'"] if lut_relus else [])
     if uses and switch is None:
         raise ParameterError(f"nn.compile: {', '.join(sorted(set(uses)))} run as TFHE lookup tables, which need a "
                              f"bootstrappable preset (scheme switching reuses bootstrapping's transforms); "
                              f"{params.name!r} is not")
-    lut = switch if isinstance(relu_fn, _lut.LUTReLU) else None
+
+    def form(fn):
+        """(stage depths, times_input, the switch tuple for a LUT ReLU else None) of an approximation."""
+        if fn is None:
+            return [], False, None
+        series, prod = relu_stages(fn)
+        return [d for _, d in series], prod, (switch if isinstance(fn, _lut.LUTReLU) else None)
+
+    forms = {n: [form(f) for f in fs] for n, fs in options.items()}
+    stages, product, lut = form(relu_fn)  # the default's, for the plan's summary and _too_deep
     last_use, consumers = {}, {}
     for k, l in enumerate(layers):
         for i in l.inputs:
@@ -155,8 +170,8 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None) -> P
             return max(1, math.prod(src)) if src else 1
         return 32
 
-    def cost(l, boots, lin):
-        """Estimated seconds of layer l (input level lin) with its bootstraps."""
+    def cost(l, boots, lin, stages, product, lut):
+        """Estimated seconds of layer l (input level lin) with its bootstraps (a ReLU: in its form)."""
         t = BOOTSTRAP_S * len(boots)
         if l.kind == "linear" and needs[l.name]:
             t += ALPHA * diagonals(l) * limbs(lin)
@@ -184,16 +199,17 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None) -> P
         nxt = {}
         for state, (t, trail) in frontier.items():
             lv = dict(state)
-            for boots, out, lin in _moves(l, lv, top, after, stages, product, needs,
-                                          switch if l.kind in ("act", "max") else lut):
-                if boots and not can_bootstrap:
-                    continue
-                new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
-                new[l.name] = out
-                key = tuple(sorted((n, x) for n, x in new.items() if last_use.get(n, -1) > k))
-                c = t + cost(l, boots, lin)
-                if key not in nxt or c < nxt[key][0]:
-                    nxt[key] = (c, (trail, l.name, boots, lin, out))
+            for choice, (st, pr, lt) in enumerate(forms.get(l.name, [(stages, product, lut)])):
+                for boots, out, lin in _moves(l, lv, top, after, st, pr, needs,
+                                              switch if l.kind in ("act", "max") else lt):
+                    if boots and not can_bootstrap:
+                        continue
+                    new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
+                    new[l.name] = out
+                    key = tuple(sorted((n, x) for n, x in new.items() if last_use.get(n, -1) > k))
+                    c = t + cost(l, boots, lin, st, pr, lt)
+                    if key not in nxt or c < nxt[key][0]:
+                        nxt[key] = (c, (trail, l.name, boots, lin, out, choice))
         frontier = _pareto(nxt)
         if not frontier and not can_bootstrap:
             raise LevelError(_too_deep(layers, params, stages, product, needs))
@@ -203,14 +219,15 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None) -> P
     seconds, trail = min(frontier.values(), key=lambda v: v[0])
     steps = []
     while trail is not None:
-        trail, name, boots, lin, out = trail
+        trail, name, boots, lin, out, choice = trail
         l = kind[name]
-        used = sum(stages) + (1 if product else 0) if l.kind == "relu" else needs.get(name, l.levels)
-        if l.kind == "act" or (l.kind == "relu" and lut is not None):
+        fn, (st, pr, lt) = (options[name][choice], forms[name][choice]) if l.kind == "relu" else (None, ([], False, None))
+        used = sum(st) + (1 if pr else 0) if l.kind == "relu" else needs.get(name, l.levels)
+        if l.kind == "act" or (l.kind == "relu" and lt is not None):
             used = 0  # the switch refreshes: its output sits at a fixed level
         elif l.kind == "max":
             used = 1  # the window's slot maps
-        steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used))
+        steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used, fn))
     steps.reverse()
     return Plan(params.name, top, after if can_bootstrap else None, steps, stages + ([1] if product else []), seconds)
 

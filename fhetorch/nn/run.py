@@ -343,11 +343,12 @@ class Program:
         return cands[0]
 
     def _relu(self, ctx, l, vals, boots, refresh):
-        if isinstance(self.cm.relu_fn, LUTReLU):
+        fn = self.cm.relu_for(l.name)
+        if isinstance(fn, LUTReLU):
             sw = ctx.switcher
             bits = self.cm.lut_bits
             return sw.lut(_need(vals[l.inputs[0]], sw.levels, l.name), [torch.relu], grid_interval(bits), bits)[0]
-        stages, times_input = relu_stages(self.cm.relu_fn)
+        stages, times_input = relu_stages(fn)
         src = l.inputs[0]
         y = vals[src]
         for k, (series, depth) in enumerate(stages):

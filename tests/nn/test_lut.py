@@ -102,3 +102,63 @@ def test_activations_need_a_bootstrappable_preset():
         fhe.nn.compile(model, torch.randn(8, 1, 4, 4), preset="toy-n12")
     with pytest.raises(fhe.ParameterError, match="tfhe-8bit"):
         fhe.nn.compile(model, torch.randn(8, 1, 4, 4), preset=TOY, relu=LUTReLU(bits=12))
+
+
+def _two_relus():
+    """conv -> ReLU (module "1") -> conv -> ReLU ("3") -> global average -> linear."""
+    return nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.ReLU(), nn.Conv2d(4, 4, 3, 1, 1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).eval()
+
+
+def _compile(model, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        return fhe.nn.compile(model, torch.randn(32, 1, 8, 8), preset=TOY, **kw)
+
+
+def test_per_layer_relu_choice(seed):
+    """relu={layer: option}: that ReLU through the switch, the other a degree-7 polynomial; the plan,
+    the simulation and the encrypted run follow the choice per layer."""
+    model = _two_relus()
+    cm = _compile(model, relu={"3": "lut", "default": 7})
+    first, second = (s for s in cm.plan.steps if s.kind == "relu")
+    cfg = fhe.ckks.bootstrap_config(TOY)
+    assert isinstance(second.relu, LUTReLU) and second.level_out == cfg.stc_input_level and second.levels == 0
+    assert not isinstance(first.relu, LUTReLU) and first.levels == 3  # degree 7: 3 levels
+    assert "relu (lut)" in str(cm.plan) and "relu x1" in cm.report()
+    sims = {type(m).__name__ for m in cm._sim.modules()}
+    assert {"PolyReLU", "LUTReLUSim"} <= sims
+    cm.keygen()
+    x = torch.randn(1, 1, 8, 8)
+    got, sim = cm.decrypt(cm(cm.encrypt(x))), cm.simulate(x)
+    bits = cm.lut_bits
+    lo, hi = grid_interval(bits)
+    step = (hi - lo) / ((1 << bits) - 1)
+    w = model[6].weight.detach().to(torch.float64)
+    bound = float(w.abs().sum(1).max()) * step * cm.bounds[second.name] + 1e-3
+    err = float((got - sim).abs().max())
+    print(f"[precision] per-layer relu (poly, lut), logits vs simulation: {err:.2e} (one-step bound {bound:.2e})")
+    assert err <= bound
+
+
+def test_auto_relu_weighs_latency(monkeypatch):
+    """relu="auto": each ReLU the faster of the composite polynomial and the lookup table by the
+    latency model; a cheap switch makes every ReLU a LUT, a dear one none."""
+    from fhetorch.nn import lut as _lut
+
+    monkeypatch.setattr(_lut, "LUT_FIXED_S", 1e-6)
+    monkeypatch.setattr(_lut, "LUT_PER_SLOT_S", 1e-9)
+    cm = _compile(_two_relus(), relu="auto")
+    assert all(isinstance(s.relu, LUTReLU) for s in cm.plan.steps if s.kind == "relu") and cm.uses_lut
+    monkeypatch.setattr(_lut, "LUT_FIXED_S", 10.0)
+    cm = _compile(_two_relus(), relu="auto")
+    assert not any(isinstance(s.relu, LUTReLU) for s in cm.plan.steps if s.kind == "relu") and not cm.uses_lut
+
+
+def test_relu_choice_errors():
+    with pytest.raises(fhe.ApproximationError, match="no ReLU layers"):
+        _compile(_two_relus(), relu={"2": "lut"})  # "2" is a convolution
+    with pytest.raises(fhe.ApproximationError, match="one switch"):
+        _compile(_two_relus(), relu={"1": LUTReLU(bits=3), "3": LUTReLU(bits=4)})
+    with pytest.raises(fhe.ParameterError, match="bootstrappable"):
+        fhe.nn.compile(_two_relus(), torch.randn(8, 1, 8, 8), preset="toy-n12", relu={"3": "lut", "default": 7})

@@ -77,4 +77,6 @@
   /* out (B, k1, N) = c0 + GGSW x (c1 - c0) on the torus (c0 null: GGSW x c1); ggsw (k1, level, k1, N/2)        \
      complex shared by the batch. */                                                                               \
   R tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1, const double* ggsw, int64_t* out, \
-                    int64_t B, const CTX& ctx);
+                    int64_t B, const CTX& ctx);                                                          \
+  /* The blind rotation with a Fourier key (csrc/tfhe_fft.h, FourierRotateArgs): mod q in and out. */              \
+  R tfhe_fourier_blind_rotate(const FourierRotateArgs& a, const CTX& ctx);

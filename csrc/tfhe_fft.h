@@ -383,3 +383,167 @@ FT_HD void tfhe_team_torus_cmux(const T& t, const TfheTorusGgsw& g, const int64_
 }
 
 }  // namespace fhetorch
+
+namespace fhetorch {
+
+// ---- the blind rotation on the torus (the Fourier bootstrapping key) ---------------------------
+//
+// The LWE side stays mod q = q0 q1 (key switch, modulus switch, the output ciphertexts); only the
+// accumulator lives on the 2^64 torus, so that each CMux's ring product is one float64 FFT
+// product with a key in FFT form. In: the test polynomials mod q, lifted to the torus
+// (tfhe_torus_from_q, exact rounding); out: the accumulator brought back mod q
+// (tfhe_torus_to_q). Both conversions are integer code: CPU = CUDA bit for bit.
+
+// round(x 2^64 / q) mod 2^64 for x in [0, q), q < 2^62 odd: long division, one bit per step
+// (the remainder stays below q, so 2 r < 2^63), then round half up (q odd: no tie).
+FT_HD int64_t tfhe_torus_from_q(int64_t x, int64_t q) {
+  uint64_t r = static_cast<uint64_t>(x), quo = 0;
+  const uint64_t uq = static_cast<uint64_t>(q);
+  for (int i = 0; i < 64; ++i) {
+    r <<= 1;
+    quo <<= 1;
+    if (r >= uq) {
+      r -= uq;
+      quo |= 1u;
+    }
+  }
+  return static_cast<int64_t>(quo + (2 * r >= uq ? 1u : 0u));
+}
+
+// round(y q / 2^64) mod q for a torus value y (read unsigned): the high word of the 128-bit
+// product y q plus the carry of adding 2^63 to its low word; q itself wraps to 0.
+FT_HD int64_t tfhe_torus_to_q(int64_t y, int64_t q) {
+  const uint64_t uy = static_cast<uint64_t>(y), uq = static_cast<uint64_t>(q);
+#if defined(__CUDA_ARCH__)
+  const uint64_t hi = __umul64hi(uy, uq), lo = uy * uq;
+#else
+  const unsigned __int128 p = static_cast<unsigned __int128>(uy) * uq;
+  const uint64_t hi = static_cast<uint64_t>(p >> 64), lo = static_cast<uint64_t>(p);
+#endif
+  const uint64_t v = hi + (lo >= (uint64_t(1) << 63) ? 1u : 0u);
+  return static_cast<int64_t>(v == uq ? 0 : v);
+}
+
+// Coefficient c of X^s P on the torus (P of N = 2^log_n coefficients, s in [0, 2N)).
+FT_HD int64_t tfhe_torus_rotated(const int64_t* p, int64_t c, int64_t s, int log_n) {
+  int64_t u = c - s;
+  if (u >= 0) return p[u];
+  u += int64_t(2) << log_n;
+  const int64_t n = int64_t(1) << log_n;
+  return u < n ? p[u] : tfhe_torus_sub(0, p[u - n]);
+}
+
+struct FourierRotateArgs {
+  TfheTorusGgsw g;           // the ring, k1, base_log, level of the key
+  TfheMod m;                 // q of the LWE side
+  const int64_t* ct;         // (B, n + 1) LWE ciphertexts mod q under the key's LWE secret
+  const int64_t* luts;       // (T, N) test polynomials mod q
+  const int64_t* lut_index;  // (B,) clamped into [0, T), or null: LUT 0
+  const double* bsk;         // (n, k1, level, k1, N/2) complex: the FFT of each key bit's GGSW on the torus
+  int64_t* acc;              // (B, k1, N) the accumulators, mod q (the output)
+  double* scratch;           // B * tfhe_fourier_scratch_doubles where the team's scratch is not its own
+  int64_t* torus;            // B * k1 N torus accumulators where the team's are not its own
+  int64_t B, T;
+  int n;
+};
+
+// A team's digit scratch: k1 level folded rows of N doubles (the product's k1 outputs reuse the
+// first rows).
+FT_HD int64_t tfhe_fourier_scratch_doubles(const TfheTorusGgsw& g) {
+  return static_cast<int64_t>(g.k1) * g.level << g.f.log_n;
+}
+// The fused path's shared memory: the torus accumulator and the digit scratch.
+FT_HD int64_t tfhe_fourier_fused_bytes(const TfheTorusGgsw& g) {
+  return 8 * ((static_cast<int64_t>(g.k1) << g.f.log_n) + tfhe_fourier_scratch_doubles(g));
+}
+
+// a_i (i < n) or the body's rotation (i = n) of ciphertext b: round(x 2N / q).
+FT_HD int64_t tfhe_fourier_rotation(const FourierRotateArgs& a, int64_t b, int i) {
+  return static_cast<int64_t>(tfhe_round_pow2(a.ct[b * (a.n + 1) + i], a.m.q_full, a.g.f.log_n + 1));
+}
+
+// acc (k1, N) torus := X^(-~body) * (the LUT of ciphertext b, lifted to the torus), masks zero.
+template <class T>
+FT_HD void tfhe_team_fourier_rotate_init(const T& t, const FourierRotateArgs& a, int64_t b, int64_t* acc) {
+  const int log_n = a.g.f.log_n;
+  const int64_t n = int64_t(1) << log_n;
+  const int64_t shift = (2 * n - tfhe_fourier_rotation(a, b, a.n)) & (2 * n - 1);
+  int64_t li = a.lut_index ? a.lut_index[b] : 0;
+  li = li < 0 ? 0 : (li >= a.T ? a.T - 1 : li);
+  const int64_t* lut = a.luts + li * n;
+  const int64_t k1n = a.g.k1 * n, body_start = (a.g.k1 - 1) * n;
+  for (int64_t e = t.rank; e < k1n; e += t.size) {
+    if (e < body_start) {
+      acc[e] = 0;
+      continue;
+    }
+    // coefficient c of X^shift lut, lifted (the lift commutes with negation up to the rounding:
+    // negate after lifting, so -x lifts to exactly minus x's lift)
+    const int64_t c = e - body_start;
+    int64_t u = c - shift;
+    bool neg = false;
+    if (u < 0) {
+      u += 2 * n;
+      if (u >= n) {
+        u -= n;
+        neg = true;
+      }
+    }
+    const int64_t v = tfhe_torus_from_q(lut[u], a.m.q_full);
+    acc[e] = neg ? tfhe_torus_sub(0, v) : v;
+  }
+  t.sync();
+}
+
+// Key bit i of ciphertext b: acc := acc + BSK_i x ((X^(a_i) - 1) acc) on the torus, in place: the
+// digits of (X^(a_i) - 1) acc into the folded rows of s (tfhe_fourier_scratch_doubles), the FFT
+// product with the bit's GGSW (tfhe_team_fft_rows_product), each output coefficient rounded and
+// added to acc by the member that reads it. a_i = 0 leaves acc unchanged.
+template <class T>
+FT_HD void tfhe_team_fourier_rotate_step(const T& t, const FourierRotateArgs& a, int64_t b, int i, int64_t* acc,
+                                         double* s) {
+  const TfheTorusGgsw& g = a.g;
+  const int64_t rot = tfhe_fourier_rotation(a, b, i);
+  if (rot == 0) return;  // the whole team sees the same rotation
+  const int log_n = g.f.log_n, log_m = log_n - 1;
+  const uint32_t m = 1u << log_m, n = 2u * m;
+  const int bits = g.base_log * g.level;
+  const uint32_t k1n = static_cast<uint32_t>(g.k1) * n;
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
+    const uint32_t p = e >> log_n, c = e & (n - 1u);
+    const int64_t* ap = acc + (static_cast<int64_t>(p) << log_n);
+    uint64_t v = tfhe_torus_round(tfhe_torus_sub(tfhe_torus_rotated(ap, c, rot, log_n), ap[c]), bits);
+    const uint32_t slot = tfhe_fft_slot(c & (m - 1u)) + (c >= m ? m : 0u);
+    for (int j = g.level - 1; j >= 0; --j) {
+      const int32_t d = tfhe_next_digit(v, g.base_log);
+      s[(static_cast<int64_t>(2 * (static_cast<int>(p) * g.level + j)) << log_m) + slot] = static_cast<double>(d);
+    }
+  }
+  t.sync();  // every read of acc is done before the product adds to it
+  const int64_t per_bit = static_cast<int64_t>(g.k1) * g.level * g.k1 << log_m;  // complex values
+  tfhe_team_fft_rows_product(t, g.f, a.bsk + 2 * per_bit * i, g.k1 * g.level, g.k1, s);
+  for (int p = 0; p < g.k1; ++p) {
+    int64_t* row = acc + (static_cast<int64_t>(p) << log_n);
+    tfhe_fft_store_row(t, g.f, s, p, row, row);
+  }
+  t.sync();
+}
+
+// The accumulator of ciphertext b back mod q into the output.
+template <class T>
+FT_HD void tfhe_team_fourier_rotate_finish(const T& t, const FourierRotateArgs& a, int64_t b, const int64_t* acc) {
+  const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
+  int64_t* out = a.acc + b * k1n;
+  for (int64_t e = t.rank; e < k1n; e += t.size) out[e] = tfhe_torus_to_q(acc[e], a.m.q_full);
+}
+
+// The whole blind rotation of ciphertext b by one team, in its acc (k1 N int64) and s scratch.
+template <class T>
+FT_HD void tfhe_team_fourier_blind_rotate(const T& t, const FourierRotateArgs& a, int64_t b, int64_t* acc,
+                                          double* s) {
+  tfhe_team_fourier_rotate_init(t, a, b, acc);
+  for (int i = 0; i < a.n; ++i) tfhe_team_fourier_rotate_step(t, a, b, i, acc, s);
+  tfhe_team_fourier_rotate_finish(t, a, b, acc);
+}
+
+}  // namespace fhetorch

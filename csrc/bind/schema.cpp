@@ -197,4 +197,12 @@ TORCH_LIBRARY(fhetorch, m) {
   // CMux on the torus: c0 + GGSW x (c1 - c0) (c0, c1 (..., k + 1, N) of one shape; ggsw as above):
   // c1 where the GGSW encrypts 1, c0 where it encrypts 0, up to the product's noise.
   m.def("tfhe_torus_cmux(Tensor c0, Tensor c1, Tensor ggsw, Tensor twiddles, int base_log, int level) -> Tensor");
+  // Blind rotation with a Fourier bootstrapping key: tfhe_blind_rotate's contract (ct (..., n + 1)
+  // and luts (T, N) mod q = q0 q1, lut_index, rotations ~x = tfhe_modulus_switch(x, log2(2N)),
+  // output (..., k + 1, N) mod q) with the accumulator on the 2^64 torus: the LUT lifted to
+  // round(x 2^64 / q), each step acc = acc + bsk_i x ((X^(~a_i) - 1) * acc) by
+  // tfhe_torus_external_product's arithmetic, the result brought back as round(y q / 2^64) mod q.
+  // bsk (n, k + 1, level, k + 1, N/2) complex128: the tfhe_fft of each key bit's GGSW on the torus.
+  m.def("tfhe_fourier_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor twiddles, "
+        "int[] moduli, int base_log, int level) -> Tensor");
 }

@@ -124,8 +124,56 @@ Tensor tfhe_torus_cmux_op(const Tensor& c0, const Tensor& c1, const Tensor& ggsw
   return tfhe_run_torus_cmux<Dev>("tfhe_torus_cmux", &c0, c1, ggsw, twiddles, base_log, level);
 }
 
+// The blind rotation with a Fourier key: ct (..., n + 1) and luts (T, N) mod q, lut_index as
+// tfhe_blind_rotate's; bsk (n, k1, level, k1, N/2) complex128 -> (..., k1, N) mod q.
+template <class Dev>
+Tensor tfhe_fourier_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
+                                    const Tensor& bsk, const Tensor& twiddles, at::IntArrayRef moduli, int64_t base_log,
+                                    int64_t level) {
+  const char* op = "tfhe_fourier_blind_rotate";
+  tfhe_check_int64(ct, op, "ct", 1);
+  tfhe_check_int64(luts, op, "luts", 2);
+  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
+  tfhe_check_complex(bsk, op, "bsk", 5);
+  tfhe_check_gadget(base_log, level, op);
+  const int64_t n_big = luts.size(1), n = ct.size(-1) - 1;
+  FourierRotateArgs a{};
+  a.g.f = tfhe_fft_ring(op, n_big, twiddles);
+  a.m = tfhe_mod(moduli, op);
+  const int64_t k1 = bsk.size(1);
+  tfhe_need(bsk.dim() == 5 && k1 >= 2 && k1 <= kTfheMaxK1 && bsk.size(2) == level && bsk.size(3) == k1 &&
+                bsk.size(4) == n_big / 2 && k1 * level <= 64,
+            op, "bsk must be (n, k + 1, level, k + 1, N/2) with k in [1, 7], level = " + std::to_string(level) +
+                    ", N = " + std::to_string(n_big) + " and (k + 1) level <= 64, got " + tfhe_shape(bsk));
+  tfhe_need(bsk.size(0) == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
+                                      std::to_string(bsk.size(0)));
+  const int64_t B = batch_of(ct, 1);
+  if (lut_index) {
+    tfhe_check_int64(*lut_index, op, "lut_index", 0);
+    tfhe_need(lut_index->numel() == B, op, "lut_index must have one entry per ciphertext (" + std::to_string(B) +
+                                               "), got " + std::to_string(lut_index->numel()));
+  }
+  check_devices(op, {&ct, &luts, lut_index ? &*lut_index : nullptr, &bsk, &twiddles});
+  a.g.k1 = static_cast<int>(k1);
+  a.g.base_log = static_cast<int>(base_log);
+  a.g.level = static_cast<int>(level);
+  a.n = as_int(n, op, "n");
+  a.B = B;
+  a.T = luts.size(0);
+  Dev dev(ct);
+  Tensor out = at::empty(shape_with(ct, 1, {k1, n_big}), ct.options());
+  a.ct = ct.data_ptr<int64_t>();
+  a.luts = luts.data_ptr<int64_t>();
+  a.lut_index = lut_index ? lut_index->data_ptr<int64_t>() : nullptr;
+  a.bsk = tfhe_doubles(bsk);
+  a.acc = out.data_ptr<int64_t>();
+  dev.run(op, [&](auto& ctx) { return tfhe_fourier_blind_rotate(a, ctx); });
+  return out;
+}
+
 template <class Dev>
 void register_tfhe_fft_ops(torch::Library& m) {
+  m.impl("tfhe_fourier_blind_rotate", &tfhe_fourier_blind_rotate_op<Dev>);
   m.impl("tfhe_torus_external_product", &tfhe_torus_external_product_op<Dev>);
   m.impl("tfhe_torus_cmux", &tfhe_torus_cmux_op<Dev>);
   m.impl("tfhe_fft", &tfhe_fft_op<Dev>);

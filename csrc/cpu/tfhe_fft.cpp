@@ -56,3 +56,20 @@ void tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c
 }
 
 }  // namespace fhetorch::cpu
+
+namespace fhetorch::cpu {
+
+void tfhe_fourier_blind_rotate(const FourierRotateArgs& a, const Threads& th) {
+  if (a.B <= 0) return;
+  const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
+  // per ciphertext: the torus accumulator (k1 N int64) and the digit scratch, 8-byte words
+  double* scratch = reinterpret_cast<double*>(th.scratch(2 * a.B * (k1n + per)));
+  th.par(a.B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double* mine = scratch + b * (k1n + per);
+      tfhe_team_fourier_blind_rotate(SoloTeam{}, a, b, reinterpret_cast<int64_t*>(mine), mine + k1n);
+    }
+  });
+}
+
+}  // namespace fhetorch::cpu

@@ -5,7 +5,11 @@
 // __dmul_rn / __fma_rn intrinsic, so -fmad (on under --use_fast_math) contracts nothing and the
 // results equal the CPU's bit for bit. A first increment: the blind rotation's fused kernels
 // (shared memory, clusters) are the next step (docs/tfhe.md).
+#include <atomic>
+#include <cstdlib>
+
 #include "kernels.h"
+#include "program.cuh"
 #include "util.cuh"
 
 namespace fhetorch::cuda {
@@ -53,6 +57,60 @@ __global__ void __launch_bounds__(kFftTeam)
                        scratch + b * tfhe_fft_scratch_doubles(g.f, g.k1 * g.level), out + b * k1n);
 }
 
+// The blind rotation with a Fourier key. Fused (tfhe_fourier_fused_bytes within the opt-in
+// limit: N <= 2^11 at k = 1, level 1): one block per ciphertext, the torus accumulator and the
+// digit scratch in shared memory, every key bit in one launch, the key's rows read through the
+// read-only cache (the blocks in flight run about the same key bit, so they share it in L2).
+// Otherwise one launch per key bit over the batch, both in global memory.
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) fourier_rotate_fused_kernel(const __grid_constant__ FourierRotateArgs a) {
+  extern __shared__ __align__(16) double fsmem[];
+  const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
+  tfhe_team_fourier_blind_rotate(block_team(), a, blockIdx.x, reinterpret_cast<int64_t*>(fsmem), fsmem + k1n);
+}
+
+__global__ void __launch_bounds__(kFftTeam) fourier_rotate_init_kernel(const __grid_constant__ FourierRotateArgs a) {
+  const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
+  tfhe_team_fourier_rotate_init(block_team(), a, b, a.torus + b * k1n);
+}
+
+__global__ void __launch_bounds__(kFftTeam)
+    fourier_rotate_step_kernel(const __grid_constant__ FourierRotateArgs a, int i) {
+  const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
+  tfhe_team_fourier_rotate_step(block_team(), a, b, i, a.torus + b * k1n,
+                                a.scratch + b * tfhe_fourier_scratch_doubles(a.g));
+}
+
+__global__ void __launch_bounds__(kFftTeam) fourier_rotate_finish_kernel(const __grid_constant__ FourierRotateArgs a) {
+  const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
+  tfhe_team_fourier_rotate_finish(block_team(), a, b, a.torus + b * k1n);
+}
+
+// The fused kernel's team: 256 threads (rounds of 4 FFT stages for 2 rows of 1024 values: 128
+// items a round), more where the batch leaves SMs idle. FHETORCH_FOURIER_TEAM overrides (128,
+// 256, 512 or 1024) for measurements.
+int fourier_team(int64_t B, int sms) {
+  static const int forced = [] {
+    const char* e = std::getenv("FHETORCH_FOURIER_TEAM");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (forced == 128 || forced == 256 || forced == 512 || forced == 1024) return forced;
+  return B <= sms ? 512 : 256;
+}
+
+template <int THREADS>
+cudaError_t launch_fourier_fused(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> raised[kDevices];  // the opt-in each device's kernel has (0: none yet)
+  if (dev >= kDevices || raised[dev].load() < smem) {
+    FT_TRY(cudaFuncSetAttribute(fourier_rotate_fused_kernel<THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(smem)));
+    if (dev < kDevices) raised[dev].store(static_cast<int>(smem));
+  }
+  fourier_rotate_fused_kernel<THREADS><<<static_cast<unsigned>(a.B), THREADS, smem, s.stream>>>(a);
+  return cudaGetLastError();
+}
+
 double* fft_scratch(const Stream& s, int64_t B, int64_t doubles) {
   return reinterpret_cast<double*>(s.scratch(2 * B * doubles));
 }
@@ -90,6 +148,39 @@ cudaError_t tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int
   if (B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
   double* scratch = fft_scratch(s, B, tfhe_fft_scratch_doubles(g.f, g.k1 * g.level));
   torus_cmux_kernel<<<static_cast<unsigned>(B), kFftTeam, 0, s.stream>>>(g, c0, c1, ggsw, out, scratch);
+  return cudaGetLastError();
+}
+
+cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Stream& s) {
+  if (a_in.B <= 0) return cudaSuccess;
+  if (a_in.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
+  FourierRotateArgs a = a_in;
+  int dev = 0, optin = 0, sms = 0;
+  FT_TRY(cudaGetDevice(&dev));
+  FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t smem = tfhe_fourier_fused_bytes(a.g);
+  if (smem <= optin) {
+    switch (fourier_team(a.B, sms)) {
+      case 128: return launch_fourier_fused<128>(a, smem, dev, s);
+      case 512: return launch_fourier_fused<512>(a, smem, dev, s);
+      case 1024: return launch_fourier_fused<1024>(a, smem, dev, s);
+      default: return launch_fourier_fused<256>(a, smem, dev, s);
+    }
+  }
+  const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
+  double* buf = fft_scratch(s, a.B, k1n + per);
+  a.torus = reinterpret_cast<int64_t*>(buf);
+  a.scratch = buf + a.B * k1n;
+  const unsigned grid = static_cast<unsigned>(a.B);
+  fourier_rotate_init_kernel<<<grid, kFftTeam, 0, s.stream>>>(a);
+  cudaError_t err = cudaGetLastError();
+  for (int i = 0; i < a.n && err == cudaSuccess; ++i) {
+    fourier_rotate_step_kernel<<<grid, kFftTeam, 0, s.stream>>>(a, i);
+    err = cudaGetLastError();
+  }
+  if (err != cudaSuccess) return err;
+  fourier_rotate_finish_kernel<<<grid, kFftTeam, 0, s.stream>>>(a);
   return cudaGetLastError();
 }
 

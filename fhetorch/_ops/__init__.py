@@ -35,7 +35,7 @@ __all__ = [
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
     "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
     "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
-    "tfhe_torus_external_product", "tfhe_torus_cmux",
+    "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate",
 ]
 
 
@@ -250,4 +250,5 @@ for _name in ("sample_ternary", "sample_cbd"):
 from .tfhe import (  # noqa: E402  (after the CKKS ops: one registration order)
     tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_fft, tfhe_fft_product, tfhe_ifft, tfhe_keyswitch,
     tfhe_modulus_switch, tfhe_multi_bit_blind_rotate, tfhe_sample_int, tfhe_torus_cmux, tfhe_torus_external_product,
+    tfhe_fourier_blind_rotate,
 )

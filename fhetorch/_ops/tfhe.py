@@ -17,7 +17,7 @@ Tensor = torch.Tensor
 
 __all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
            "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
-           "tfhe_torus_external_product", "tfhe_torus_cmux"]
+           "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate"]
 
 
 def _m(moduli: Sequence[int]) -> list[int]:
@@ -152,3 +152,15 @@ def tfhe_torus_cmux(c0: Tensor, c1: Tensor, ggsw: Tensor, twiddles: Tensor, base
 @_fake("fhetorch::tfhe_torus_cmux")
 def _(c0, c1, ggsw, twiddles, base_log, level):
     return torch.empty_like(c1)
+
+
+def tfhe_fourier_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: Tensor, twiddles: Tensor,
+                              moduli: Sequence[int], base_log: int, level: int) -> Tensor:
+    """tfhe_blind_rotate's contract (mod q in and out) with a Fourier key bsk (n, k+1, level, k+1,
+    N/2) complex128: the accumulator runs on the 2^64 torus, each CMux one float64 FFT product."""
+    return _ops.tfhe_fourier_blind_rotate(ct, luts, lut_index, bsk, twiddles, _m(moduli), int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_fourier_blind_rotate")
+def _(ct, luts, lut_index, bsk, twiddles, moduli, base_log, level):
+    return ct.new_empty((*ct.shape[:-1], bsk.shape[1], luts.shape[-1]))

@@ -10,7 +10,8 @@ import torch
 from .. import _ops
 from .._ring import Sampler
 from ..errors import ParameterError
-from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey, LweSecretKey
+from .entities import (FourierLweBootstrapKey, GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey,
+                       LweSecretKey)
 from .modular import Modulus
 from .ring import TFHERing
 
@@ -83,6 +84,71 @@ def generate_lwe_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSec
     """GGSW encryptions under glwe_key of every bit of lwe_key."""
     data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, lwe_key.data, base_log, level, noise_width)
     return LweBootstrapKey(data.contiguous(), base_log, level)
+
+
+def uniform_torus(sampler: Sampler, shape) -> torch.Tensor:
+    """Uniform int64 (every value of the 2^64 torus) of `shape`: a signed high half times 2^32 plus
+    an unsigned low half, each uniform (no overflow in forming it)."""
+    count = 1
+    for s in shape:
+        count *= s
+    lo = sampler.uniform_int(count, 0, (1 << 32) - 1)
+    hi = sampler.uniform_int(count, -(1 << 31), (1 << 31) - 1)
+    return (hi * (1 << 32) + lo).view(*shape)
+
+
+def torus_poly_mul_key(ring: TFHERing, a: torch.Tensor, key: GlweSecretKey) -> torch.Tensor:
+    """sum_p a_p * S_p in Z_{2^64}[X]/(X^N + 1), exactly: a (..., k, N) int64 torus polynomials,
+    S binary -> (..., N). Each a_p is cut into four 16-bit limbs; a limb's product with a binary
+    key is an integer below k N 2^16 <= 2^34 that one float64 FFT product gives exactly (its
+    rounding error is below 2^-10, tfhe.md); the limbs are joined mod 2^64."""
+    k, big_n = key.data.shape
+    tw = ring.twiddles
+    key_fft = _ops.tfhe_fft(key.data.to(torch.int64).contiguous(), tw).view(k, 1, big_n // 2)
+    limbs = torch.stack([(a >> (16 * j)) & 0xFFFF for j in range(4)], -3)  # (..., 4, k, N)
+    prod = _ops.tfhe_fft_product(limbs.contiguous(), key_fft, tw)[..., 0, :]  # (..., 4, N)
+    out = prod[..., 0, :]
+    for j in range(1, 4):
+        out = out + (prod[..., j, :] << (16 * j))  # int64 arithmetic wraps: mod 2^64
+    return out
+
+
+def torus_gadget(base_log: int, level: int) -> list[int]:
+    """g_j = 2^(64 - base_log (j + 1)) as signed int64 torus values, j = 0 .. level - 1."""
+    return [((1 << (64 - base_log * (j + 1))) + (1 << 63)) % (1 << 64) - (1 << 63) for j in range(level)]
+
+
+def encrypt_fourier_ggsw_ciphertext(sampler: Sampler, ring: TFHERing, key: GlweSecretKey, mu: torch.Tensor,
+                                    base_log: int, level: int, noise_width: int) -> torch.Tensor:
+    """GGSW encryptions on the 2^64 torus of the bits mu (M,), in FFT form: (M, k+1, level, k+1,
+    N/2) complex128; row (p, j) = the tfhe_fft of a GLWE encryption of zero (masks uniform on the
+    torus, body sum_p A_p S_p + E, E of sampler width noise_width) plus mu g_j on component p."""
+    k, big_n = key.data.shape
+    k1, m = k + 1, mu.shape[0]
+    rows = m * k1 * level
+    a = uniform_torus(sampler, (rows, k, big_n))
+    e = sampler.irwin_hall(rows * big_n, noise_width).view(rows, big_n)
+    body = torus_poly_mul_key(ring, a, key) + e
+    x = torch.cat((a, body.unsqueeze(1)), 1).view(m, k1, level, k1, big_n)
+    g = torch.tensor(torus_gadget(base_log, level), dtype=torch.int64, device=x.device)
+    mg = mu.to(torch.int64).view(m, 1) * g.view(1, level)  # mu in {0, 1}: no overflow
+    for p in range(k1):
+        x[:, p, :, p, 0] = x[:, p, :, p, 0] + mg  # the constant mu g_j: coefficient 0
+    return _ops.tfhe_fft(x.contiguous(), ring.twiddles)
+
+
+def generate_fourier_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSecretKey, glwe_key: GlweSecretKey,
+                                   base_log: int, level: int, noise_width: int) -> FourierLweBootstrapKey:
+    """The Fourier bootstrapping key: GGSW encryptions on the torus, FFT form, of every bit of
+    lwe_key under glwe_key (noise_width: the sampler width at 2^64). Made in slabs of key bits
+    (a tfhe-8bit key is 3.5 GB)."""
+    k, big_n = glwe_key.data.shape
+    per_bit = (k + 1) * level * (k + 1) * big_n * 8 * 6  # bytes of the slab's int64 work tensors
+    step = max(1, (1 << 30) // per_bit)
+    bits = lwe_key.data
+    parts = [encrypt_fourier_ggsw_ciphertext(sampler, ring, glwe_key, bits[i: i + step], base_log, level, noise_width)
+             for i in range(0, bits.shape[0], step)]
+    return FourierLweBootstrapKey(torch.cat(parts, 0).contiguous(), base_log, level)
 
 
 def subset_indicators(lwe_key: LweSecretKey, grouping_factor: int) -> torch.Tensor:
@@ -213,17 +279,21 @@ def cmux(ring: TFHERing, ggsw: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor,
     return mq.add(c0, external_product(ring, ggsw, mq.sub(c1, c0), base_log, level))
 
 
-def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey, ct: torch.Tensor,
+def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey | FourierLweBootstrapKey, ct: torch.Tensor,
                  luts: torch.Tensor, lut_index: torch.Tensor | None = None) -> torch.Tensor:
     """(..., n + 1) -> GLWE accumulators (..., k + 1, N) = X^(-phase~) * luts[lut_index]; one
-    CMux step per key bit over the whole batch, or with a multi-bit key one external product per
-    group of G key bits by the key bundle sum_S X^(a_S) GGSW(f_S) (a_S the switched subset sums of
-    the group's masks; docs/tfhe.md, "Multi-bit PBS"). Raises ParameterError for a key of another
+    CMux step per key bit over the whole batch (with a Fourier key on the 2^64 torus: docs/tfhe.md,
+    "The Fourier blind rotation"), or with a multi-bit key one external product per group of G key
+    bits by the key bundle sum_S X^(a_S) GGSW(f_S) (a_S the switched subset sums of the group's
+    masks; docs/tfhe.md, "Multi-bit PBS"). Raises ParameterError for a key of another
     dimension."""
     if ct.shape[-1] != bsk.input_dimension + 1:
         raise ParameterError(f"blind_rotate: ciphertexts of dimension {ct.shape[-1] - 1}, bootstrapping key "
                              f"for dimension {bsk.input_dimension}")
     idx = None if lut_index is None else lut_index.to(torch.int64).contiguous()
+    if isinstance(bsk, FourierLweBootstrapKey):
+        return _ops.tfhe_fourier_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.twiddles,
+                                              ring.moduli, bsk.base_log, bsk.level)
     if isinstance(bsk, LweMultiBitBootstrapKey):
         exps, pows = ring.monomial_tables()
         return _ops.tfhe_multi_bit_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.psi,
@@ -255,7 +325,8 @@ def extract_lwe_sample(modulus: Modulus, glwe: torch.Tensor, position: int = 0) 
     return torch.cat((a, glwe[..., -1, :1]), -1)
 
 
-def programmable_bootstrap_lwe_ciphertext(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey,
+def programmable_bootstrap_lwe_ciphertext(ring: TFHERing,
+                                          bsk: LweBootstrapKey | LweMultiBitBootstrapKey | FourierLweBootstrapKey,
                                           ct: torch.Tensor, luts: torch.Tensor, lut_index: torch.Tensor | None = None,
                                           positions=(0,)) -> list:
     """Blind rotation then sample extraction at each of `positions` (one output per position:

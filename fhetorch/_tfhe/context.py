@@ -18,7 +18,8 @@ from ..errors import (ContextError, EncodingError, MessageOverflowError, Missing
 from . import algorithms as alg
 from .lut import test_polynomial
 from .lwe_tensor import LWETensor
-from .params import TFHEParams
+from .noise import noise_width
+from .params import TORUS, TFHEParams
 from .radix import RadixTensor, decrypt_int, encrypt_int
 from .presets import preset as _preset
 from .ring import TFHERing
@@ -68,6 +69,8 @@ class TFHEContext:
         self.ring = TFHERing(params.log_n, params.moduli, self.device)
         if params.grouping_factor > 1:
             self.ring.monomial_tables()  # now, not in the first PBS (a host read: no sync in a PBS or a graph)
+        if params.blind_rotation == "fft":
+            _ = self.ring.twiddles  # likewise
         self.modulus = self.ring.modulus
         self.sampler = Sampler(self.device, seed=seed)
         self.lwe_key = self.glwe_key = None
@@ -98,6 +101,10 @@ class TFHEContext:
             self.bootstrap_key = alg.generate_lwe_multi_bit_bootstrap_key(
                 s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log, p.pbs_level, p.glwe_noise_width,
                 p.grouping_factor)
+        elif p.blind_rotation == "fft":
+            self.bootstrap_key = alg.generate_fourier_bootstrap_key(
+                s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log, p.pbs_level,
+                noise_width(p.glwe_noise_std, TORUS))
         else:
             self.bootstrap_key = alg.generate_lwe_bootstrap_key(s, self.ring, self.lwe_key, self.glwe_key,
                                                                 p.pbs_base_log, p.pbs_level, p.glwe_noise_width)

@@ -61,6 +61,21 @@ class LweBootstrapKey:
 
 
 @dataclass(frozen=True)
+class FourierLweBootstrapKey:
+    """data (n, k + 1, level, k + 1, N/2) complex128: the tfhe_fft of GGSW encryptions on the 2^64
+    torus (gadget 2^(64 - base_log (j + 1))) of each LWE key bit (TFHE-rs's Fourier bootstrapping
+    key). The blind rotation runs its accumulator on the torus with it; its inputs and outputs
+    stay mod q."""
+    data: torch.Tensor
+    base_log: int
+    level: int
+
+    @property
+    def input_dimension(self) -> int:
+        return self.data.shape[0]
+
+
+@dataclass(frozen=True)
 class LweMultiBitBootstrapKey:
     """data (n / G, 2^G, k + 1, level, k + 1, 2, N) int32, G = grouping_factor: for every group
     j of G key bits s_(Gj+u) and every subset S of them (bit u of S: key bit Gj + u), the GGSW

@@ -66,6 +66,7 @@ import math
 from fractions import Fraction
 
 from ..errors import ParameterError
+from .fft import fft_product_variance
 
 NOISE_TERMS = 4  # uniform integers summed per noise sample (Irwin-Hall)
 MODULUS_SWITCH_TYPES = ("standard", "centered")
@@ -194,14 +195,41 @@ def modulus_switch_variance(params) -> float:
     return (1.0 + terms) * (1.0 - 1.0 / params.q ** 2) / (12.0 * two_n ** 2)
 
 
+TORUS = 1 << 64  # the modulus of the "fft" blind rotation's accumulator
+
+
+def _is_fourier(params) -> bool:
+    return getattr(params, "blind_rotation", "ntt") == "fft"
+
+
+def bootstrap_key_variance(params) -> float:
+    """Relative variance of a bootstrapping-key entry's noise: the GLWE width at q, or for the
+    Fourier key (blind_rotation "fft") the width of the same relative std at 2^64."""
+    if _is_fourier(params):
+        return float(uniform_sum_variance(noise_width(params.glwe_noise_std, TORUS))) / float(TORUS) ** 2
+    return fresh_glwe_variance(params)
+
+
 def _ep_key_term(params) -> float:
     k, big_n = params.glwe_dimension, params.polynomial_size
-    return (k + 1) * params.pbs_level * big_n * _digit_second_moment(params.pbs_base_log) * fresh_glwe_variance(params)
+    return (k + 1) * params.pbs_level * big_n * _digit_second_moment(params.pbs_base_log) * bootstrap_key_variance(params)
 
 
 def _ep_decomposition_term(params) -> float:
     kn = params.glwe_dimension * params.polynomial_size
-    return (1.0 + kn * _e_s2(params)) * decomposition_error_variance(params.q, params.pbs_base_log, params.pbs_level)
+    q = TORUS if _is_fourier(params) else params.q
+    return (1.0 + kn * _e_s2(params)) * decomposition_error_variance(q, params.pbs_base_log, params.pbs_level)
+
+
+def fourier_product_variance(params) -> float:
+    """Relative variance of the float64 rounding of one CMux's FFT product (blind_rotation "fft";
+    0 for "ntt", exact): fhetorch._tfhe.fft.fft_product_variance for (k + 1) level digit rows of
+    second moment (B^2 + 2) / 12 against uniform torus keys, / 2^128 (docs/tfhe.md)."""
+    if not _is_fourier(params):
+        return 0.0
+    rows = (params.glwe_dimension + 1) * params.pbs_level
+    v = fft_product_variance(params.log_n, rows, _digit_second_moment(params.pbs_base_log))
+    return v / float(TORUS) ** 2
 
 
 def external_product_variance(params, input_variance: float = 0.0, message_norm2: float = 1.0) -> float:
@@ -222,7 +250,8 @@ def blind_rotation_variance(params, test_polynomial_variance: float = 0.0) -> fl
     (classical), or n/g multi-bit steps of 2^g GGSWs each (grouping factor g)."""
     g = params.grouping_factor
     if g == 1:
-        return test_polynomial_variance + params.lwe_dimension * (_ep_key_term(params) + _ep_decomposition_term(params))
+        step = _ep_key_term(params) + _ep_decomposition_term(params) + fourier_product_variance(params)
+        return test_polynomial_variance + params.lwe_dimension * step
     steps = params.lwe_dimension // g
     return test_polynomial_variance + steps * ((1 << g) * _ep_key_term(params) + _ep_decomposition_term(params))
 
@@ -232,10 +261,21 @@ def sample_extraction_variance(glwe_variance: float) -> float:
     return glwe_variance
 
 
+def torus_to_q_variance(params) -> float:
+    """Relative variance the Fourier blind rotation's return to mod q adds to an extracted LWE
+    (0 for "ntt"): each of the k N + 1 coefficients rounded to an integer mod q (uniform error,
+    1/12), weighted by the extracted key: (1 + k N E[s^2]) / 12 / q^2."""
+    if not _is_fourier(params):
+        return 0.0
+    kn = params.glwe_dimension * params.polynomial_size
+    return (1.0 + kn * _e_s2(params)) / 12.0 / float(params.q) ** 2
+
+
 def pbs_variance(params) -> float:
     """Variance of a PBS output (under the kN-dimensional extracted key): blind rotation of a
-    noiseless test polynomial, then sample extraction. Independent of the input's noise."""
-    return sample_extraction_variance(blind_rotation_variance(params))
+    noiseless test polynomial, then sample extraction (and, for the Fourier rotation, the return
+    to mod q). Independent of the input's noise."""
+    return sample_extraction_variance(blind_rotation_variance(params)) + torus_to_q_variance(params)
 
 
 def decision_variance(params, input_variance: float | None = None) -> float:

@@ -82,6 +82,10 @@ class TFHEParamsLiteral:
                      CenteredMeanNoiseReduction, classical PBS only: the known mean of the mask's
                      rounding term and half a step are removed through the body before the switch;
                      fhetorch/_tfhe/noise.py, docs/parameters.md)
+    blind_rotation   where the blind rotation's accumulator lives: "fft" (the 2^64 torus, each CMux
+                     one float64 FFT product with a Fourier bootstrapping key; the default of the
+                     classical PBS) or "ntt" (mod q = q0 q1 by two NTTs; the multi-bit PBS's only
+                     form); None picks the default. The LWE side is mod q either way.
     """
 
     lwe_dimension: int
@@ -101,8 +105,11 @@ class TFHEParamsLiteral:
     secret_distribution: str = "binary"
     log2_p_fail_max: float = DEFAULT_LOG2_P_FAIL_MAX
     modulus_switch_type: str = "standard"
+    blind_rotation: str | None = None
 
 
+BLIND_ROTATIONS = ("fft", "ntt")
+TORUS = 1 << 64  # the modulus of the "fft" blind rotation's accumulator
 _LITERAL_FIELDS = tuple(f.name for f in fields(TFHEParamsLiteral))
 
 
@@ -134,6 +141,7 @@ class TFHEParams:
     secret_distribution: str
     log2_p_fail_max: float
     modulus_switch_type: str
+    blind_rotation: str
     primes: tuple
     q: int
     delta: int
@@ -252,6 +260,8 @@ class TFHEParams:
         """Rebuild TFHEParams from describe()'s dict (make_params of its literal fields) and check
         that the derived values agree. Raises ParameterError if they do not (another prime
         choice, another noise model) or the dict lacks a field."""
+        optional = {"blind_rotation": "ntt"}  # absent from descriptions saved before it existed (all "ntt")
+        d = {**optional, **d}
         missing = [f for f in _LITERAL_FIELDS if f not in d]
         if missing:
             raise ParameterError(f"TFHEParams.from_description: missing fields {missing}")
@@ -379,6 +389,12 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
                              f"(grouping_factor {g}) needs modulus_switch_type='standard'")
     lwe_std = _check_std(op, "lwe_noise_std", lit.lwe_noise_std)
     glwe_std = _check_std(op, "glwe_noise_std", lit.glwe_noise_std)
+    rotation = lit.blind_rotation if lit.blind_rotation is not None else ("fft" if g == 1 else "ntt")
+    if rotation not in BLIND_ROTATIONS:
+        raise ParameterError(f"{op}: blind_rotation must be one of {BLIND_ROTATIONS} or None, got {rotation!r}")
+    if g > 1 and rotation != "ntt":
+        raise ParameterError(f"{op}: the multi-bit PBS (grouping_factor {g}) runs its blind rotation mod q only; "
+                             "use blind_rotation='ntt' (or None)")
     if lit.modulus_switch_type == "centered" and n * (q // (4 * big_n) + 2) >= 1 << 63:
         raise ParameterError(f"{op}: the centered modulus switch sums n mask corrections of up to q / 4N in "
                              f"int64; n = {n} is too large for N = {big_n}: use a larger N or "
@@ -402,13 +418,17 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
 
     lwe_ok = lwe_security_ok(n, _sampled_std(lwe_w, q), q)
     glwe_ok = lwe_security_ok(k * big_n, _sampled_std(glwe_w, q), q)
+    if rotation == "fft":  # the GLWE secret also encrypts the Fourier key, at 2^64
+        glwe_ok = glwe_ok and lwe_security_ok(k * big_n, _sampled_std(_noise.noise_width(glwe_std, TORUS), TORUS),
+                                              TORUS)
     secure = lwe_ok and glwe_ok
     p = TFHEParams(lwe_dimension=n, glwe_dimension=k, polynomial_size=big_n, lwe_noise_std=lwe_std,
                    glwe_noise_std=glwe_std, pbs_base_log=lit.pbs_base_log, pbs_level=lit.pbs_level,
                    ks_base_log=lit.ks_base_log, ks_level=lit.ks_level, message_bits=m, carry_bits=c,
                    grouping_factor=g, name=lit.name, max_noise_level=nu,
                    secret_distribution=lit.secret_distribution, log2_p_fail_max=float(lit.log2_p_fail_max),
-                   modulus_switch_type=lit.modulus_switch_type, primes=(q1, q2), q=q, delta=delta,
+                   modulus_switch_type=lit.modulus_switch_type, blind_rotation=rotation, primes=(q1, q2), q=q,
+                   delta=delta,
                    lwe_noise_width=lwe_w, glwe_noise_width=glwe_w,
                    security_bits=128 if secure else 0, log2_p_fail=0.0)
     lpf = _noise.log2_p_fail(p)

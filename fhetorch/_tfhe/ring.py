@@ -5,6 +5,7 @@ import torch
 
 from .. import _ops
 from .._ring import Ring
+from .fft import fft_twiddles
 from .modular import Modulus
 
 
@@ -21,6 +22,15 @@ class TFHERing:
         self.post, self.r2 = self.ring.n_inv_mont, self.ring.r2
         self.device = self.ring.device
         self._monomial = None  # monomial_tables(), made on first use
+        self._twiddles = None  # twiddles, made on first use
+
+    @property
+    def twiddles(self) -> torch.Tensor:
+        """(N/2,) complex128: the float64 FFT's twiddles at N (fft.fft_twiddles), on the ring's
+        device; made on first use (a host computation: make it before a PBS is captured)."""
+        if self._twiddles is None:
+            self._twiddles = fft_twiddles(self.log_n, self.device)
+        return self._twiddles
 
     def to_ntt(self, x: torch.Tensor) -> torch.Tensor:
         """(..., N) integers (any sign, |x| < 2^62) -> (..., 2, N) int32 NTT form, standard form."""

@@ -28,7 +28,8 @@ import torch
 
 from ..errors import FHEError, InsecureParametersWarning, SerializationError, warn
 from .context import TFHEContext, find_context
-from .entities import GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey, LweSecretKey
+from .entities import (FourierLweBootstrapKey, GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey,
+                       LweSecretKey)
 from .lwe_tensor import LWETensor
 from .params import TFHEParams
 
@@ -40,7 +41,7 @@ def is_tfhe_kind(kind) -> bool:
 def is_tfhe(obj) -> bool:
     """Whether fhetorch.save hands obj to this module. Raises nothing."""
     return isinstance(obj, (TFHEParams, TFHEContext, LWETensor, LweSecretKey, GlweSecretKey, LweKeyswitchKey,
-                            LweBootstrapKey, LweMultiBitBootstrapKey))
+                            LweBootstrapKey, LweMultiBitBootstrapKey, FourierLweBootstrapKey))
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -169,6 +170,19 @@ def _residues(t: torch.Tensor, shape: tuple, primes, what: str) -> torch.Tensor:
     return t
 
 
+def _fourier(t: torch.Tensor, shape: tuple, what: str) -> torch.Tensor:
+    """t of exactly `shape`, complex128, every value finite (an FFT of torus polynomials)."""
+    if tuple(t.shape) != tuple(shape) or t.dtype != torch.complex128:
+        raise SerializationError(f"load: {what} has shape {tuple(t.shape)} / {t.dtype}, expected {tuple(shape)} "
+                                 "complex128")
+    flat = torch.view_as_real(t).reshape(-1)
+    step = 1 << 24
+    for i in range(0, flat.shape[0], step):
+        if not bool(torch.isfinite(flat[i: i + step]).all()):
+            raise SerializationError(f"load: {what} holds values that are not finite: the file was altered")
+    return t
+
+
 def _binary(t: torch.Tensor, shape: tuple, what: str) -> torch.Tensor:
     if tuple(t.shape) != tuple(shape) or t.dtype != torch.int32:
         raise SerializationError(f"load: {what} has shape {tuple(t.shape)} / {t.dtype}, expected {tuple(shape)} "
@@ -194,13 +208,19 @@ def _load_context(meta, tensors, device) -> TFHEContext:
     ctx = TFHEContext(p, device)
     g = p.grouping_factor
     ggsw = (p.k + 1, p.pbs_level, p.k + 1, 2, p.N)
-    bootstrap = _residues(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (p.n,)) + ggsw, p.moduli,
-                          "the bootstrapping key")
+    if p.blind_rotation == "fft":
+        bootstrap = _fourier(tensors["bootstrap_key"], (p.n, p.k + 1, p.pbs_level, p.k + 1, p.N // 2),
+                             "the bootstrapping key")
+    else:
+        bootstrap = _residues(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (p.n,)) + ggsw, p.moduli,
+                              "the bootstrapping key")
     keyswitch = _residues(tensors["keyswitch_key"], (p.k * p.N, p.ks_level, 2, p.n + 1), p.moduli,
                           "the key-switching key")
     if g > 1:
         ctx.bootstrap_key = LweMultiBitBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level,
                                                     g)
+    elif p.blind_rotation == "fft":
+        ctx.bootstrap_key = FourierLweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
     else:
         ctx.bootstrap_key = LweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
     ctx.keyswitch_key = LweKeyswitchKey(keyswitch.to(device).contiguous(), p.ks_base_log, p.ks_level)

@@ -213,3 +213,42 @@ def test_torus_external_product_and_cmux(gen, log_n, k, base_log, level):
     c0, c1 = torus(5, k1, n), torus(5, k1, n)
     _both(ops.tfhe_torus_external_product, c1, ggsw, tw, base_log, level)
     _both(ops.tfhe_torus_cmux, c0, c1, ggsw, tw, base_log, level)
+
+
+@pytest.mark.parametrize("batch", [8, 300])
+@pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (11, 1, 12, 2), (10, 2, 23, 1), (13, 1, 15, 2)])
+def test_fourier_blind_rotate_paths(gen, batch, log_n, k, base_log, level):
+    """The Fourier rotation's CUDA paths against the CPU: fused (one block per ciphertext in shared
+    memory; 512 threads for batches within the SM count, 256 above) at N = 2^11 and k = 2, and the
+    per-bit launches at N = 2^13 (its 384 KiB do not fit a block): 40 key bits, mixed LUTs, some
+    zero rotations."""
+    from fhetorch._tfhe.fft import fft_twiddles
+    k1, n, big_n = k + 1, 40, 1 << log_n
+    tw = fft_twiddles(log_n)
+    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, k1, level, k1, big_n), generator=gen), tw)
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[::7, 5] = 0
+    luts = rand_mod_q(gen, 3, big_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, base_log, level)
+
+
+def test_fourier_blind_rotate_replays_in_a_cuda_graph(gen):
+    from fhetorch._tfhe.fft import fft_twiddles
+    n, big_n = 16, 2048
+    tw = fft_twiddles(11)
+    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, 1, 2, big_n), generator=gen), tw)
+    ct = rand_mod_q(gen, 8, n + 1).to(GPU)
+    luts = rand_mod_q(gen, 1, big_n).to(GPU)
+    args = (bsk.to(GPU), tw.to(GPU), MODULI, 23, 1)
+    ops.tfhe_fourier_blind_rotate(ct, luts, None, *args)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.tfhe_fourier_blind_rotate(ct, luts, None, *args)
+    fresh = rand_mod_q(gen, 8, n + 1)
+    ct.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    want = ops.tfhe_fourier_blind_rotate(fresh, luts.cpu(), None, bsk, tw, MODULI, 23, 1)
+    assert torch.equal(out.cpu(), want)

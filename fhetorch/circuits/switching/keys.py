@@ -46,8 +46,7 @@ class SwitchKeys:
     def nbytes(self) -> int:
         t = self.tfhe
         ks = [self.to_lwe, self.to_ckks, *self.packing.values()]
-        return (t.bootstrap_key.data.numel() * 4 + t.keyswitch_key.data.numel() * 4
-                + sum(k.data.numel() * 4 for k in ks))
+        return (t.bootstrap_key.data.nbytes + t.keyswitch_key.data.nbytes + sum(k.data.nbytes for k in ks))
 
     def to(self, device) -> "SwitchKeys":
         device = torch.device(device)

@@ -62,8 +62,10 @@ __global__ void __launch_bounds__(kFftTeam)
 // digit scratch in shared memory, every key bit in one launch, the key's rows read through the
 // read-only cache (the blocks in flight run about the same key bit, so they share it in L2).
 // Otherwise one launch per key bit over the batch, both in global memory.
+// Registers capped so that three blocks share an SM (their 64 KiB of shared memory each at
+// tfhe-4bit-p128 allows three): uncapped, the compiler took 255 per thread and one block ran per SM.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) fourier_rotate_fused_kernel(const __grid_constant__ FourierRotateArgs a) {
+__global__ void __launch_bounds__(THREADS, THREADS >= 512 ? 1 : 3) fourier_rotate_fused_kernel(const __grid_constant__ FourierRotateArgs a) {
   extern __shared__ __align__(16) double fsmem[];
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
   tfhe_team_fourier_blind_rotate(block_team(), a, blockIdx.x, reinterpret_cast<int64_t*>(fsmem), fsmem + k1n);
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(kFftTeam) fourier_rotate_finish_kernel(const _
   tfhe_team_fourier_rotate_finish(block_team(), a, b, a.torus + b * k1n);
 }
 
-// The fused kernel's team: 256 threads (rounds of 4 FFT stages for 2 rows of 1024 values: 128
+// The fused kernel's team: 128 threads (rounds of 4 FFT stages for 2 rows of 1024 values: 128
 // items a round), more where the batch leaves SMs idle. FHETORCH_FOURIER_TEAM overrides (128,
 // 256, 512 or 1024) for measurements.
 int fourier_team(int64_t B, int sms) {
@@ -95,7 +97,7 @@ int fourier_team(int64_t B, int sms) {
     return e ? std::atoi(e) : 0;
   }();
   if (forced == 128 || forced == 256 || forced == 512 || forced == 1024) return forced;
-  return B <= sms ? 512 : 256;
+  return B <= sms ? 512 : 128;
 }
 
 template <int THREADS>

@@ -301,7 +301,9 @@ FT_HD void tfhe_team_ifft_op(const T& t, const TfheFftRing& f, const double* x, 
 // first cols rows (each slot's rows values are read before any is overwritten, by the same
 // member), inverse FFT. Rows [0, cols) then hold M times the products; a: max(rows, cols) rows,
 // cols <= kTfheMaxK1.
-template <class T>
+// MAXC (at least cols): the accumulators a member holds per slot; a kernel for k + 1 <= 2 passes 2
+// and keeps the other six's registers (the result does not depend on it).
+template <int MAXC = kTfheMaxK1, class T>
 FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const double* key, int rows, int cols,
                                       double* a) {
   const int log_m = f.log_n - 1;
@@ -309,20 +311,20 @@ FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const do
   tfhe_team_fft<false>(t, a, rows, log_m, f.twiddles);
   for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
     const uint32_t s = tfhe_fft_slot(k);
-    TfheComplex acc[kTfheMaxK1];
+    TfheComplex acc[MAXC];
 #pragma unroll
-    for (int c = 0; c < kTfheMaxK1; ++c) acc[c] = TfheComplex{0.0, 0.0};
+    for (int c = 0; c < MAXC; ++c) acc[c] = TfheComplex{0.0, 0.0};
     for (int r = 0; r < rows; ++r) {
       const double* row = a + (static_cast<int64_t>(2 * r) << log_m);
       const TfheComplex d{row[s], row[m + s]};
       const double* kr = key + 2 * (static_cast<int64_t>(r) * cols * m + k);
 #pragma unroll
-      for (int c = 0; c < kTfheMaxK1; ++c)
+      for (int c = 0; c < MAXC; ++c)
         if (c < cols)
           acc[c] = tfhe_cmac(acc[c], d, tfhe_load_complex(kr + 2 * c * int64_t(m)));
     }
 #pragma unroll
-    for (int c = 0; c < kTfheMaxK1; ++c)
+    for (int c = 0; c < MAXC; ++c)
       if (c < cols) {
         double* row = a + (static_cast<int64_t>(2 * c) << log_m);
         row[s] = acc[c].re;
@@ -509,7 +511,7 @@ FT_HD void tfhe_team_fourier_rotate_init(const T& t, const FourierRotateArgs& a,
 // digits of (X^(a_i) - 1) acc into the folded rows of s (tfhe_fourier_scratch_doubles), the FFT
 // product with the bit's GGSW (tfhe_team_fft_rows_product), each output coefficient rounded and
 // added to acc by the member that reads it. a_i = 0 leaves acc unchanged.
-template <class T>
+template <int MAXC = kTfheMaxK1, class T>
 FT_HD void tfhe_team_fourier_rotate_step(const T& t, const FourierRotateArgs& a, int64_t b, int i, int64_t* acc,
                                          double* s) {
   const TfheTorusGgsw& g = a.g;
@@ -531,7 +533,7 @@ FT_HD void tfhe_team_fourier_rotate_step(const T& t, const FourierRotateArgs& a,
   }
   t.sync();  // every read of acc is done before the product adds to it
   const int64_t per_bit = static_cast<int64_t>(g.k1) * g.level * g.k1 << log_m;  // complex values
-  tfhe_team_fft_rows_product(t, g.f, a.bsk + 2 * per_bit * i, g.k1 * g.level, g.k1, s);
+  tfhe_team_fft_rows_product<MAXC>(t, g.f, a.bsk + 2 * per_bit * i, g.k1 * g.level, g.k1, s);
   for (int p = 0; p < g.k1; ++p) {
     int64_t* row = acc + (static_cast<int64_t>(p) << log_n);
     tfhe_fft_store_row(t, g.f, s, p, row, row);
@@ -548,11 +550,11 @@ FT_HD void tfhe_team_fourier_rotate_finish(const T& t, const FourierRotateArgs& 
 }
 
 // The whole blind rotation of ciphertext b by one team, in its acc (k1 N int64) and s scratch.
-template <class T>
+template <int MAXC = kTfheMaxK1, class T>
 FT_HD void tfhe_team_fourier_blind_rotate(const T& t, const FourierRotateArgs& a, int64_t b, int64_t* acc,
                                           double* s) {
   tfhe_team_fourier_rotate_init(t, a, b, acc);
-  for (int i = 0; i < a.n; ++i) tfhe_team_fourier_rotate_step(t, a, b, i, acc, s);
+  for (int i = 0; i < a.n; ++i) tfhe_team_fourier_rotate_step<MAXC>(t, a, b, i, acc, s);
   tfhe_team_fourier_rotate_finish(t, a, b, acc);
 }
 

@@ -64,11 +64,13 @@ __global__ void __launch_bounds__(kFftTeam)
 // Otherwise one launch per key bit over the batch, both in global memory.
 // Registers capped so that three blocks share an SM (their 64 KiB of shared memory each at
 // tfhe-4bit-p128 allows three): uncapped, the compiler took 255 per thread and one block ran per SM.
-template <int THREADS>
-__global__ void __launch_bounds__(THREADS, THREADS >= 512 ? 1 : 3) fourier_rotate_fused_kernel(const __grid_constant__ FourierRotateArgs a) {
+// MAXC: 2 for k = 1 (fewer accumulator registers), kTfheMaxK1 otherwise.
+template <int THREADS, int MAXC>
+__global__ void __launch_bounds__(THREADS, THREADS >= 512 ? 1 : 3)
+    fourier_rotate_fused_kernel(const __grid_constant__ FourierRotateArgs a) {
   extern __shared__ __align__(16) double fsmem[];
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
-  tfhe_team_fourier_blind_rotate(block_team(), a, blockIdx.x, reinterpret_cast<int64_t*>(fsmem), fsmem + k1n);
+  tfhe_team_fourier_blind_rotate<MAXC>(block_team(), a, blockIdx.x, reinterpret_cast<int64_t*>(fsmem), fsmem + k1n);
 }
 
 __global__ void __launch_bounds__(kFftTeam) fourier_rotate_init_kernel(const __grid_constant__ FourierRotateArgs a) {
@@ -88,29 +90,37 @@ __global__ void __launch_bounds__(kFftTeam) fourier_rotate_finish_kernel(const _
   tfhe_team_fourier_rotate_finish(block_team(), a, b, a.torus + b * k1n);
 }
 
-// The fused kernel's team: 128 threads (rounds of 4 FFT stages for 2 rows of 1024 values: 128
-// items a round), more where the batch leaves SMs idle. FHETORCH_FOURIER_TEAM overrides (128,
-// 256, 512 or 1024) for measurements.
+// The fused kernel's team: 256 threads at large batches (three blocks per SM), 512 where the batch
+// leaves SMs idle. FHETORCH_FOURIER_TEAM (128, 256 or 512) overrides it for measurements.
 int fourier_team(int64_t B, int sms) {
   static const int forced = [] {
     const char* e = std::getenv("FHETORCH_FOURIER_TEAM");
     return e ? std::atoi(e) : 0;
   }();
-  if (forced == 128 || forced == 256 || forced == 512 || forced == 1024) return forced;
-  return B <= sms ? 512 : 128;
+  if (forced == 128 || forced == 256 || forced == 512) return forced;
+  return B <= sms ? 512 : 256;
 }
 
-template <int THREADS>
+template <int THREADS, int MAXC>
 cudaError_t launch_fourier_fused(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
   constexpr int kDevices = 64;
   static std::atomic<int> raised[kDevices];  // the opt-in each device's kernel has (0: none yet)
   if (dev >= kDevices || raised[dev].load() < smem) {
-    FT_TRY(cudaFuncSetAttribute(fourier_rotate_fused_kernel<THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(smem)));
+    FT_TRY(cudaFuncSetAttribute(fourier_rotate_fused_kernel<THREADS, MAXC>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     if (dev < kDevices) raised[dev].store(static_cast<int>(smem));
   }
-  fourier_rotate_fused_kernel<THREADS><<<static_cast<unsigned>(a.B), THREADS, smem, s.stream>>>(a);
+  fourier_rotate_fused_kernel<THREADS, MAXC><<<static_cast<unsigned>(a.B), THREADS, smem, s.stream>>>(a);
   return cudaGetLastError();
+}
+
+template <int MAXC>
+cudaError_t launch_fourier_team(const FourierRotateArgs& a, int64_t smem, int dev, int sms, const Stream& s) {
+  switch (fourier_team(a.B, sms)) {
+    case 128: return launch_fourier_fused<128, MAXC>(a, smem, dev, s);
+    case 512: return launch_fourier_fused<512, MAXC>(a, smem, dev, s);
+    default: return launch_fourier_fused<256, MAXC>(a, smem, dev, s);
+  }
 }
 
 double* fft_scratch(const Stream& s, int64_t B, int64_t doubles) {
@@ -163,12 +173,8 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t smem = tfhe_fourier_fused_bytes(a.g);
   if (smem <= optin) {
-    switch (fourier_team(a.B, sms)) {
-      case 128: return launch_fourier_fused<128>(a, smem, dev, s);
-      case 512: return launch_fourier_fused<512>(a, smem, dev, s);
-      case 1024: return launch_fourier_fused<1024>(a, smem, dev, s);
-      default: return launch_fourier_fused<256>(a, smem, dev, s);
-    }
+    return a.g.k1 <= 2 ? launch_fourier_team<2>(a, smem, dev, sms, s)
+                       : launch_fourier_team<kTfheMaxK1>(a, smem, dev, sms, s);
   }
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
   double* buf = fft_scratch(s, a.B, k1n + per);

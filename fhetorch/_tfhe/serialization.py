@@ -1,6 +1,7 @@
 """TFHE content of fhetorch.save / fhetorch.load files and of pickles: parameters, contexts
 (the evaluation keys; the secret keys only when asked for by name) and LWETensors, as plain
-data and int32 tensors, every field checked on the way in.
+data and int32 tensors (a Fourier bootstrapping key: its complex128 values' bits viewed as int32), every
+field checked on the way in.
 
 The file envelope (torch.save, loading with weights_only=True so nothing is unpickled, the
 SHA-256 digest) is fhetorch/tensor/serialization.py's; fhetorch/serialization.py routes TFHE
@@ -9,7 +10,8 @@ keys already are, so "every value in [0, q)" is "every residue below its prime".
 
 Checks on load: the parameters rebuild to the same TFHEParams (same primes, delta, noise
 widths; other versions' or hand-edited ones are refused) and equal the context's; keys and
-ciphertexts have the shapes the parameters give and canonical residues; secrets are binary;
+ciphertexts have the shapes the parameters give and canonical residues (a Fourier key: finite
+values); secrets are binary;
 degree and noise level lie in the ranges the LWETensor rules allow; an LWETensor's key id is
 its context's (a ciphertext of other keys would decrypt to garbage). Anything else raises
 SerializationError.
@@ -66,7 +68,10 @@ def encode(obj, secret_key: bool = False) -> tuple[dict, dict]:
 def _encode_context(ctx: TFHEContext, secret_key: bool):
     if ctx.bootstrap_key is None or ctx.keyswitch_key is None:
         raise SerializationError("save: this tfhe.Context has no keys; run keygen() first")
-    tensors = {"bootstrap_key": ctx.bootstrap_key.data, "keyswitch_key": ctx.keyswitch_key.data}
+    bsk = ctx.bootstrap_key.data
+    if bsk.dtype == torch.complex128:  # a Fourier key: its bits as int32 (4 words per value)
+        bsk = bsk.view(torch.int32)
+    tensors = {"bootstrap_key": bsk, "keyswitch_key": ctx.keyswitch_key.data}
     if secret_key:
         if not ctx.has_secret_key:
             raise SerializationError("save: secret_key=True but this tfhe.Context holds no secret key")
@@ -171,10 +176,13 @@ def _residues(t: torch.Tensor, shape: tuple, primes, what: str) -> torch.Tensor:
 
 
 def _fourier(t: torch.Tensor, shape: tuple, what: str) -> torch.Tensor:
-    """t of exactly `shape`, complex128, every value finite (an FFT of torus polynomials)."""
-    if tuple(t.shape) != tuple(shape) or t.dtype != torch.complex128:
-        raise SerializationError(f"load: {what} has shape {tuple(t.shape)} / {t.dtype}, expected {tuple(shape)} "
-                                 "complex128")
+    """The complex128 tensor of `shape` whose bits t holds (int32, 4 words per value), every value
+    finite (an FFT of torus polynomials)."""
+    words = (*shape[:-1], 4 * shape[-1])
+    if tuple(t.shape) != words or t.dtype != torch.int32:
+        raise SerializationError(f"load: {what} has shape {tuple(t.shape)} / {t.dtype}, expected {words} int32 "
+                                 "(complex128 bits)")
+    t = t.contiguous().view(torch.complex128)
     flat = torch.view_as_real(t).reshape(-1)
     step = 1 << 24
     for i in range(0, flat.shape[0], step):

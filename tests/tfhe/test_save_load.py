@@ -197,7 +197,8 @@ def _bootstrap_key_edit(fn):
 
 
 CONTEXT_CRAFTS = {
-    "bootstrapping key residue = q1": (_bootstrap_key_edit(lambda t: _poke_prime(t, 1, Q1)), "residues outside"),
+    # the Fourier key travels as its complex128 bits in int32 words: word 1 is the first value's high half
+    "bootstrapping key not finite": (_bootstrap_key_edit(lambda t: _poke_word(t, 1, 0x7FF80000)), "not finite"),
     "bootstrapping key truncated": (_bootstrap_key_edit(lambda t: t[:-1]), "shape"),
     "key-switching key residue": (_tensor_edit("keyswitch_key", lambda t: _poke(t, Q0 + 5)), "residues outside"),
     "key-switching key missing": (lambda m, t: t.pop("keyswitch_key"), "expected"),
@@ -208,6 +209,19 @@ CONTEXT_CRAFTS = {
     "unknown field": (lambda m, t: m["params"].update(colour="red"), "parameters"),
     "multi-bit parameters": (lambda m, t: m["params"].update(grouping_factor=2), "parameters|multi-bit"),
 }
+
+
+def _poke_word(t, index, value):
+    t.view(-1)[index] = value
+    return t
+
+
+def test_crafted_residue_in_an_ntt_bootstrapping_key_is_refused():
+    """A multi-bit (mod q, NTT form) bootstrapping key with a residue equal to its prime."""
+    data = _crafted(_bytes(context("toy-tfhe-4bit-mb2").public()),
+                    _bootstrap_key_edit(lambda t: _poke_prime(t, 1, Q1)))
+    with pytest.raises(fhe.SerializationError, match="residues outside"):
+        _load(data)
 
 
 @pytest.mark.parametrize("craft", sorted(CONTEXT_CRAFTS))

@@ -180,6 +180,10 @@ def test_opcheck(gen):
     glwes = torch.randint(-(1 << 62), 1 << 62, (2, 3, 2, 16), generator=gen, dtype=torch.int64)
     torch.library.opcheck(torch.ops.fhetorch.tfhe_torus_external_product, (glwes[0], torus_ggsw, tw, 8, 2))
     torch.library.opcheck(torch.ops.fhetorch.tfhe_torus_cmux, (glwes[0], glwes[1], torus_ggsw, tw, 8, 2))
+    fourier_bsk = ops.tfhe_fft(torch.randint(-(1 << 62), 1 << 62, (2, 2, 2, 2, 16), generator=gen,
+                                             dtype=torch.int64), tw)  # 2 key bits
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_fourier_blind_rotate,
+                          (x, luts, torch.tensor([1, 0]), fourier_bsk, tw, list(MODULI), 8, 2))
 
 
 def _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level):

@@ -120,15 +120,24 @@ FT_HD int32_t tfhe_digit(uint64_t v, int base_log, int level, int j) {
   return static_cast<int32_t>(d);
 }
 
-// Coefficient c of X^s * P for P (N = 2^log_n coefficients mod q), s in [0, 2N): negacyclic.
-FT_HD int64_t tfhe_rotated(const int64_t* p, int64_t c, int64_t s, int log_n, int64_t q) {
-  int64_t u = c - s;
-  if (u >= 0) return p[u];
-  u += int64_t(2) << log_n;
+// Coefficient c of X^s * P (N = 2^log_n coefficients, s in [0, 2N), negacyclic) is P[j], negated
+// where neg: the index j, with neg set.
+FT_HD int64_t tfhe_rotation_source(int64_t c, int64_t s, int log_n, bool& neg) {
   const int64_t n = int64_t(1) << log_n;
-  if (u < n) return p[u];
-  const int64_t v = p[u - n];
-  return v == 0 ? 0 : q - v;
+  int64_t u = c - s;
+  neg = false;
+  if (u >= 0) return u;
+  u += 2 * n;
+  if (u < n) return u;
+  neg = true;
+  return u - n;
+}
+
+// Coefficient c of X^s * P for P mod q.
+FT_HD int64_t tfhe_rotated(const int64_t* p, int64_t c, int64_t s, int log_n, int64_t q) {
+  bool neg;
+  const int64_t v = p[tfhe_rotation_source(c, s, log_n, neg)];
+  return !neg || v == 0 ? v : q - v;
 }
 
 // Uniform int64 in [lo, lo + span) (span in [1, 2^62]) by rejection (no modulo bias): element

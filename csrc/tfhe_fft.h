@@ -438,11 +438,9 @@ FT_HD int64_t tfhe_torus_to_q(int64_t y, int64_t q) {
 
 // Coefficient c of X^s P on the torus (P of N = 2^log_n coefficients, s in [0, 2N)).
 FT_HD int64_t tfhe_torus_rotated(const int64_t* p, int64_t c, int64_t s, int log_n) {
-  int64_t u = c - s;
-  if (u >= 0) return p[u];
-  u += int64_t(2) << log_n;
-  const int64_t n = int64_t(1) << log_n;
-  return u < n ? p[u] : tfhe_torus_sub(0, p[u - n]);
+  bool neg;
+  const int64_t v = p[tfhe_rotation_source(c, s, log_n, neg)];
+  return neg ? tfhe_torus_sub(0, v) : v;
 }
 
 struct FourierRotateArgs {
@@ -489,19 +487,10 @@ FT_HD void tfhe_team_fourier_rotate_init(const T& t, const FourierRotateArgs& a,
       acc[e] = 0;
       continue;
     }
-    // coefficient c of X^shift lut, lifted (the lift commutes with negation up to the rounding:
-    // negate after lifting, so -x lifts to exactly minus x's lift)
-    const int64_t c = e - body_start;
-    int64_t u = c - shift;
-    bool neg = false;
-    if (u < 0) {
-      u += 2 * n;
-      if (u >= n) {
-        u -= n;
-        neg = true;
-      }
-    }
-    const int64_t v = tfhe_torus_from_q(lut[u], a.m.q_full);
+    // coefficient c of X^shift lut, lifted: the lift of the LUT's value, negated on the torus where
+    // the rotation wraps (lifting q - x gives exactly minus x's lift: q is odd, no tie)
+    bool neg;
+    const int64_t v = tfhe_torus_from_q(lut[tfhe_rotation_source(e - body_start, shift, log_n, neg)], a.m.q_full);
     acc[e] = neg ? tfhe_torus_sub(0, v) : v;
   }
   t.sync();

@@ -37,9 +37,15 @@ def train(epochs: int = EPOCHS, seed: int = 0, progress=None) -> ResNet20:
     """ResNet-20 trained on load_digits()'s training split; seed: the initialisation and batch order."""
     torch.manual_seed(seed)
     xtr, ytr, _, _ = load_digits()
-    model = ResNet20(num_classes=10, in_channels=1)
+    return fit(ResNet20(num_classes=10, in_channels=1), xtr, ytr, epochs, cosine=True, progress=progress)
+
+
+def fit(model, xtr, ytr, epochs: int, *, cosine: bool = False, progress=None):
+    """Adam (lr 3e-3, weight decay 1e-4) on batches of 64 in a fresh random order each epoch, the
+    learning rate on a cosine schedule where asked; progress(epoch, epochs, loss) after each
+    epoch. Returns the model in eval mode."""
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs) if cosine else None
     for epoch in range(epochs):
         model.train()
         perm = torch.randperm(len(ytr))
@@ -49,7 +55,8 @@ def train(epochs: int = EPOCHS, seed: int = 0, progress=None) -> ResNet20:
             opt.zero_grad()
             loss.backward()
             opt.step()
-        sched.step()
+        if sched is not None:
+            sched.step()
         if progress is not None:
             progress(epoch + 1, epochs, float(loss.detach()))
     return model.eval()

@@ -24,9 +24,8 @@ import warnings
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from models.digits import load_digits
+from models.digits import fit, load_digits
 
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "fhetorch", "digits_cnn.pt")
 EPOCHS = 40
@@ -50,18 +49,7 @@ class DigitsCNN(nn.Module):
 def train(epochs: int = EPOCHS, seed: int = 0) -> DigitsCNN:
     torch.manual_seed(seed)
     xtr, ytr, _, _ = load_digits()
-    model = DigitsCNN()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=1e-4)
-    for _ in range(epochs):
-        model.train()
-        perm = torch.randperm(len(ytr))
-        for i in range(0, len(ytr), 64):
-            idx = perm[i : i + 64]
-            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return model.eval()
+    return fit(DigitsCNN(), xtr, ytr, epochs)
 
 
 def trained_model() -> DigitsCNN:

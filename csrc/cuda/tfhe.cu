@@ -25,17 +25,6 @@ constexpr int kFusedTeam = 512;  // threads per ciphertext of the fused blind ro
 constexpr int kFusedSmallBatchTeam = 1024;  // ... when the batch leaves SMs free: one block per SM
 constexpr int kClusterTeam = 256;  // threads per block of the cluster path (2 k1 blocks per ciphertext)
 
-struct BlockTeam {
-  int rank, size;
-  FT_HD void sync() const {
-#if defined(__CUDA_ARCH__)
-    __syncthreads();
-#endif
-  }
-};
-
-__device__ BlockTeam block_team() { return BlockTeam{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)}; }
-
 __device__ int64_t global_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 
 __global__ void __launch_bounds__(kBlock)

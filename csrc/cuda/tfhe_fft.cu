@@ -17,19 +17,6 @@ namespace {
 
 constexpr int kFftTeam = 256;
 
-struct BlockTeam {
-  int rank, size;
-  FT_HD void sync() const {
-#if defined(__CUDA_ARCH__)
-    __syncthreads();
-#endif
-  }
-};
-
-__device__ BlockTeam block_team() {
-  return BlockTeam{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-}
-
 __global__ void __launch_bounds__(kFftTeam) fft_kernel(TfheFftRing f, const int64_t* x, double* out, double* scratch) {
   const int64_t b = blockIdx.x, n = int64_t(1) << f.log_n;
   tfhe_team_fft_op(block_team(), f, x + b * n, scratch + b * tfhe_fft_scratch_doubles(f, 1), out + b * n);

@@ -71,4 +71,19 @@ inline LimbOf make_limb_of(int64_t n, int L) {
   return LimbOf{n, shift, L};
 }
 
+// A thread block as a "team" of the shared step functions (csrc/tfhe.h, csrc/tfhe_fft.h):
+// rank and size split the loops, sync() is the block barrier.
+struct BlockTeam {
+  int rank, size;
+  __host__ __device__ void sync() const {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#endif
+  }
+};
+
+__device__ inline BlockTeam block_team() {
+  return BlockTeam{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+}
+
 }  // namespace fhetorch::cuda

@@ -18,8 +18,8 @@ from ..errors import (ContextError, EncodingError, MessageOverflowError, Missing
 from . import algorithms as alg
 from .lut import test_polynomial
 from .lwe_tensor import LWETensor
-from .noise import noise_width
-from .params import TORUS, TFHEParams
+from .noise import TORUS, noise_width
+from .params import TFHEParams
 from .radix import RadixTensor, decrypt_int, encrypt_int
 from .presets import preset as _preset
 from .ring import TFHERing

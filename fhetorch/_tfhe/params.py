@@ -109,7 +109,6 @@ class TFHEParamsLiteral:
 
 
 BLIND_ROTATIONS = ("fft", "ntt")
-TORUS = 1 << 64  # the modulus of the "fft" blind rotation's accumulator
 _LITERAL_FIELDS = tuple(f.name for f in fields(TFHEParamsLiteral))
 
 
@@ -419,8 +418,9 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
     lwe_ok = lwe_security_ok(n, _sampled_std(lwe_w, q), q)
     glwe_ok = lwe_security_ok(k * big_n, _sampled_std(glwe_w, q), q)
     if rotation == "fft":  # the GLWE secret also encrypts the Fourier key, at 2^64
-        glwe_ok = glwe_ok and lwe_security_ok(k * big_n, _sampled_std(_noise.noise_width(glwe_std, TORUS), TORUS),
-                                              TORUS)
+        torus = _noise.TORUS
+        glwe_ok = glwe_ok and lwe_security_ok(k * big_n, _sampled_std(_noise.noise_width(glwe_std, torus), torus),
+                                              torus)
     secure = lwe_ok and glwe_ok
     p = TFHEParams(lwe_dimension=n, glwe_dimension=k, polynomial_size=big_n, lwe_noise_std=lwe_std,
                    glwe_noise_std=glwe_std, pbs_base_log=lit.pbs_base_log, pbs_level=lit.pbs_level,

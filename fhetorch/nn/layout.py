@@ -12,7 +12,7 @@ import torch.nn as nn
 from ..errors import LayoutError, ShapeError, UnsupportedLayerError
 from ..tensor.layout import (Layout, SlotMap, conv_geometry, conv_layout, conv_map, gather_map,  # noqa: F401
                              global_pool_map, matrix_map, pad_channels_map, pair, pool_map, subsample_map)
-from .maxpool import max_pool_layout
+from .maxpool import layer_call_args, max_pool_layout
 
 
 def layer_layout(layer, module, lin: Layout) -> Layout:
@@ -105,12 +105,8 @@ def _avg_pool_args(layer, module):
     """(kernel, stride, padding) pairs of an average pooling (nn.AvgPool2d or F.avg_pool2d);
     UnsupportedLayerError for the options that change torch's divisor (ceil_mode,
     count_include_pad=False with padding, divisor_override)."""
-    names = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
-    if module is not None:
-        args = {a: getattr(module, a) for a in names}
-    else:
-        node = layer.node
-        args = dict(zip(names, node.args[1:]), **node.kwargs)
+    args = layer_call_args(layer, module, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                                           "divisor_override"))
     k = pair(args["kernel_size"], "avg_pool2d: kernel_size")
     s = pair(args.get("stride") or k, "avg_pool2d: stride")
     pad = pair(args.get("padding", 0), "avg_pool2d: padding")

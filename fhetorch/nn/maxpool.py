@@ -33,15 +33,20 @@ from ..tensor.layout import Layout, coo_map, conv_layout, pair
 from .lut import LUTReLU, grid_interval
 
 
+def layer_call_args(layer, module, names) -> dict:
+    """The arguments `names` of a pooling layer: the module's attributes, or the functional call's
+    positional (after the input) and keyword arguments. Raises nothing."""
+    if module is not None:
+        return {a: getattr(module, a) for a in names}
+    node = layer.node
+    return dict(zip(names, node.args[1:]), **node.kwargs)
+
+
 def max_pool_args(layer, module) -> tuple:
     """(kernel, stride, padding, dilation) pairs of nn.MaxPool2d / F.max_pool2d; raises
     UnsupportedLayerError for return_indices (the indices are not a value to encrypt)."""
-    names = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
-    if module is not None:
-        args = {a: getattr(module, a) for a in names}
-    else:
-        node = layer.node
-        args = dict(zip(names, node.args[1:]), **node.kwargs)
+    args = layer_call_args(layer, module, ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                                           "return_indices"))
     if args.get("return_indices"):
         raise UnsupportedLayerError(f"nn.compile: {layer.name}: max pooling with return_indices=True has no "
                                     "encrypted form; use return_indices=False")
@@ -144,5 +149,5 @@ def half_relu(e: torch.Tensor) -> torch.Tensor:
     return torch.relu(e / 2)
 
 
-__all__ = ["comparisons", "first_wave_maps", "half_relu", "lut_interval", "max_pool_args", "max_pool_layout",
+__all__ = ["comparisons", "first_wave_maps", "half_relu", "layer_call_args", "lut_interval", "max_pool_args", "max_pool_layout",
            "simulate_max", "tournament", "waves", "windows"]

@@ -11,7 +11,12 @@ def modulus_switch(x: int, q: int, bits: int) -> int:
 
 def decompose(x: int, q: int, base_log: int, level: int) -> list[int]:
     """Balanced digits, most significant first, of round(x B^level / q) mod B^level."""
-    v = modulus_switch(x, q, base_log * level)
+    return balanced_digits(modulus_switch(x, q, base_log * level), base_log, level)
+
+
+def balanced_digits(v: int, base_log: int, level: int) -> list[int]:
+    """The level balanced base-2^base_log digits (in [-B/2, B/2)), most significant first, of v
+    mod B^level."""
     b = 1 << base_log
     out = []
     for _ in range(level):
@@ -118,14 +123,4 @@ def torus_decompose(x: int, base_log: int, level: int) -> list[int]:
     """Balanced digits, most significant first, of round(x / 2^(64 - base_log level)) for a torus
     value x (any int, read mod 2^64): sum_j d_j 2^(64 - base_log (j + 1)) = the rounded x mod 2^64."""
     shift = 64 - base_log * level
-    v = ((x % (1 << 64)) + (1 << (shift - 1))) >> shift
-    b = 1 << base_log
-    out = []
-    for _ in range(level):
-        d = v % b
-        v //= b
-        if d >= b // 2:
-            d -= b
-            v += 1
-        out.append(d)
-    return out[::-1]
+    return balanced_digits(((x % (1 << 64)) + (1 << (shift - 1))) >> shift, base_log, level)

@@ -16,6 +16,7 @@ from fhetorch._ring import Sampler
 from fhetorch._tfhe import algorithms as alg
 from fhetorch._tfhe.entities import GlweSecretKey
 from fhetorch._tfhe.fft import fft_twiddles
+from fhetorch._tfhe.modular import Modulus
 from fhetorch._tfhe.params import make_params
 from fhetorch._tfhe.presets import PRESETS
 from fhetorch._tfhe.ring import TFHERing
@@ -74,7 +75,7 @@ def _fourier_rotation_by_parts(ct, luts, idx, bsk, tw, base_log, level):
     return torch.stack(outs)
 
 
-_MODULUS = TFHERing(10, MODULI).modulus
+_MODULUS = Modulus(MODULI)
 
 
 @pytest.mark.parametrize("log_n,k,base_log,level", [(8, 1, 12, 2), (9, 2, 20, 1), (8, 1, 7, 3)])

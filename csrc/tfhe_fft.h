@@ -82,20 +82,40 @@ FT_HD double tfhe_load_double(const double* p) {
 #endif
 }
 
-// round(v 2^-scale_log) mod 2^64 as int64 (half away from zero), from v's bits alone: integer
-// code, so no device rounding mode or range enters (v up to 2^1023: an FFT output is far above
-// 2^63, and only its value mod 2^64 matters). Zero, subnormals and |v 2^-scale_log| < 1/2 give 0.
+// round(v 2^-scale_log) mod 2^64 as int64, ties to even: k = rint(v 2^-(64 + scale_log)) counts the
+// multiples of 2^(64 + scale_log) to drop, r = v - k 2^(64 + scale_log) is exact (both are multiples
+// of v's last place, |r| <= 2^(63 + scale_log)), r 2^-scale_log in [-2^63, 2^63] is rounded by one
+// conversion (2^63 wraps to -2^63). Any finite v: far above 2^63 only its value mod 2^64 matters
+// (an FFT output), and beyond 2^(117 + scale_log) r is 0. Non-finite v gives 0. Every step is one
+// IEEE operation, so both devices agree; five instructions where the old integer code took ~25.
+FT_HD double tfhe_pow2(int e) {  // 2^e for e in [-1022, 1023], from its bits
+  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(bits));
+#else
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+#endif
+}
+FT_HD double tfhe_rint(double x) {  // nearest integer, ties to even
+#if defined(__CUDA_ARCH__)
+  return rint(x);
+#else
+  return std::nearbyint(x);  // the default rounding mode: to nearest, ties to even
+#endif
+}
 FT_HD int64_t tfhe_torus_from_double(double v, int scale_log) {
-  const uint64_t bits = tfhe_double_bits(v);
-  const int exp = static_cast<int>((bits >> 52) & 0x7ffu);
-  if (exp == 0) return 0;
-  const uint64_t mant = (bits & ((uint64_t(1) << 52) - 1u)) | (uint64_t(1) << 52);
-  const int shift = exp - 1075 - scale_log;  // |v| 2^-scale_log = mant 2^shift
-  uint64_t mag = 0;
-  if (shift >= 64) mag = 0;  // a multiple of 2^64
-  else if (shift >= 0) mag = mant << shift;
-  else if (shift >= -53) mag = (mant + (uint64_t(1) << (-shift - 1))) >> -shift;
-  return static_cast<int64_t>((bits >> 63) ? uint64_t(0) - mag : mag);
+  const double k = tfhe_rint(tfhe_dmul(v, tfhe_pow2(-64 - scale_log)));
+  double r = tfhe_dmul(tfhe_dfma(-k, tfhe_pow2(64 + scale_log), v), tfhe_pow2(-scale_log));
+  const double two63 = 9223372036854775808.0;
+  if (!(r >= -two63 && r <= two63)) return 0;  // NaN (from a non-finite v)
+  if (r == two63) r = -two63;
+#if defined(__CUDA_ARCH__)
+  return static_cast<int64_t>(__double2ll_rn(r));
+#else
+  return static_cast<int64_t>(std::llrint(r));
+#endif
 }
 
 // ---- complex values --------------------------------------------------------------------------
@@ -145,13 +165,57 @@ struct TfheFftRing {
 // for int32 words.
 FT_HD uint32_t tfhe_fft_slot(uint32_t x) { return x ^ ((x >> 4) & 15u); }
 
+// The transform's outputs are stored transposed: value x (leaf M + x, fhetorch._tfhe.fft) at
+// tfhe_fft_order(x) = (x mod 8) M/8 + x / 8. The CUDA rotation (csrc/cuda/tfhe_fft.cu) ends its
+// forward transform with thread t holding values 8 t .. 8 t + 7: in this order its key reads for
+// one value are consecutive across the threads of a warp. log_m >= 3.
+FT_HD uint32_t tfhe_fft_order(uint32_t x, int log_m) { return ((x & 7u) << (log_m - 3)) | (x >> 3); }
+FT_HD uint32_t tfhe_fft_value(uint32_t k, int log_m) {  // the inverse: the value stored at k
+  return ((k & ((1u << (log_m - 3)) - 1u)) << 3) | (k >> (log_m - 3));
+}
+
+// One butterfly on the pair (x, y) = (value x, value x | 2^b) under twiddle w. Forward: (x, y) ->
+// (x + w y, x - w y); inverse: (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller divides by M
+// at the end, exactly). Every schedule of the transform (the generic rounds below, the CUDA
+// rotation's register rounds) runs this same sequence of operations, so the grouping of stages
+// into rounds and the team's size change no result.
+template <bool INV>
+FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheComplex w) {
+  if (INV) {
+    const TfheComplex d{tfhe_dsub(x.re, y.re), tfhe_dsub(x.im, y.im)};
+    x = TfheComplex{tfhe_dadd(x.re, y.re), tfhe_dadd(x.im, y.im)};
+    y = tfhe_cmul_conj(w, d);
+  } else {
+    const TfheComplex wy = tfhe_cmul(w, y);
+    y = TfheComplex{tfhe_dsub(x.re, wy.re), tfhe_dsub(x.im, wy.im)};
+    x = TfheComplex{tfhe_dadd(x.re, wy.re), tfhe_dadd(x.im, wy.im)};
+  }
+}
+
+// The R stages over the index bits [lo, lo + R) of the 2^R values v[u] = value x0 | (u << lo)
+// (x0 zero in those bits), in registers, for ROWS rows at once (row r's values at v[r 2^R + u];
+// they share the twiddles): forward from the high bit down, inverse from the low bit up. The stage
+// on bit b pairs x with x | 2^b under the twiddle of heap node (M + x) >> (b + 1).
+template <bool INV, int R, int ROWS = 1>
+FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, const double* tw) {
+  constexpr int E = 1 << R;
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
+    const uint32_t base = (m + x0) >> (b + 1);
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+      if ((u >> lb) & 1) continue;
+      const TfheComplex w = tfhe_load_complex(tw + 2 * (base + static_cast<uint32_t>(u >> (lb + 1))));
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) tfhe_fft_butterfly<INV>(v[r * E + u], v[r * E + (u | (1 << lb))], w);
+    }
+  }
+}
+
 // A round of R stages over the index bits [lo, lo + R) (as tfhe_ntt_round): every item is the
-// 2^R values that differ only in those bits, loaded into registers, taken through the R stages,
-// stored back. Forward (INV false): bits from high to low, (x, y) -> (x + w y, x - w y);
-// inverse: bits from low to high, (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller
-// divides by M at the end, exactly). The stage on bit b pairs x with x | 2^b under the twiddle
-// of heap node (M + x) >> (b + 1). Each butterfly's arithmetic depends only on its two values
-// and its twiddle, so the grouping into rounds and items (the team's size) changes no result.
+// 2^R values that differ only in those bits, loaded into registers, taken through the R stages
+// (tfhe_fft_stages), stored back.
 template <bool INV, int R, class T>
 FT_HD void tfhe_fft_round(const T& t, double* a, int rows, int log_m, int lo, const double* tw) {
   constexpr int E = 1 << R;
@@ -170,28 +234,7 @@ FT_HD void tfhe_fft_round(const T& t, double* a, int rows, int log_m, int lo, co
       const uint32_t s = tfhe_fft_slot(x0 | (static_cast<uint32_t>(u) << lo));
       v[u] = TfheComplex{re[s], im[s]};
     }
-#pragma unroll
-    for (int k = 0; k < R; ++k) {
-      const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
-      const uint32_t base = (m + x0) >> (b + 1);
-#pragma unroll
-      for (int u = 0; u < E; ++u) {
-        if ((u >> lb) & 1) continue;
-        const uint32_t h = base + static_cast<uint32_t>(u >> (lb + 1));
-        const TfheComplex wt = tfhe_load_complex(tw + 2 * h);
-        TfheComplex& x = v[u];
-        TfheComplex& y = v[u | (1 << lb)];
-        if (INV) {
-          const TfheComplex d{tfhe_dsub(x.re, y.re), tfhe_dsub(x.im, y.im)};
-          x = TfheComplex{tfhe_dadd(x.re, y.re), tfhe_dadd(x.im, y.im)};
-          y = tfhe_cmul_conj(wt, d);
-        } else {
-          const TfheComplex wy = tfhe_cmul(wt, y);
-          y = TfheComplex{tfhe_dsub(x.re, wy.re), tfhe_dsub(x.im, wy.im)};
-          x = TfheComplex{tfhe_dadd(x.re, wy.re), tfhe_dadd(x.im, wy.im)};
-        }
-      }
-    }
+    tfhe_fft_stages<INV, R>(v, m, x0, lo, tw);
 #pragma unroll
     for (int u = 0; u < E; ++u) {
       const uint32_t s = tfhe_fft_slot(x0 | (static_cast<uint32_t>(u) << lo));
@@ -275,7 +318,7 @@ FT_HD void tfhe_team_fft_op(const T& t, const TfheFftRing& f, const int64_t* x, 
   t.sync();
   tfhe_team_fft<false>(t, a, 1, log_m, f.twiddles);
   for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
-    const uint32_t s = tfhe_fft_slot(k);
+    const uint32_t s = tfhe_fft_slot(tfhe_fft_value(k, log_m));
     out[2 * k] = a[s];
     out[2 * k + 1] = a[m + s];
   }
@@ -287,7 +330,7 @@ FT_HD void tfhe_team_ifft_op(const T& t, const TfheFftRing& f, const double* x, 
   const int log_m = f.log_n - 1;
   const uint32_t m = 1u << log_m;
   for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
-    const uint32_t s = tfhe_fft_slot(k);
+    const uint32_t s = tfhe_fft_slot(tfhe_fft_value(k, log_m));
     a[s] = x[2 * k];
     a[m + s] = x[2 * k + 1];
   }
@@ -310,7 +353,7 @@ FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const do
   const uint32_t m = 1u << log_m;
   tfhe_team_fft<false>(t, a, rows, log_m, f.twiddles);
   for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
-    const uint32_t s = tfhe_fft_slot(k);
+    const uint32_t s = tfhe_fft_slot(tfhe_fft_value(k, log_m));  // key slot k
     TfheComplex acc[MAXC];
 #pragma unroll
     for (int c = 0; c < MAXC; ++c) acc[c] = TfheComplex{0.0, 0.0};

@@ -24,4 +24,9 @@ struct Stream {
 
 FHETORCH_DECLARE_KERNELS(cudaError_t, Stream)
 
+// Internal to tfhe_fourier_blind_rotate: the register-scheduled rotation (csrc/cuda/fourier_rotate.cu)
+// for N = 2^10, 2^11 at k = 1, level 1, where its shared memory fits the device's opt-in limit.
+bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin);
+cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, const Stream& s);
+
 }  // namespace fhetorch::cuda

@@ -7,6 +7,7 @@
 // (shared memory, clusters) are the next step (docs/tfhe.md).
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 #include "kernels.h"
 #include "program.cuh"
@@ -88,6 +89,16 @@ int fourier_team(int64_t B, int sms) {
   return B <= sms ? 512 : 256;
 }
 
+// FHETORCH_FOURIER_KERNEL=generic forces the generic kernels where the register-scheduled one
+// (csrc/cuda/fourier_rotate.cu) would run: for measurements and the parity tests of both.
+int fourier_kernel() {
+  static const int forced = [] {
+    const char* e = std::getenv("FHETORCH_FOURIER_KERNEL");
+    return e && std::string(e) == "generic" ? 1 : 0;
+  }();
+  return forced;
+}
+
 template <int THREADS, int MAXC>
 cudaError_t launch_fourier_fused(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
   constexpr int kDevices = 64;
@@ -158,6 +169,7 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   FT_TRY(cudaGetDevice(&dev));
   FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (fourier_kernel() != 1 && fourier_rotate_in_registers(a, optin)) return tfhe_fourier_rotate_registers(a, dev, s);
   const int64_t smem = tfhe_fourier_fused_bytes(a.g);
   if (smem <= optin) {
     return a.g.k1 <= 2 ? launch_fourier_team<2>(a, smem, dev, sms, s)

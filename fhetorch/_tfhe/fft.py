@@ -6,7 +6,9 @@ A polynomial a of N = 2M coefficients is folded into z_j = a_j + i a_(j+M) and r
 X^M - i by splitting X^(2m) - w^2 = (X^m - w)(X^m + w) down to degree one: heap node 1 is
 X^M - zeta^M (zeta = exp(i pi / N), so zeta^M = i), node h = X^m - zeta^e(h) has children
 2h = X^(m/2) - zeta^(e(h)/2) and 2h + 1 = X^(m/2) + zeta^(e(h)/2) = X^(m/2) - zeta^(e(h)/2 + N),
-and the butterfly of node h uses zeta^e(2h). Slot k is leaf M + k: the value a(zeta^e(M + k)).
+and the butterfly of node h uses zeta^e(2h). Value x is leaf M + x, a(zeta^e(M + x)); the outputs
+are stored transposed (fft_value): slot k holds value ((k mod M/8) 8 + k div (M/8)), the order in
+which the CUDA rotation's threads read the key (csrc/tfhe_fft.h, tfhe_fft_order).
 """
 from __future__ import annotations
 
@@ -56,7 +58,14 @@ def fft_exponents(log_n: int) -> list[int]:
     one of each conjugate pair of the 2N-th roots of -1)."""
     e = _heap_exponents(log_n)
     m = 1 << (log_n - 1)
-    return e[m:2 * m]
+    return [e[m + fft_value(k, log_n)] for k in range(m)]
+
+
+def fft_value(k: int, log_n: int) -> int:
+    """The value (leaf M + value) that slot k of tfhe_fft's output holds: the slots store the M = N/2
+    values as the transpose of an 8 x M/8 matrix (csrc/tfhe_fft.h, tfhe_fft_value)."""
+    eighth = 1 << (log_n - 4)
+    return (k % eighth) * 8 + k // eighth
 
 
 @functools.lru_cache(maxsize=None)

@@ -56,15 +56,20 @@ def test_ifft_inverts_fft_exactly(gen, log_n):
 
 
 def test_torus_from_double_wraps_mod_2_64():
-    # the inverse's rounding reads a double's bits: values far above 2^63 wrap mod 2^64
+    # the inverse's rounding: v / M to the nearest integer, ties to even, mod 2^64 (values far above
+    # 2^63 wrap; 2^63 itself is -2^63); non-finite values give 0
     n = 16
     tw = fft.fft_twiddles(4)
-    for v in (2.0 ** 64 + 2.0 ** 40, -(2.0 ** 70) - 2.0 ** 30 * 3, 2.0 ** 63, 0.5, -0.5, 1.5, 2.0 ** 130):
+    values = (2.0 ** 64 + 2.0 ** 40, -(2.0 ** 70) - 2.0 ** 30 * 3, 2.0 ** 63, -(2.0 ** 63), 0.5, -0.5, 1.5, 2.5,
+              -2.5, 2.0 ** 130, 2.0 ** 64 - 2.0 ** 11, 3.0 * 2.0 ** 62 + 0.5 * 2.0 ** 12, 1e300, 5e-324)
+    for v in values:
         x = torch.zeros(n // 2, dtype=torch.complex128)
         x[:] = complex(v, 0)  # all slots v: the constant polynomial v (exact: the differences are 0)
         got = ops.tfhe_ifft(x, tw)[0].item()
-        want = int(math.copysign(math.floor(abs(v) + 0.5), v)) % (1 << 64)
-        assert got % (1 << 64) == want, v
+        assert got % (1 << 64) == round(v) % (1 << 64), v
+    for v in (math.inf, -math.inf, math.nan):
+        x = torch.full((n // 2,), complex(v, 0), dtype=torch.complex128)
+        assert ops.tfhe_ifft(x, tw)[0].item() == 0, v
 
 
 def test_fft_product_small_is_exact(gen):

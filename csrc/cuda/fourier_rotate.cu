@@ -1,0 +1,213 @@
+// The Fourier blind rotation (csrc/tfhe_fft.h) scheduled in registers for the shapes of the 4-bit
+// presets: N = 2^10 or 2^11, k = 1, level 1. Every value goes through the same float64 operations,
+// in the same order, as in the shared step functions (tfhe_fft_stages, tfhe_cmac, the digit and
+// rounding functions), so the results equal the CPU's bit for bit; only the schedule differs.
+//
+// One block of M/8 threads per ciphertext (128 at N = 2^11). Each thread keeps 16 complex values
+// in registers and its 32 accumulator coefficients (int64) for the whole rotation; per key bit:
+//   decompose (X^a - 1) acc into round A's values   (reads the accumulator from shared memory)
+//   forward  A: bits [6, log M)   exchange   B: bits [3, 6)   exchange   C: bits [0, 3), both rows
+//   product with the key bit's GGSW, both rows (the key read once per value, in tfhe_fft_order)
+//   inverse  C   exchange   B   exchange   A, round to the torus, add to the accumulator
+// Four exchanges through two shared buffers that alternate, five barriers per key bit; round C
+// holds both rows (8 values each) so the product needs no exchange of its own. The generic fused
+// kernel (csrc/cuda/tfhe_fft.cu) moved every stage's values through shared memory, kept the
+// digits in shared memory and rounded with integer code; docs/tfhe.md ("Where the time goes").
+#include <atomic>
+
+#include "kernels.h"
+#include "program.cuh"
+#include "util.cuh"
+#include "../tfhe_fft.h"
+
+namespace fhetorch::cuda {
+namespace {
+
+template <int LOG_M>
+struct RegisterRotation {
+  static constexpr int M = 1 << LOG_M;
+  static constexpr int T = M / 16;        // threads per row in rounds A and B
+  static constexpr int THREADS = 2 * T;   // two rows (k + 1 = 2); round C: one thread per 8 values
+  static constexpr int RA = LOG_M - 6;    // round A's bits: [6, LOG_M)
+  static constexpr int EA = 1 << RA;      // values per item of round A
+  static constexpr int GA = 16 / EA;      // items per thread in round A
+  static constexpr int BUF = 4 * M;       // doubles per buffer: 2 rows of M complex = 2 N int64
+  // Registers: capped for two blocks per SM (255 per thread at 128 threads; at 168, for three blocks,
+  // the compiler spilled ~570 bytes per thread and the rotation ran 7 % slower, H100).
+  static constexpr int BLOCKS = 256 / THREADS;
+  static_assert(RA == 3 || RA == 4, "N = 2^10 or 2^11");
+
+  // Complex value x of row r in a buffer: 16 bytes, its 8-value groups swizzled by bits 3..5 so
+  // that every round's 8 consecutive lanes hit distinct bank groups.
+  // (buffers are offsets in complex values into the block's shared memory, so every address is
+  // a 32-bit shared one)
+  static __device__ __forceinline__ uint32_t at(uint32_t buf, int r, uint32_t x) {
+    return buf + static_cast<uint32_t>(r * M) + (x ^ ((x >> 3) & 7u));
+  }
+  static __device__ __forceinline__ void put(double2* sm, uint32_t buf, int r, uint32_t x, TfheComplex v) {
+    sm[at(buf, r, x)] = make_double2(v.re, v.im);
+  }
+  static __device__ __forceinline__ TfheComplex get(const double2* sm, uint32_t buf, int r, uint32_t x) {
+    const double2 v = sm[at(buf, r, x)];
+    return TfheComplex{v.x, v.y};
+  }
+  // Value i of a thread's 16 in round A and round B (o: the thread's item bits).
+  static __device__ __forceinline__ uint32_t value_a(int t, int i) {
+    return static_cast<uint32_t>(t + T * (i / EA)) | (static_cast<uint32_t>(i % EA) << 6);
+  }
+  static __device__ __forceinline__ uint32_t base_b(int t, int g) {  // round B's x0 of item g
+    const uint32_t o = static_cast<uint32_t>(t + T * g);
+    return (o & 7u) | ((o >> 3) << 6);
+  }
+  static __device__ __forceinline__ uint32_t value_b(int t, int i) {
+    return base_b(t, i / 8) | (static_cast<uint32_t>(i % 8) << 3);
+  }
+};
+
+// Round A's and B's stages over a thread's 16 values (one row).
+template <bool INV, class P>
+__device__ __forceinline__ void rounds_a(TfheComplex* z, int t, const double* tw) {
+#pragma unroll
+  for (int g = 0; g < P::GA; ++g)
+    tfhe_fft_stages<INV, P::RA>(z + g * P::EA, P::M, static_cast<uint32_t>(t + P::T * g), 6, tw);
+}
+template <bool INV, class P>
+__device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw) {
+#pragma unroll
+  for (int g = 0; g < 2; ++g) tfhe_fft_stages<INV, 3>(z + 8 * g, P::M, P::base_b(t, g), 3, tw);
+}
+
+template <int LOG_M>
+__global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRotation<LOG_M>::BLOCKS)
+    fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a) {
+  using P = RegisterRotation<LOG_M>;
+  constexpr int M = P::M, N = 2 * M;
+  constexpr uint32_t E = P::BUF / 2;  // the exchange buffer, after the accumulator (complex units)
+  extern __shared__ __align__(16) double2 rsmem[];
+  int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
+  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF);  // a_i's rotations, then the body's
+  const int64_t b = blockIdx.x;
+  const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t
+  const double* tw_all = a.g.f.twiddles;
+  const int base_log = a.g.base_log;  // level 1: one digit
+
+  for (int i = tau_all; i <= a.n; i += P::THREADS) rots[i] = static_cast<int32_t>(tfhe_fourier_rotation(a, b, i));
+  tfhe_team_fourier_rotate_init(BlockTeam{tau_all, P::THREADS}, a, b, acc);  // syncs
+
+  const int64_t per_bit = 4 * int64_t(M);  // complex values of one key bit: (2, 1, 2, M)
+  for (int bit = 0; bit < a.n; ++bit) {
+    const int64_t rot = rots[bit];
+    if (rot == 0) continue;  // the same for the whole block
+    // Opaque copies: without them the compiler hoists twiddle loads and addresses out of the loop
+    // (invariants), and the registers they take spill the values themselves.
+    const double* tw = tw_all;
+    int t = t_all, tau = tau_all;
+    asm volatile("" : "+l"(tw), "+r"(t), "+r"(tau));
+    {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one (row, column,
+       // value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
+      const int lane = tau & 31, w0 = tau & ~31;
+      const double* p = a.bsk + 2 * (per_bit * bit + (lane >> 3) * int64_t(M) + ((lane & 7) << (LOG_M - 3)) + w0);
+#pragma unroll
+      for (int l = 0; l < 4; ++l) asm volatile("prefetch.global.L1 [%0];" ::"l"(p + 16 * l));
+    }
+    int64_t* row = acc + r * N;
+    TfheComplex z[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {  // the digits of (X^rot - 1) acc, row r, at round A's values
+      double d[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // coefficient c of X^rot acc: source (c - rot) mod 2N, negated in [N, 2N) (tfhe_rotation_source)
+        const uint32_t c = P::value_a(t, i) + h * M, src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
+        const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
+        uint64_t v = tfhe_torus_round(tfhe_torus_sub(rotated, row[c]), base_log);
+        d[h] = static_cast<double>(tfhe_next_digit(v, base_log));
+      }
+      z[i] = TfheComplex{d[0], d[1]};
+    }
+    rounds_a<false, P>(z, t, tw);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_a(t, i), z[i]);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_b(t, i));
+    rounds_b<false, P>(z, t, tw);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_b(t, i), z[i]);
+    __syncthreads();
+    // round C: values 8 tau .. 8 tau + 7 of both rows; the product; the inverse round C
+    const uint32_t xc = static_cast<uint32_t>(tau) << 3;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, i / 8, xc | static_cast<uint32_t>(i % 8));
+    tfhe_fft_stages<false, 3, 2>(z, M, xc, 0, tw);
+    const double* key = a.bsk + 2 * per_bit * bit;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t k = (static_cast<int64_t>(u) << (LOG_M - 3)) | tau;  // tfhe_fft_order(xc | u)
+      TfheComplex out[2];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        out[c] = TfheComplex{0.0, 0.0};
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+          out[c] = tfhe_cmac(out[c], z[8 * rr + u], tfhe_load_complex(key + 2 * ((rr * 2 + c) * int64_t(M) + k)));
+      }
+      z[u] = out[0];
+      z[8 + u] = out[1];
+    }
+    tfhe_fft_stages<true, 3, 2>(z, M, xc, 0, tw);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) P::put(rsmem, E, i / 8, xc | static_cast<uint32_t>(i % 8), z[i]);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_b(t, i));
+    rounds_b<true, P>(z, t, tw);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_b(t, i), z[i]);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_a(t, i));
+    rounds_a<true, P>(z, t, tw);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {  // round to the torus and add: this thread's coefficients
+      const uint32_t c = P::value_a(t, i);
+      row[c] = tfhe_torus_add(row[c], tfhe_torus_from_double(z[i].re, LOG_M));
+      row[c + M] = tfhe_torus_add(row[c + M], tfhe_torus_from_double(z[i].im, LOG_M));
+    }
+    __syncthreads();  // before the next decomposition reads the accumulator
+  }
+  tfhe_team_fourier_rotate_finish(BlockTeam{tau_all, P::THREADS}, a, b, acc);
+}
+
+template <int LOG_M>
+cudaError_t launch_registers(const FourierRotateArgs& a, int dev, const Stream& s) {
+  using P = RegisterRotation<LOG_M>;
+  const int64_t smem = 8 * 2 * P::BUF + 4 * (a.n + 1);  // the accumulator, the exchange buffer, the rotations
+  constexpr int kDevices = 64;
+  static std::atomic<int> raised[kDevices];  // the opt-in each device's kernel has (0: none yet)
+  if (dev >= kDevices || raised[dev].load() < smem) {
+    FT_TRY(cudaFuncSetAttribute(fourier_rotate_registers_kernel<LOG_M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(smem)));
+    if (dev < kDevices) raised[dev].store(static_cast<int>(smem));
+  }
+  fourier_rotate_registers_kernel<LOG_M><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin) {
+  const int log_n = a.g.f.log_n;
+  if (a.g.k1 != 2 || a.g.level != 1 || (log_n != 10 && log_n != 11)) return false;
+  const int64_t smem = 8 * 2 * (int64_t(2) << log_n) + 4 * (a.n + 1);
+  return smem <= optin;
+}
+
+cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, const Stream& s) {
+  return a.g.f.log_n == 11 ? launch_registers<10>(a, dev, s) : launch_registers<9>(a, dev, s);
+}
+
+}  // namespace fhetorch::cuda

@@ -33,12 +33,47 @@ def _uniform_mod_q(sampler: Sampler, ring: TFHERing, shape) -> torch.Tensor:
 
 # --- keys ------------------------------------------------------------------------------------
 
-def generate_lwe_secret_key(sampler: Sampler, n: int) -> LweSecretKey:
-    return LweSecretKey(sampler.binary(n))
+def sample_secret(sampler: Sampler, count: int, distribution: str = "binary") -> torch.Tensor:
+    """(count,) int64 secret coefficients from the ChaCha20 sampler, uniform in {0, 1} ("binary")
+    or {-1, 0, 1} ("ternary"), without modulo bias (Sampler.uniform_int). Raises ParameterError
+    for another distribution."""
+    if distribution == "binary":
+        return sampler.binary(count)
+    if distribution == "ternary":
+        return sampler.uniform_int(count, -1, 1)
+    raise ParameterError(f"sample_secret: the secret distribution must be 'binary' or 'ternary', got "
+                         f"{distribution!r}")
 
 
-def generate_glwe_secret_key(sampler: Sampler, k: int, big_n: int) -> GlweSecretKey:
-    return GlweSecretKey(sampler.binary(k * big_n).view(k, big_n))
+def generate_lwe_secret_key(sampler: Sampler, n: int, distribution: str = "binary") -> LweSecretKey:
+    """A uniform binary or ternary LWE secret of dimension n. Raises ParameterError for another
+    distribution."""
+    return LweSecretKey(sample_secret(sampler, n, distribution), distribution)
+
+
+def generate_glwe_secret_key(sampler: Sampler, k: int, big_n: int, distribution: str = "binary") -> GlweSecretKey:
+    """A GLWE secret of k polynomials of degree < N, uniform binary or ternary coefficients.
+    Raises ParameterError for another distribution."""
+    return GlweSecretKey(sample_secret(sampler, k * big_n, distribution).view(k, big_n), distribution)
+
+
+def split_ternary_secret(lwe_key: LweSecretKey) -> torch.Tensor:
+    """The 2n bits (s+_0, s-_0, s+_1, s-_1, ...) of a secret s in {-1, 0, 1}^n, s+_i = [s_i = 1],
+    s-_i = [s_i = -1], so s_i = s+_i - s-_i: what a ternary key's bootstrapping key encrypts
+    (its blind rotation is one CMux per bit). (2n,) int64. Raises nothing."""
+    s = lwe_key.data
+    return torch.stack(((s == 1), (s == -1)), -1).reshape(-1).to(torch.int64)
+
+
+def extend_lwe_mask(ct: torch.Tensor, modulus: Modulus) -> torch.Tensor:
+    """(..., n + 1) mod q -> (..., 2n + 1): the mask (a_0, -a_0, a_1, -a_1, ...) mod q and the
+    same body, so <a_ext, split_ternary_secret(s)> = <a, s> mod q: the ciphertext a ternary key's
+    bootstrapping key rotates by. The modulus switch commutes with it exactly: round(2N (q - a) /
+    q) = 2N - round(2N a / q) for every a in (0, q), as q is odd and 2N a / q never a tie
+    (docs/tfhe.md, "Ternary secrets"). Raises nothing."""
+    a = ct[..., :-1]
+    ext = torch.stack((a, modulus.neg(a)), -1).flatten(-2)
+    return torch.cat((ext, ct[..., -1:]), -1)
 
 
 def generate_lwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: LweSecretKey, output_key: LweSecretKey,
@@ -51,7 +86,7 @@ def generate_lwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: LweS
     dot = (a * output_key.data).sum(-1) % q  # (rows, 2)
     e = sampler.irwin_hall(rows, noise_width)
     g = torch.tensor(gadget(ring.modulus.q, base_log, level), dtype=torch.int64, device=a.device)
-    msg = (input_key.data.view(n_in, 1) * g.view(1, level)).reshape(rows)  # binary key: no overflow
+    msg = (input_key.data.view(n_in, 1) * g.view(1, level)).reshape(rows)  # |s| <= 1: no overflow
     b = (dot + e.view(rows, 1) % q + msg.view(rows, 1) % q) % q
     data = torch.cat((a, b.unsqueeze(-1)), -1).to(torch.int32).view(n_in, level, 2, n_out + 1)
     return LweKeyswitchKey(data.contiguous(), base_log, level)
@@ -79,11 +114,21 @@ def encrypt_ggsw_ciphertext(sampler: Sampler, ring: TFHERing, key: GlweSecretKey
     return ring.to_montgomery(x.to(torch.int32))
 
 
+def bootstrap_key_bits(lwe_key: LweSecretKey) -> tuple[torch.Tensor, bool]:
+    """(the bits a bootstrapping key encrypts, whether the key is ternary): lwe_key's own bits
+    (binary), or the 2n bits of split_ternary_secret (ternary). Raises nothing."""
+    if lwe_key.distribution == "ternary":
+        return split_ternary_secret(lwe_key), True
+    return lwe_key.data, False
+
+
 def generate_lwe_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSecretKey, glwe_key: GlweSecretKey,
                                base_log: int, level: int, noise_width: int) -> LweBootstrapKey:
-    """GGSW encryptions under glwe_key of every bit of lwe_key."""
-    data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, lwe_key.data, base_log, level, noise_width)
-    return LweBootstrapKey(data.contiguous(), base_log, level)
+    """GGSW encryptions under glwe_key of every bit of lwe_key (a ternary key: of its 2n split
+    bits, bootstrap_key_bits). Raises nothing."""
+    bits, ternary = bootstrap_key_bits(lwe_key)
+    data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, bits, base_log, level, noise_width)
+    return LweBootstrapKey(data.contiguous(), base_log, level, ternary)
 
 
 def uniform_torus(sampler: Sampler, shape) -> torch.Tensor:
@@ -99,8 +144,8 @@ def uniform_torus(sampler: Sampler, shape) -> torch.Tensor:
 
 def torus_poly_mul_key(ring: TFHERing, a: torch.Tensor, key: GlweSecretKey) -> torch.Tensor:
     """sum_p a_p * S_p in Z_{2^64}[X]/(X^N + 1), exactly: a (..., k, N) int64 torus polynomials,
-    S binary -> (..., N). Each a_p is cut into four 16-bit limbs; a limb's product with a binary
-    key is an integer below k N 2^16 <= 2^34 that one float64 FFT product gives exactly (its
+    S binary or ternary -> (..., N). Each a_p is cut into four 16-bit limbs; a limb's product with
+    a key of |s| <= 1 is an integer of magnitude below k N 2^16 <= 2^34 that one float64 FFT product gives exactly (its
     rounding error is below 2^-10, tfhe.md); the limbs are joined mod 2^64."""
     k, big_n = key.data.shape
     tw = ring.twiddles
@@ -141,19 +186,24 @@ def generate_fourier_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: Lw
                                    base_log: int, level: int, noise_width: int) -> FourierLweBootstrapKey:
     """The Fourier bootstrapping key: GGSW encryptions on the torus, FFT form, of every bit of
     lwe_key under glwe_key (noise_width: the sampler width at 2^64). Made in slabs of key bits
-    (a tfhe-8bit key is 3.5 GB)."""
+    (a tfhe-8bit key is 3.5 GB). A ternary lwe_key: its 2n split bits (bootstrap_key_bits).
+    Raises nothing."""
     k, big_n = glwe_key.data.shape
     per_bit = (k + 1) * level * (k + 1) * big_n * 8 * 6  # bytes of the slab's int64 work tensors
     step = max(1, (1 << 30) // per_bit)
-    bits = lwe_key.data
+    bits, ternary = bootstrap_key_bits(lwe_key)
     parts = [encrypt_fourier_ggsw_ciphertext(sampler, ring, glwe_key, bits[i: i + step], base_log, level, noise_width)
              for i in range(0, bits.shape[0], step)]
-    return FourierLweBootstrapKey(torch.cat(parts, 0).contiguous(), base_log, level)
+    return FourierLweBootstrapKey(torch.cat(parts, 0).contiguous(), base_log, level, ternary)
 
 
 def subset_indicators(lwe_key: LweSecretKey, grouping_factor: int) -> torch.Tensor:
     """(n / G, 2^G) int64: f_S = prod_(u in S) s_(Gj+u) prod_(u not in S) (1 - s_(Gj+u)) of group j
-    and subset S (bit u of S: key bit Gj + u); one per row is 1 (binary keys)."""
+    and subset S (bit u of S: key bit Gj + u); one per row is 1 (binary keys). Raises
+    ParameterError for a ternary key (the multi-bit PBS is binary only)."""
+    if lwe_key.distribution != "binary":
+        raise ParameterError("subset_indicators: the multi-bit PBS needs a binary LWE secret; use "
+                             "grouping_factor=1 for a ternary one")
     s = lwe_key.data.view(-1, grouping_factor, 1)  # (groups, G, 1)
     subsets = torch.arange(1 << grouping_factor, device=s.device)
     bits = (subsets.view(1, -1) >> torch.arange(grouping_factor, device=s.device).view(-1, 1)) & 1  # (G, 2^G)
@@ -164,8 +214,8 @@ def generate_lwe_multi_bit_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_k
                                          glwe_key: GlweSecretKey, base_log: int, level: int, noise_width: int,
                                          grouping_factor: int) -> LweMultiBitBootstrapKey:
     """GGSW encryptions under glwe_key of f_S for every group of grouping_factor bits of lwe_key
-    and every subset S of the group (subset_indicators). Raises nothing (make_params checks that
-    the grouping factor divides n)."""
+    and every subset S of the group (subset_indicators). Raises ParameterError for a ternary
+    lwe_key (make_params refuses that pair, and checks that the grouping factor divides n)."""
     f = subset_indicators(lwe_key, grouping_factor)
     data = encrypt_ggsw_ciphertext(sampler, ring, glwe_key, f.reshape(-1), base_log, level, noise_width)
     return LweMultiBitBootstrapKey(data.view(*f.shape, *data.shape[1:]).contiguous(), base_log, level,
@@ -285,11 +335,14 @@ def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey 
     CMux step per key bit over the whole batch (with a Fourier key on the 2^64 torus: docs/tfhe.md,
     "The Fourier blind rotation"), or with a multi-bit key one external product per group of G key
     bits by the key bundle sum_S X^(a_S) GGSW(f_S) (a_S the switched subset sums of the group's
-    masks; docs/tfhe.md, "Multi-bit PBS"). Raises ParameterError for a key of another
-    dimension."""
+    masks; docs/tfhe.md, "Multi-bit PBS"). A ternary key (bsk.ternary) rotates extend_lwe_mask(ct):
+    2n CMuxes, one per split bit (docs/tfhe.md, "Ternary secrets"). Raises ParameterError for a
+    key of another dimension."""
     if ct.shape[-1] != bsk.input_dimension + 1:
         raise ParameterError(f"blind_rotate: ciphertexts of dimension {ct.shape[-1] - 1}, bootstrapping key "
                              f"for dimension {bsk.input_dimension}")
+    if getattr(bsk, "ternary", False):
+        ct = extend_lwe_mask(ct, ring.modulus)
     idx = None if lut_index is None else lut_index.to(torch.int64).contiguous()
     if isinstance(bsk, FourierLweBootstrapKey):
         return _ops.tfhe_fourier_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.twiddles,

@@ -13,8 +13,7 @@ import weakref
 import torch
 
 from .._ring import Sampler
-from ..errors import (ContextError, EncodingError, MessageOverflowError, MissingKeyError, ParameterError, ShapeError,
-                      UnsupportedOperationError)
+from ..errors import ContextError, EncodingError, MessageOverflowError, MissingKeyError, ParameterError, ShapeError
 from . import algorithms as alg
 from .lut import test_polynomial
 from .lwe_tensor import LWETensor
@@ -53,17 +52,16 @@ class TFHEContext:
         (TFHEParams.with_message_bits; e.g. tfhe-4bit with message_bits=2 is TFHE-rs's
         MESSAGE_2_CARRY_2, what radix integers use).
 
-        Raises ParameterError for an unknown preset or message_bits outside [1, bits],
-        UnsupportedOperationError for parameters this version cannot run yet (ternary
-        secrets); toy presets warn (InsecureParametersWarning)."""
+        Secrets are binary or ternary as params.secret_distribution says (a ternary key's PBS runs
+        2n CMuxes: docs/tfhe.md, "Ternary secrets").
+
+        Raises ParameterError for an unknown preset or message_bits outside [1, bits]; toy
+        presets warn (InsecureParametersWarning)."""
         params = _preset(preset) if isinstance(preset, str) else preset
         if not isinstance(params, TFHEParams):
             raise ParameterError(f"tfhe.Context: preset must be a preset name or TFHEParams, got {type(preset).__name__}")
         if message_bits is not None:
             params = params.with_message_bits(message_bits)
-        if params.secret_distribution != "binary":
-            raise UnsupportedOperationError(f"tfhe.Context: {params.secret_distribution} secrets are not "
-                                            "implemented yet; use binary")
         self.params = params
         self.device = torch.device(device)
         self.ring = TFHERing(params.log_n, params.moduli, self.device)
@@ -91,12 +89,13 @@ class TFHEContext:
 
     # --- keys --------------------------------------------------------------------------------------
     def keygen(self) -> "TFHEContext":
-        """Makes the LWE and GLWE secrets, the bootstrapping key and the key-switching key.
+        """Makes the LWE and GLWE secrets (binary or ternary: params.secret_distribution), the
+        bootstrapping key (a ternary secret's: over its 2n split bits) and the key-switching key.
 
         Raises nothing."""
         p, s = self.params, self.sampler
-        self.lwe_key = alg.generate_lwe_secret_key(s, p.n)
-        self.glwe_key = alg.generate_glwe_secret_key(s, p.k, p.N)
+        self.lwe_key = alg.generate_lwe_secret_key(s, p.n, p.secret_distribution)
+        self.glwe_key = alg.generate_glwe_secret_key(s, p.k, p.N, p.secret_distribution)
         if p.grouping_factor > 1:
             self.bootstrap_key = alg.generate_lwe_multi_bit_bootstrap_key(
                 s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log, p.pbs_level, p.glwe_noise_width,

@@ -12,8 +12,9 @@ import torch
 
 @dataclass(frozen=True)
 class LweSecretKey:
-    """data (n,) int64 binary."""
+    """data (n,) int64: binary ({0, 1}) or ternary ({-1, 0, 1}) as `distribution` says."""
     data: torch.Tensor
+    distribution: str = "binary"
 
     @property
     def dimension(self) -> int:
@@ -22,12 +23,13 @@ class LweSecretKey:
 
 @dataclass(frozen=True)
 class GlweSecretKey:
-    """data (k, N) int64 binary polynomials."""
+    """data (k, N) int64 polynomials, binary or ternary coefficients as `distribution` says."""
     data: torch.Tensor
+    distribution: str = "binary"
 
     def as_lwe_key(self) -> LweSecretKey:
         """The extracted LWE key (k N,): the key of sample extraction's output."""
-        return LweSecretKey(self.data.reshape(-1))
+        return LweSecretKey(self.data.reshape(-1), self.distribution)
 
 
 @dataclass(frozen=True)
@@ -50,14 +52,19 @@ class LweKeyswitchKey:
 @dataclass(frozen=True)
 class LweBootstrapKey:
     """data (n, k + 1, level, k + 1, 2, N) int32: GGSW encryptions of each LWE key bit, NTT form
-    over (q0, q1), Montgomery."""
+    over (q0, q1), Montgomery. ternary: the key of a ternary secret s, 2n GGSWs of the bits
+    (s+_0, s-_0, s+_1, s-_1, ...), s+_i = [s_i = 1], s-_i = [s_i = -1] (algorithms.
+    split_ternary_secret); the blind rotation extends each ciphertext's mask to match
+    (algorithms.extend_lwe_mask)."""
     data: torch.Tensor
     base_log: int
     level: int
+    ternary: bool = False
 
     @property
     def input_dimension(self) -> int:
-        return self.data.shape[0]
+        """n, the LWE dimension the key bootstraps (its GGSW count is 2n for a ternary key)."""
+        return self.data.shape[0] // 2 if self.ternary else self.data.shape[0]
 
 
 @dataclass(frozen=True)
@@ -65,14 +72,16 @@ class FourierLweBootstrapKey:
     """data (n, k + 1, level, k + 1, N/2) complex128: the tfhe_fft of GGSW encryptions on the 2^64
     torus (gadget 2^(64 - base_log (j + 1))) of each LWE key bit (TFHE-rs's Fourier bootstrapping
     key). The blind rotation runs its accumulator on the torus with it; its inputs and outputs
-    stay mod q."""
+    stay mod q. ternary: 2n GGSWs of the split bits of a ternary secret, as LweBootstrapKey's."""
     data: torch.Tensor
     base_log: int
     level: int
+    ternary: bool = False
 
     @property
     def input_dimension(self) -> int:
-        return self.data.shape[0]
+        """n, the LWE dimension the key bootstraps (its GGSW count is 2n for a ternary key)."""
+        return self.data.shape[0] // 2 if self.ternary else self.data.shape[0]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ Conventions the formulas rely on (the core implements them; docs/tfhe.md):
   delta_j = round(q/B^j) - q/B^j: for a uniform a (q odd, so a B^l mod q runs over all centred
   residues) its variance is (q^2 - 1) / (12 B^2l) + sum_j delta_j^2 (B^2+2)/12, mean zero;
   a digit's second moment is E[d^2] = (B^2 + 2)/12 (uniform on B consecutive values about 0).
-- Classical blind rotation: n CMuxes ACC <- ACC + BSK_i [x] (X^{a_i} ACC - ACC).
+- Classical blind rotation: n CMuxes ACC <- ACC + BSK_i [x] (X^{a_i} ACC - ACC); a ternary secret
+  s = s+ - s- (two binary secrets) takes 2n, one per bit of (s+_0, s-_0, s+_1, ...) rotating by
+  (a_0, -a_0, a_1, ...), at most one of each pair a 1 (docs/tfhe.md, "Ternary secrets").
   Multi-bit (grouping g): n/g steps ACC <- (sum over the 2^g subsets S of X^{a_S} GGSW(f_S)) [x] ACC.
 - Modulus switch to 2N: a' = round(2N a / q) per coefficient; multi-bit: per subset sum a_S mod q.
   "centered" (classical only; TFHE-rs's CenteredMeanNoiseReduction): before the switch the body gets
@@ -32,7 +34,10 @@ parameter sets are optimised with), restated for an odd modulus q and the gadget
   linear combination        v = sum_i w_i^2 v_i
   decomposition (a, B, l)   v_dec = ((q^2 - 1)/(12 B^2l) + sum_j delta_j^2 (B^2+2)/12) / q^2
   external product          v_ep = (k+1) l N (B^2+2)/12 * v_bsk  +  (1 + k N E[s^2]) v_dec   (+ v_in)
-  blind rotation            v_br = n v_ep (classical);  (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)
+  blind rotation            v_br = n v_ep (classical, binary);  2n v_key + n v_dec' (classical, ternary: 2n
+                            CMuxes pay the key term, at most n of them the decomposition term
+                            v_dec' = (1 + kN E[s^2]) v_dec);
+                            (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)  (multi-bit)
   sample extraction         adds nothing (one coefficient of the GLWE error)
   key switch (kN -> n)      v_ks = kN E[s^2] v_dec(ks) + kN l_ks (B_ks^2+2)/12 * v_lwe
   modulus switch (q -> 2N)  v_ms = (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2)  (classical, standard)
@@ -58,7 +63,8 @@ Model caveats, stated rather than hidden: error means are taken as zero (exact f
 with odd q; the decomposition's tie rule leaves a bias below 1/2 per coefficient, i.e. below 2^-52 of
 q after the key products, far below every standard deviation here; the centered switch's own roundings,
 at most n/2 + 1 in units of 1 mod q, are 2^-40 of a 2N step); the encoding error of the rounded
-delta (at most 2^p/2 absolute) is neglected; the worst message bit (s_i = 1) is taken in every CMux.
+delta (at most 2^p/2 absolute) is neglected; the worst message bit (1) is taken in every CMux that
+can hold one (every CMux of a binary key; one of each pair of a ternary key's, as s+_i s-_i = 0).
 """
 from __future__ import annotations
 
@@ -111,10 +117,23 @@ def noise_width(params_or_std, q: int | None = None, *, which: str = "lwe") -> i
     return w
 
 
+def secret_second_moment(secret_distribution: str) -> float:
+    """E[s^2] of a secret coefficient: 1/2 (binary), 2/3 (ternary uniform in {-1, 0, 1})."""
+    return {"binary": 0.5, "ternary": 2.0 / 3.0}[secret_distribution]
+
+
 def _e_s2(params) -> float:
-    """E[s^2] of a secret coefficient."""
-    dist = getattr(params, "secret_distribution", "binary")
-    return {"binary": 0.5, "ternary": 2.0 / 3.0}[dist]
+    """E[s^2] of a secret coefficient of the parameters' distribution."""
+    return secret_second_moment(getattr(params, "secret_distribution", "binary"))
+
+
+def blind_rotation_cmuxes(params) -> int:
+    """CMuxes of one classical blind rotation: n for a binary secret, 2n for a ternary one (a
+    CMux per bit of s+ and of s-, s = s+ - s-); the multi-bit PBS's steps are n / g."""
+    if params.grouping_factor > 1:
+        return params.lwe_dimension // params.grouping_factor
+    return 2 * params.lwe_dimension if getattr(params, "secret_distribution", "binary") == "ternary" \
+        else params.lwe_dimension
 
 
 def secret_mean(secret_distribution: str) -> float:
@@ -246,12 +265,19 @@ def cmux_variance(params, input_variance: float = 0.0) -> float:
 
 
 def blind_rotation_variance(params, test_polynomial_variance: float = 0.0) -> float:
-    """Variance after blind rotation of a trivial (noiseless) test polynomial: n CMuxes
-    (classical), or n/g multi-bit steps of 2^g GGSWs each (grouping factor g)."""
+    """Variance after blind rotation of a trivial (noiseless) test polynomial: classical, one CMux
+    per bootstrapping-key bit (blind_rotation_cmuxes: n binary, 2n ternary), each paying the key
+    (and Fourier rounding) term, and the decomposition term in the worst case wherever the bit
+    may be 1: all n of a binary key, n of a ternary key's 2n (s+_i and s-_i are never both 1);
+    or n/g multi-bit steps of 2^g GGSWs each (grouping factor g)."""
     g = params.grouping_factor
     if g == 1:
-        step = _ep_key_term(params) + _ep_decomposition_term(params) + fourier_product_variance(params)
-        return test_polynomial_variance + params.lwe_dimension * step
+        n = params.lwe_dimension
+        if blind_rotation_cmuxes(params) == n:  # binary: every CMux may pay every term
+            step = _ep_key_term(params) + _ep_decomposition_term(params) + fourier_product_variance(params)
+            return test_polynomial_variance + n * step
+        per_cmux = _ep_key_term(params) + fourier_product_variance(params)
+        return test_polynomial_variance + 2 * n * per_cmux + n * _ep_decomposition_term(params)
     steps = params.lwe_dimension // g
     return test_polynomial_variance + steps * ((1 << g) * _ep_key_term(params) + _ep_decomposition_term(params))
 

@@ -75,7 +75,9 @@ class TFHEParamsLiteral:
     max_noise_level  1 by default: nu, the largest 2-norm of the integer weights of a linear
                      combination of PBS outputs allowed before the next PBS (TFHE-rs's
                      MaxNoiseLevel); the failure probability is modelled at this worst case
-    secret_distribution  "binary" (default) or "ternary": the LWE and GLWE secrets
+    secret_distribution  "binary" (default) or "ternary" (uniform in {-1, 0, 1}): the LWE and GLWE
+                     secrets; a ternary secret's PBS runs 2n CMuxes (docs/tfhe.md, "Ternary
+                     secrets"), classical PBS only
     log2_p_fail_max  -64.0 by default: make_params refuses parameters whose modelled log2
                      p_fail is above this (raise it only for failure-rate experiments)
     modulus_switch_type  "standard" (default: round every coefficient) or "centered" (TFHE-rs's

@@ -11,7 +11,9 @@ CenteredMeanNoiseReduction; the cited TUniform set was made for it, and it only 
 Gaussian sets' failure probability); the multi-bit ones the standard switch. Each preset's
 failure probability is this project's noise model's (fhetorch/_tfhe/noise.py) at the preset's
 max_noise_level; CITATIONS holds the cited set's own stated p_fail beside it. Toy presets
-(`toy-tfhe-*`) are insecure test sizes (small n, N = 2^10) and warn whenever used.
+(`toy-tfhe-*`) are insecure test sizes (small n, N = 2^10) and warn whenever used; the `-ternary`
+toy draws its secrets uniform in {-1, 0, 1} (no secure ternary preset: TFHE-rs publishes none to
+cite, docs/parameters.md).
 
 Bits: a "tfhe-Kbit" preset holds K message bits and no carry (LUT inputs 0 .. 2^K - 1, the API's
 `tctx.encrypt(torch.randint(0, 2^K, ...))`); the cited TFHE-rs set has message + carry = K (e.g.
@@ -65,6 +67,9 @@ PRESETS = {
     "toy-tfhe-4bit": _lit("toy-tfhe-4bit", 32, 1, 1024, 2.0 ** -30, 2.0 ** -50, (12, 2), (4, 6), 4, 2),
     "toy-tfhe-4bit-mb2": _lit("toy-tfhe-4bit-mb2", 32, 1, 1024, 2.0 ** -30, 2.0 ** -50, (12, 2), (4, 6), 4, 2,
                               g=2),
+    # ternary secrets (uniform in {-1, 0, 1}; the PBS runs 2n CMuxes): toy-tfhe-4bit's sizes
+    "toy-tfhe-4bit-ternary": _lit("toy-tfhe-4bit-ternary", 32, 1, 1024, 2.0 ** -30, 2.0 ** -50, (12, 2), (4, 6),
+                                  4, 2, secret_distribution="ternary"),
     # deliberately noisy key switch: a PBS fails with probability ~ 2^-4.4 (failure-rate experiments)
     "toy-tfhe-4bit-noisy": _lit("toy-tfhe-4bit-noisy", 32, 1, 1024, 2.0 ** -15.5, 2.0 ** -50, (12, 2), (4, 6),
                                 4, 1, log2_p_fail_max=0.0),
@@ -139,7 +144,7 @@ def preset(name: str) -> TFHEParams:
 def presets() -> dict[str, dict]:
     """name -> plain info of every TFHE preset: n, N, k, grouping_factor, decomposition
     (pbs and ks base_log/level), bits (message + carry), message_bits, carry_bits,
-    max_noise_level, modulus_switch_type, security_bits (0 for toy), log2_p_fail (this project's model), the cited
+    max_noise_level, modulus_switch_type, secret_distribution, security_bits (0 for toy), log2_p_fail (this project's model), the cited
     set and its stated p_fail (None for toys). Raises nothing; does not warn."""
     out = {}
     with warnings.catch_warnings():
@@ -153,7 +158,7 @@ def presets() -> dict[str, dict]:
                                    ks_level=p.ks_level),
                 bits=p.bits, message_bits=p.message_bits, carry_bits=p.carry_bits,
                 max_noise_level=p.max_noise_level, modulus_switch_type=p.modulus_switch_type,
-                security_bits=p.security_bits, log2_p_fail=p.log2_p_fail,
+                secret_distribution=p.secret_distribution, security_bits=p.security_bits, log2_p_fail=p.log2_p_fail,
                 cited=None if cite is None else f"{cite['repository']} {cite['file']} {cite['constant']}",
                 cited_log2_p_fail=None if cite is None else cite["cited_log2_p_fail"])
     return out

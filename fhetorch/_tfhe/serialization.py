@@ -11,7 +11,8 @@ keys already are, so "every value in [0, q)" is "every residue below its prime".
 Checks on load: the parameters rebuild to the same TFHEParams (same primes, delta, noise
 widths; other versions' or hand-edited ones are refused) and equal the context's; keys and
 ciphertexts have the shapes the parameters give and canonical residues (a Fourier key: finite
-values); secrets are binary;
+values; a ternary secret's bootstrapping key: 2n GGSWs); secrets are binary or ternary as the
+parameters say;
 degree and noise level lie in the ranges the LWETensor rules allow; an LWETensor's key id is
 its context's (a ciphertext of other keys would decrypt to garbage). Anything else raises
 SerializationError.
@@ -191,12 +192,14 @@ def _fourier(t: torch.Tensor, shape: tuple, what: str) -> torch.Tensor:
     return t
 
 
-def _binary(t: torch.Tensor, shape: tuple, what: str) -> torch.Tensor:
+def _secret(t: torch.Tensor, shape: tuple, distribution: str, what: str) -> torch.Tensor:
+    """t of exactly `shape` (int32), every value in {0, 1} (binary) or {-1, 0, 1} (ternary)."""
     if tuple(t.shape) != tuple(shape) or t.dtype != torch.int32:
         raise SerializationError(f"load: {what} has shape {tuple(t.shape)} / {t.dtype}, expected {tuple(shape)} "
                                  "int32")
-    if bool(((t != 0) & (t != 1)).any()):
-        raise SerializationError(f"load: {what} is not binary: the file was altered")
+    lo = -1 if distribution == "ternary" else 0
+    if bool(((t < lo) | (t > 1)).any()):
+        raise SerializationError(f"load: {what} is not {distribution}: the file was altered")
     return t.to(torch.int64)
 
 
@@ -215,26 +218,31 @@ def _load_context(meta, tensors, device) -> TFHEContext:
     _expect(tensors, names)
     ctx = TFHEContext(p, device)
     g = p.grouping_factor
+    ternary = p.secret_distribution == "ternary"
+    ggsws = 2 * p.n if ternary else p.n  # a ternary secret's key: a GGSW per bit of s+ and of s-
     ggsw = (p.k + 1, p.pbs_level, p.k + 1, 2, p.N)
     if p.blind_rotation == "fft":
-        bootstrap = _fourier(tensors["bootstrap_key"], (p.n, p.k + 1, p.pbs_level, p.k + 1, p.N // 2),
+        bootstrap = _fourier(tensors["bootstrap_key"], (ggsws, p.k + 1, p.pbs_level, p.k + 1, p.N // 2),
                              "the bootstrapping key")
     else:
-        bootstrap = _residues(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (p.n,)) + ggsw, p.moduli,
-                              "the bootstrapping key")
+        bootstrap = _residues(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (ggsws,)) + ggsw,
+                              p.moduli, "the bootstrapping key")
     keyswitch = _residues(tensors["keyswitch_key"], (p.k * p.N, p.ks_level, 2, p.n + 1), p.moduli,
                           "the key-switching key")
     if g > 1:
         ctx.bootstrap_key = LweMultiBitBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level,
                                                     g)
     elif p.blind_rotation == "fft":
-        ctx.bootstrap_key = FourierLweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
+        ctx.bootstrap_key = FourierLweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level,
+                                                   ternary)
     else:
-        ctx.bootstrap_key = LweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level)
+        ctx.bootstrap_key = LweBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level, ternary)
     ctx.keyswitch_key = LweKeyswitchKey(keyswitch.to(device).contiguous(), p.ks_base_log, p.ks_level)
     if secret:
-        ctx.lwe_key = LweSecretKey(_binary(tensors["lwe_key"], (p.n,), "the LWE secret key").to(device))
-        ctx.glwe_key = GlweSecretKey(_binary(tensors["glwe_key"], (p.k, p.N), "the GLWE secret key").to(device))
+        dist = p.secret_distribution
+        ctx.lwe_key = LweSecretKey(_secret(tensors["lwe_key"], (p.n,), dist, "the LWE secret key").to(device), dist)
+        ctx.glwe_key = GlweSecretKey(_secret(tensors["glwe_key"], (p.k, p.N), dist, "the GLWE secret key").to(device),
+                                     dist)
     ctx.key_id = _key_id(meta["key_id"])
     return ctx
 

@@ -3,12 +3,13 @@ tests/_tfhe/test_noise_measured.py and tests/tfhe/test_failure_rate.py.
 
 Errors are (phase - delta m) centred mod q, divided by q (relative, the model's units).
 
-The model is an expectation over random keys: E[s^2] = 1/2 for the weight of a binary secret,
-the sampler's variance for the noise of the key-switching key. One measured context has one key,
-with its own Hamming weights and its own key-switching-key noise; at the toy sizes (n = 32) a
-binary key's weight alone moves the modulus-switch variance by +-20 %. So the predictions here
-are the model's own functions with the key's realised weights and noise put in place of their
-expectations (`conditioned_*`); with the expected weights they are the model exactly.
+The model is an expectation over random keys: E[s^2] = 1/2 (binary) or 2/3 (ternary) for the
+weight of a secret, the sampler's variance for the noise of the key-switching key. One measured
+context has one key, with its own weights sum s_i^2 and its own key-switching-key noise; at the
+toy sizes (n = 32) a key's weight alone moves the modulus-switch variance by +-20 %. So the
+predictions here are the model's own functions with the key's realised weights and noise put in
+place of their expectations (`conditioned_*`); with the expected weights they are the model
+exactly.
 """
 from __future__ import annotations
 
@@ -83,20 +84,27 @@ def keyswitch_second_moment(params, weight: float, noise_squares: float, noise_s
     return weight * v_dec + (b * b - 1) / 12 * noise_squares + (noise_sum / 2) ** 2
 
 
+def key_weight(key: torch.Tensor) -> int:
+    """sum s_i^2: the Hamming weight of a binary or ternary key (the model's n E[s^2])."""
+    return int((key * key).sum())
+
+
 def conditioned_keyswitch_variance(ctx) -> float:
     """keyswitch_second_moment of this context's key."""
     e = keyswitch_key_noise(ctx).double()
-    return keyswitch_second_moment(ctx.params, int(ctx.glwe_key.data.sum()), float((e * e).sum()), float(e.sum()))
+    return keyswitch_second_moment(ctx.params, key_weight(ctx.glwe_key.data), float((e * e).sum()), float(e.sum()))
 
 
 def conditioned_modulus_switch_variance(ctx) -> float:
-    """noise.modulus_switch_variance with the small key's weight: (1 + h) rounding errors
-    (the centered switch's error does not depend on the weight: (s_i - 1/2)^2 = 1/4)."""
+    """noise.modulus_switch_variance with the small key's weight: 1 + sum (s_i - m)^2 rounding
+    errors' worth, m = E[s] for the centered switch (binary: (s_i - 1/2)^2 = 1/4 whatever the key;
+    ternary: m = 0, the weight), m = 0 for the standard one."""
     p = ctx.params
-    if p.modulus_switch_type == "centered":
-        return noise.modulus_switch_variance(p)
-    weight = int(ctx.lwe_key.data.sum())
-    return noise.modulus_switch_variance(p) * (1 + weight) / (1 + p.n * 0.5)
+    mean = noise.secret_mean(p.secret_distribution) if p.modulus_switch_type == "centered" else 0.0
+    s = ctx.lwe_key.data.double()
+    weight = float(((s - mean) ** 2).sum())
+    expected = p.n * (noise.secret_second_moment(p.secret_distribution) - mean * mean)
+    return noise.modulus_switch_variance(p) * (1 + weight) / (1 + expected)
 
 
 def conditioned_decision_variance(ctx, input_variance: float) -> float:

@@ -13,7 +13,10 @@ go untested): the key switch's decomposition term (`lwe_noise_std` 2^-36), its k
 The model's blind rotation is a worst case (every CMux pays the decomposition term, as if every
 key bit were 1; the first CMux, acting on the noiseless test polynomial, pays nothing in fact):
 a binary key measures about half of it. The test checks the truth against the per-step terms
-summed over the steps that pay them, and that the worst case bounds it.
+summed over the steps that pay them, and that the worst case bounds it. A ternary key
+(toy-tfhe-4bit-ternary) runs 2n CMuxes, one per bit of s+ and s- (s = s+ - s-), every one paying
+the key term, the 1 bits (a third of them) the decomposition term; the model's worst case pays it
+in n of them.
 """
 import pytest
 import torch
@@ -22,13 +25,13 @@ from fhetorch._tfhe import algorithms as alg
 from fhetorch._tfhe import noise
 
 from .measure import (assert_ratios, assert_variance, centred, conditioned_decision_variance,
-                      conditioned_keyswitch_variance, context, fresh_messages, keyswitch_mean,
+                      conditioned_keyswitch_variance, context, fresh_messages, key_weight, keyswitch_mean,
                       keyswitch_second_moment, relative, switched_phase)
 
-TOY, NOISY = "toy-tfhe-4bit", "toy-tfhe-4bit-noisy"
+TOY, NOISY, TERNARY = "toy-tfhe-4bit", "toy-tfhe-4bit-noisy", "toy-tfhe-4bit-ternary"
 KS_FINE = dict(lwe_noise_std=2.0 ** -36)  # key switch: decomposition term only
 BSK_NOISY = dict(glwe_noise_std=2.0 ** -30)  # blind rotation: bootstrapping-key term only
-KS_CASES = {"balanced": (TOY, {}), "decomposition": (TOY, KS_FINE), "key": (NOISY, {})}
+KS_CASES = {"balanced": (TOY, {}), "decomposition": (TOY, KS_FINE), "key": (NOISY, {}), "ternary": (TERNARY, {})}
 KS_SAMPLES = 6144
 
 
@@ -78,7 +81,8 @@ def test_keyswitch(label):
     ctx, m, _, ks = _keyswitched(label)
     p = ctx.params
     entries = p.k * p.N * p.ks_level * noise.fresh_lwe_variance(p)  # expected sum e^2 and (sum e)^2
-    assert keyswitch_second_moment(p, p.k * p.N / 2, entries, entries ** 0.5) == \
+    weight = p.k * p.N * noise.secret_second_moment(p.secret_distribution)  # expected sum s^2
+    assert keyswitch_second_moment(p, weight, entries, entries ** 0.5) == \
         pytest.approx(noise.keyswitch_variance(p), rel=1e-12), "the conditioning must reduce to the model"
     phase = alg.decrypt_lwe_ciphertext(ctx.modulus, ctx.lwe_key, ks)
     predicted = noise.fresh_glwe_variance(p) + conditioned_keyswitch_variance(ctx)
@@ -86,9 +90,10 @@ def test_keyswitch(label):
                     mean=keyswitch_mean(ctx))
 
 
-@pytest.mark.parametrize("label", ["balanced", "key"])
+@pytest.mark.parametrize("label", ["balanced", "key", "ternary"])
 def test_decision_variance_at_the_modulus_switch(label):
-    """toy-tfhe-4bit: the modulus switch's rounding dominates; noisy: the key switch."""
+    """toy-tfhe-4bit: the modulus switch's rounding dominates; noisy: the key switch; ternary: the
+    rounding with weights sum s_i^2 (E[s^2] = 2/3, the centered switch removing no mean)."""
     ctx, m, _, ks = _keyswitched(label)
     p = ctx.params
     two_n = 2 * p.N
@@ -119,6 +124,9 @@ def _blind_rotation_ratios(ctx, groups: int, seed: int) -> torch.Tensor:
     want = torch.stack([alg.rotate_glwe(mq, tv, -int(s)) for s in phase])
     err = relative(mq.sub(glwe_phase, want), p.q)
 
+    bits, ternary = alg.bootstrap_key_bits(ctx.lwe_key)  # the key bits the CMuxes select by
+    if ternary:  # what the kernel rotates by: the extended mask, switched
+        sw = alg.modulus_switch(alg.extend_lwe_mask(rotated, mq), mq, p.log_n + 1)
     extracted = alg.extract_lwe_sample(mq, acc)
     assert torch.equal(alg.decrypt_lwe_ciphertext(mq, ctx.glwe_key.as_lwe_key(), extracted), glwe_phase[:, 0]), \
         "sample extraction must read coefficient 0 exactly"
@@ -127,20 +135,23 @@ def _blind_rotation_ratios(ctx, groups: int, seed: int) -> torch.Tensor:
     assert float((err * err).mean()) <= 1.05 * noise.pbs_variance(p), "the model's worst case must bound the PBS"
 
     key_term = noise.external_product_variance(p, message_norm2=0.0)
-    assert p.n * noise.external_product_variance(p) == pytest.approx(noise.pbs_variance(p), rel=1e-12)
-    dec_term = (noise.external_product_variance(p) - key_term) * (1 + int(ctx.glwe_key.data.sum())) / \
-        (1 + p.k * p.N * 0.5)
+    worst_dec = noise.external_product_variance(p) - key_term
+    assert noise.blind_rotation_cmuxes(p) == bits.numel()
+    assert bits.numel() * key_term + p.n * worst_dec == pytest.approx(noise.pbs_variance(p), rel=1e-12)
+    dec_term = worst_dec * (1 + key_weight(ctx.glwe_key.data)) / \
+        (1 + p.k * p.N * noise.secret_second_moment(p.secret_distribution))
     predicted = []
     for a in sw[:, :-1]:
         steps = torch.nonzero(a).flatten()  # a zero a~_i skips its CMux
         later = steps[1:]  # the first CMux acts on the noiseless test polynomial: it adds nothing
-        predicted.append(len(later) * key_term + int(ctx.lwe_key.data[later].sum()) * dec_term)
+        predicted.append(len(later) * key_term + int(bits[later].sum()) * dec_term)
     return (err * err).mean(-1) / torch.tensor(predicted, dtype=torch.float64)
 
 
-def test_pbs_variance_key_term():
+@pytest.mark.parametrize("name", [TOY, TERNARY])
+def test_pbs_variance_key_term(name):
     """glwe_noise_std 2^-30: the bootstrapping key's noise dominates; 48 ciphertexts."""
-    ctx = context(TOY, **BSK_NOISY)
+    ctx = context(name, **BSK_NOISY)
     p = ctx.params
     # not conditioned on: the bootstrapping key's own noise energy, over n (k+1) level N entries
     energy_sd = (1.7 / (p.n * (p.k + 1) * p.pbs_level * p.N)) ** 0.5
@@ -155,3 +166,11 @@ def test_pbs_variance_decomposition_term():
     ~40 %): 768 ciphertexts (512 gave a band just over the 10 % the check requires)."""
     ctx = context(TOY)
     assert_ratios(_blind_rotation_ratios(ctx, 768, seed=5), f"{ctx.params.name} after the blind rotation", z=5.0)
+
+
+def test_pbs_variance_decomposition_term_ternary():
+    """toy-tfhe-4bit-ternary: the decomposition error dominates, paid by the CMuxes of the key's
+    1 bits (a third of the 2n). The ternary GLWE key's mean 0 spreads the error over the
+    accumulator's coefficients, so far fewer ciphertexts than the binary case's 768 suffice."""
+    ctx = context(TERNARY)
+    assert_ratios(_blind_rotation_ratios(ctx, 96, seed=7), f"{ctx.params.name} after the blind rotation")

@@ -225,6 +225,24 @@ def test_ternary_secret_adds_noise():
     assert noise.log2_p_fail(t) > noise.log2_p_fail(p)
 
 
+def test_ternary_blind_rotation_runs_2n_cmuxes():
+    """2n CMuxes pay the key (and Fourier rounding) term, n the decomposition term (s+_i s-_i = 0);
+    make_params reports that p_fail, and refuses tfhe-4bit's values with a ternary secret."""
+    binary, ternary = quiet(PRESETS["toy-tfhe-4bit"]), quiet(PRESETS["toy-tfhe-4bit-ternary"])
+    assert ternary.secret_distribution == "ternary" and ternary.n == binary.n
+    assert noise.blind_rotation_cmuxes(binary) == binary.n and noise.blind_rotation_cmuxes(ternary) == 2 * ternary.n
+    for p in (ternary, replace(ternary, blind_rotation="ntt")):
+        key = noise.external_product_variance(p, message_norm2=0.0) + noise.fourier_product_variance(p)
+        dec = noise.external_product_variance(p) - noise.external_product_variance(p, message_norm2=0.0)
+        assert dec == pytest.approx((1 + p.k * p.N * 2 / 3) * noise.decomposition_error_variance(
+            noise.TORUS if p.blind_rotation == "fft" else p.q, p.pbs_base_log, p.pbs_level))
+        assert noise.blind_rotation_variance(p) == pytest.approx(2 * p.n * key + p.n * dec, rel=1e-12)
+    assert ternary.log2_p_fail == noise.log2_p_fail(ternary) > binary.log2_p_fail
+    with pytest.raises(ParameterError, match="fail a PBS"):
+        quiet(PRESETS["tfhe-4bit"], secret_distribution="ternary")  # 2^-51.7 > 2^-64
+    assert quiet(PRESETS["tfhe-2bit"], secret_distribution="ternary").log2_p_fail == pytest.approx(-113.67, abs=0.01)
+
+
 def test_finer_decomposition_less_rounding():
     q = preset("tfhe-4bit").q
     assert noise.decomposition_error_variance(q, 3, 6) < noise.decomposition_error_variance(q, 3, 5)

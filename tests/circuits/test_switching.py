@@ -150,6 +150,24 @@ def test_saved_server_context_switches(ctx, tmp_path):
         decode_switch_keys(meta, bad, ctx.params.log_n, "cpu")
 
 
+def test_ternary_tfhe_keys_switch(make_context, seed):
+    """SwitchConfig with a ternary TFHE set (toy-tfhe-4bit-ternary): the switch keys come from
+    ternary secrets, the server keeps none, and grid points come back as fn(point). The ternary
+    set's noise (E[s^2] = 2/3, 2n CMuxes) leaves a 5-bit grid where the binary one has 6."""
+    tern = make_context(TOY, lut=sw.SwitchConfig(tfhe="toy-tfhe-4bit-ternary"))
+    keys = tern.switch_keys
+    assert keys.tfhe.params.secret_distribution == "ternary" and keys.tfhe.bootstrap_key.ternary
+    assert not keys.tfhe.has_secret_key
+    bits = tern.switcher.max_bits
+    assert bits == 5
+    gen = torch.Generator().manual_seed(seed)
+    table = _random_table(1 << bits, gen)
+    pts = sw.grid_points((-1.0, 1.0), bits)
+    idx = torch.randint(0, 1 << bits, (M,), generator=gen)
+    got = tern.decrypt(tern.encrypt(pts[idx]).lut(_as_function(table, (-1.0, 1.0)))).cpu()
+    assert float((got - table[idx]).abs().max()) <= _tolerance(table)
+
+
 @pytest.mark.cuda
 def test_switch_cpu_cuda_bit_identical():
     # the switch's own integer steps (modulus switches, key switches, extraction, PBS, packing)

@@ -196,7 +196,12 @@ FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheComplex w) {
 // (x0 zero in those bits), in registers, for ROWS rows at once (row r's values at v[r 2^R + u];
 // they share the twiddles): forward from the high bit down, inverse from the low bit up. The stage
 // on bit b pairs x with x | 2^b under the twiddle of heap node (M + x) >> (b + 1).
-template <bool INV, int R, int ROWS = 1>
+// TW: where the twiddles are read from (TfheGlobalTwiddles: read-only global data; a CUDA kernel may
+// pass a loader of its shared-memory copy).
+struct TfheGlobalTwiddles {
+  FT_HD static TfheComplex at(const double* tw, uint32_t h) { return tfhe_load_complex(tw + 2 * h); }
+};
+template <bool INV, int R, int ROWS = 1, class TW = TfheGlobalTwiddles>
 FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, const double* tw) {
   constexpr int E = 1 << R;
 #pragma unroll
@@ -206,7 +211,7 @@ FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, cons
 #pragma unroll
     for (int u = 0; u < E; ++u) {
       if ((u >> lb) & 1) continue;
-      const TfheComplex w = tfhe_load_complex(tw + 2 * (base + static_cast<uint32_t>(u >> (lb + 1))));
+      const TfheComplex w = TW::at(tw, base + static_cast<uint32_t>(u >> (lb + 1)));
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) tfhe_fft_butterfly<INV>(v[r * E + u], v[r * E + (u | (1 << lb))], w);
     }

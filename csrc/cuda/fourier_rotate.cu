@@ -3,16 +3,16 @@
 // in the same order, as in the shared step functions (tfhe_fft_stages, tfhe_cmac, the digit and
 // rounding functions), so the results equal the CPU's bit for bit; only the schedule differs.
 //
-// One block of M/8 threads per ciphertext (128 at N = 2^11). Each thread keeps 16 complex values
-// in registers and its 32 accumulator coefficients (int64) for the whole rotation; per key bit:
-//   decompose (X^a - 1) acc into round A's values   (reads the accumulator from shared memory)
+// One block of M/8 threads per ciphertext (128 at N = 2^11). Each thread holds 16 complex values
+// in registers (one row's in rounds A and B, both rows' in round C); per key bit:
+//   decompose (X^a - 1) acc into round A's values   (the accumulator stays in shared memory)
 //   forward  A: bits [6, log M)   exchange   B: bits [3, 6)   exchange   C: bits [0, 3), both rows
 //   product with the key bit's GGSW, both rows (the key read once per value, in tfhe_fft_order)
 //   inverse  C   exchange   B   exchange   A, round to the torus, add to the accumulator
-// Four exchanges through two shared buffers that alternate, five barriers per key bit; round C
-// holds both rows (8 values each) so the product needs no exchange of its own. The generic fused
-// kernel (csrc/cuda/tfhe_fft.cu) moved every stage's values through shared memory, kept the
-// digits in shared memory and rounded with integer code; docs/tfhe.md ("Where the time goes").
+// Four exchanges through one shared buffer beside the accumulator, eight barriers per key bit, five
+// of them over one row's threads only; round C holds both rows (8 values each) so the product needs
+// no exchange of its own. The generic fused kernel (csrc/cuda/tfhe_fft.cu) moves every round's
+// values through shared memory and keeps the digits there; docs/tfhe.md ("Where the time goes").
 #include <atomic>
 
 #include "kernels.h"
@@ -64,17 +64,43 @@ struct RegisterRotation {
   }
 };
 
+// An int32 as a double, exactly (as static_cast, the CPU's conversion of a digit): the bits of
+// 1.5 2^52 + d minus 1.5 2^52, an integer add and a float64 subtraction instead of a conversion
+// on the slow 64-bit conversion pipe (16 per clock per SM).
+__device__ __forceinline__ double small_int_to_double(int32_t d) {
+  constexpr int64_t kMagic = 0x4338000000000000LL;  // 1.5 2^52
+  return __dsub_rn(__longlong_as_double(kMagic + d), 6755399441055744.0);
+}
+
+// The barrier of one row's threads (rounds A and B and the accumulator touch only their own row):
+// named barrier 1 + r over T threads; the block barrier only around round C, which reads both.
+template <class P>
+__device__ __forceinline__ void row_barrier(int r) {
+  if (r == 0) asm volatile("bar.sync 1, %0;" ::"n"(P::T) : "memory");  // immediate ids: a register id
+  else asm volatile("bar.sync 2, %0;" ::"n"(P::T) : "memory");          // reserves all 16 barriers
+}
+
+// The twiddles from the block's copy in shared memory (tfhe_fft_stages' TW): loaded once per
+// rotation, they stay out of L1, which the key's lines need (twiddle loads from L1 or L2 were the
+// largest stall, Nsight Compute).
+struct SharedTwiddles {
+  __device__ static TfheComplex at(const double* tw, uint32_t h) {
+    const double2 v = reinterpret_cast<const double2*>(tw)[h];
+    return TfheComplex{v.x, v.y};
+  }
+};
+
 // Round A's and B's stages over a thread's 16 values (one row).
 template <bool INV, class P>
 __device__ __forceinline__ void rounds_a(TfheComplex* z, int t, const double* tw) {
 #pragma unroll
   for (int g = 0; g < P::GA; ++g)
-    tfhe_fft_stages<INV, P::RA>(z + g * P::EA, P::M, static_cast<uint32_t>(t + P::T * g), 6, tw);
+    tfhe_fft_stages<INV, P::RA, 1, SharedTwiddles>(z + g * P::EA, P::M, static_cast<uint32_t>(t + P::T * g), 6, tw);
 }
 template <bool INV, class P>
 __device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw) {
 #pragma unroll
-  for (int g = 0; g < 2; ++g) tfhe_fft_stages<INV, 3>(z + 8 * g, P::M, P::base_b(t, g), 3, tw);
+  for (int g = 0; g < 2; ++g) tfhe_fft_stages<INV, 3, 1, SharedTwiddles>(z + 8 * g, P::M, P::base_b(t, g), 3, tw);
 }
 
 template <int LOG_M>
@@ -85,12 +111,18 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
   constexpr uint32_t E = P::BUF / 2;  // the exchange buffer, after the accumulator (complex units)
   extern __shared__ __align__(16) double2 rsmem[];
   int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
-  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF);  // a_i's rotations, then the body's
+  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M complex)
+  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M);  // a_i's rotations, then the body's
   const int64_t b = blockIdx.x;
   const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t
-  const double* tw_all = a.g.f.twiddles;
+  const double* tw_all = reinterpret_cast<const double*>(tw_sm);
+  const auto row_sync = [](int row) { row_barrier<P>(row); };
   const int base_log = a.g.base_log;  // level 1: one digit
 
+  for (int h = tau_all; h < M; h += P::THREADS) {
+    const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
+    tw_sm[h] = make_double2(w.re, w.im);
+  }
   for (int i = tau_all; i <= a.n; i += P::THREADS) rots[i] = static_cast<int32_t>(tfhe_fourier_rotation(a, b, i));
   tfhe_team_fourier_rotate_init(BlockTeam{tau_all, P::THREADS}, a, b, acc);  // syncs
 
@@ -98,11 +130,11 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
   for (int bit = 0; bit < a.n; ++bit) {
     const int64_t rot = rots[bit];
     if (rot == 0) continue;  // the same for the whole block
-    // Opaque copies: without them the compiler hoists twiddle loads and addresses out of the loop
-    // (invariants), and the registers they take spill the values themselves.
+    // Opaque copies: without them the compiler hoists addresses out of the loop (invariants), and
+    // the registers they take spill the values themselves.
     const double* tw = tw_all;
     int t = t_all, tau = tau_all;
-    asm volatile("" : "+l"(tw), "+r"(t), "+r"(tau));
+    asm volatile("" : "+r"(t), "+r"(tau));
     {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one (row, column,
        // value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
       const int lane = tau & 31, w0 = tau & ~31;
@@ -121,18 +153,18 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
         const uint32_t c = P::value_a(t, i) + h * M, src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
         const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
         uint64_t v = tfhe_torus_round(tfhe_torus_sub(rotated, row[c]), base_log);
-        d[h] = static_cast<double>(tfhe_next_digit(v, base_log));
+        d[h] = small_int_to_double(tfhe_next_digit(v, base_log));
       }
       z[i] = TfheComplex{d[0], d[1]};
     }
     rounds_a<false, P>(z, t, tw);
 #pragma unroll
     for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_a(t, i), z[i]);
-    __syncthreads();
+    row_sync(r);
 #pragma unroll
     for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_b(t, i));
     rounds_b<false, P>(z, t, tw);
-    __syncthreads();
+    row_sync(r);
 #pragma unroll
     for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_b(t, i), z[i]);
     __syncthreads();
@@ -140,7 +172,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     const uint32_t xc = static_cast<uint32_t>(tau) << 3;
 #pragma unroll
     for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, i / 8, xc | static_cast<uint32_t>(i % 8));
-    tfhe_fft_stages<false, 3, 2>(z, M, xc, 0, tw);
+    tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     const double* key = a.bsk + 2 * per_bit * bit;
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
@@ -156,7 +188,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
       z[u] = out[0];
       z[8 + u] = out[1];
     }
-    tfhe_fft_stages<true, 3, 2>(z, M, xc, 0, tw);
+    tfhe_fft_stages<true, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < 16; ++i) P::put(rsmem, E, i / 8, xc | static_cast<uint32_t>(i % 8), z[i]);
@@ -164,10 +196,10 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
 #pragma unroll
     for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_b(t, i));
     rounds_b<true, P>(z, t, tw);
-    __syncthreads();
+    row_sync(r);
 #pragma unroll
     for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_b(t, i), z[i]);
-    __syncthreads();
+    row_sync(r);
 #pragma unroll
     for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_a(t, i));
     rounds_a<true, P>(z, t, tw);
@@ -177,15 +209,16 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
       row[c] = tfhe_torus_add(row[c], tfhe_torus_from_double(z[i].re, LOG_M));
       row[c + M] = tfhe_torus_add(row[c + M], tfhe_torus_from_double(z[i].im, LOG_M));
     }
-    __syncthreads();  // before the next decomposition reads the accumulator
+    row_sync(r);  // before the next decomposition reads the accumulator (its own row)
   }
+  __syncthreads();  // the finish reads both rows
   tfhe_team_fourier_rotate_finish(BlockTeam{tau_all, P::THREADS}, a, b, acc);
 }
 
 template <int LOG_M>
 cudaError_t launch_registers(const FourierRotateArgs& a, int dev, const Stream& s) {
   using P = RegisterRotation<LOG_M>;
-  const int64_t smem = 8 * 2 * P::BUF + 4 * (a.n + 1);  // the accumulator, the exchange buffer, the rotations
+  const int64_t smem = 8 * 2 * P::BUF + 16 * P::M + 4 * (a.n + 1);  // accumulator, exchange, twiddles, rotations
   constexpr int kDevices = 64;
   static std::atomic<int> raised[kDevices];  // the opt-in each device's kernel has (0: none yet)
   if (dev >= kDevices || raised[dev].load() < smem) {
@@ -202,7 +235,7 @@ cudaError_t launch_registers(const FourierRotateArgs& a, int dev, const Stream& 
 bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin) {
   const int log_n = a.g.f.log_n;
   if (a.g.k1 != 2 || a.g.level != 1 || (log_n != 10 && log_n != 11)) return false;
-  const int64_t smem = 8 * 2 * (int64_t(2) << log_n) + 4 * (a.n + 1);
+  const int64_t smem = 8 * 2 * (int64_t(2) << log_n) + 8 * (int64_t(1) << log_n) + 4 * (a.n + 1);
   return smem <= optin;
 }
 

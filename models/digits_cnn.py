@@ -8,6 +8,7 @@ digits' seeded 80/20 split (models/digits.load_digits); the weights are cached u
 
     python -m models.digits_cnn                        # plaintext, simulated and 2 encrypted test images
     python -m models.digits_cnn --encrypted 20 --preset n16-bts40 --device cuda [--argmax] [--lut-tfhe tfhe-6bit]
+    python -m models.digits_cnn --encrypted 0 --preset n16-bts40 --lut-tfhe tfhe-8bit --lut-bits 6 --lut-form direct
 
 On a CPU the default preset is toy-n13-bts: insecure (a test preset), for a run of minutes. The
 report: test accuracy of the float model and of simulate() (the lookup tables' grid), their
@@ -72,6 +73,8 @@ def main(argv=None):
     ap.add_argument("--lut-tfhe", default=None, help="TFHE set of the switching keys (e.g. tfhe-6bit: a finer grid)")
     ap.add_argument("--lut-bits", type=int, default=None, help="grid bits (default: the most the TFHE set holds)")
     ap.add_argument("--argmax", action="store_true", help="the encrypted output is the class (the argmax head)")
+    ap.add_argument("--lut-form", default="product", choices=("product", "direct"),
+                    help="GELU as x Phi(x) and max as b + (a - b)[a > b], the factor by LUT (product), or by LUT (direct)")
     args = ap.parse_args(argv)
 
     import fhetorch as fhe
@@ -87,12 +90,14 @@ def main(argv=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         cm = fhe.nn.compile(model, xtr[:256], preset=preset, device=args.device,
-                            relu=LUTReLU(bits=args.lut_bits, tfhe=args.lut_tfhe), argmax=args.argmax)
+                            relu=LUTReLU(bits=args.lut_bits, tfhe=args.lut_tfhe), argmax=args.argmax,
+                            lut_form=args.lut_form)
     with torch.no_grad():
         plain = model(xte).argmax(1)
         sim = cm.simulate(xte)
         sim = sim if args.argmax else sim.argmax(1)
     print(f"test accuracy: float {float((plain == yte).float().mean()):.4f}, simulated {cm.lut_bits}-bit grid "
+          f"({args.lut_form} form) "
           f"{float((sim == yte).float().mean()):.4f}, top-1 agreement {float((sim == plain).float().mean()):.4f} "
           f"({len(yte)} images); {cm.last_ranges}")
     if args.encrypted <= 0:

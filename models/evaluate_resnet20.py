@@ -2,6 +2,7 @@
 
     python -m models.evaluate_resnet20 [--checkpoint PATH] [--images PATH] [--count N]
                                        [--encrypted K] [--preset P] [--device cuda]
+                                       [--relu lut --lut-bits B --lut-tfhe T --lut-form product|direct]
 
 Defaults read $FHETORCH_DATA or ../shared/data (the akamaster checkpoint and the first 512
 test images). Calibrates on the first `--calibration` images and evaluates on the rest: top-1
@@ -43,6 +44,8 @@ def main(argv=None):
     ap.add_argument("--lut-bits", type=int, default=None, help="with --relu lut: the grid's bits (default: the most "
                     "the TFHE set holds)")
     ap.add_argument("--lut-tfhe", default=None, help="with --relu lut: the TFHE preset (default: the CKKS preset's)")
+    ap.add_argument("--lut-form", default="product", choices=("product", "direct"),
+                    help="with --relu lut: x [x > 0] with the step by LUT (product, default) or relu by LUT (direct)")
     args = ap.parse_args(argv)
     if not args.checkpoint or not args.images:
         raise SystemExit("evaluate_resnet20: no data; pass --checkpoint / --images (an akamaster-format checkpoint and "
@@ -54,7 +57,8 @@ def main(argv=None):
     relu = int(args.relu) if args.relu.isdigit() else args.relu
     if relu == "lut":
         relu = LUTReLU(args.lut_bits, args.lut_tfhe)
-    cm = fhe.nn.compile(model, x[: args.calibration], preset=args.preset, device=device, relu=relu)
+    cm = fhe.nn.compile(model, x[: args.calibration], preset=args.preset, device=device, relu=relu,
+                        lut_form=args.lut_form)
     print(f"compiled in {time.perf_counter() - t0:.1f} s: {cm.plan.bootstraps} bootstraps planned ({args.preset})")
     if args.show_plan:
         print(cm.plan)
@@ -63,7 +67,7 @@ def main(argv=None):
     sim = cm.simulate(test)
     p, s = plain.argmax(1), sim.argmax(1)
     n = len(labels)
-    out = {"preset": args.preset, "relu": str(relu), "images": n, "plaintext_accuracy": float((p == labels).float().mean()),
+    out = {"preset": args.preset, "relu": str(relu), "lut_form": args.lut_form, "images": n, "plaintext_accuracy": float((p == labels).float().mean()),
            "simulation_accuracy": float((s == labels).float().mean()), "simulation_agreement": float((p == s).float().mean()),
            "simulation_max_logit_error": float((plain - sim).abs().max())}
     print(f"images {n} (after {args.calibration} for calibration)")

@@ -39,7 +39,7 @@ from ..errors import (ApproximationError, EncodingError, MissingKeyError, Parame
                       UnsupportedLayerError)
 from .graph import Layer, activation_function, lower
 from .layout import layer_module, model_layouts
-from .lut import LUTReLU, seconds as lut_seconds
+from .lut import FACTOR_INTERVAL, FORMS, PRODUCT_OPS, LUTReLU, factor, seconds as lut_seconds
 from .argmax import check_classes, simulate_argmax
 from .maxpool import comparisons, max_pool_args, simulate_max, windows
 from .plan import Plan, make_plan
@@ -77,13 +77,18 @@ class PolyReLU(_BoundedSim):
 
 
 class LUTActSim(_BoundedSim):
-    """x -> fn(grid point nearest x / B_in, times B_in): what an "act" layer's lookup table computes."""
+    """What an "act" layer's lookup table computes: x -> fn(p B_in), p the grid point nearest
+    x / B_in (the direct form), or x -> x g(p B_in) with g = fn / x the factor (lut.factor; the
+    product form, p on the factor's grid)."""
 
-    def __init__(self, fn, bits: int, bound: float, name: str):
+    def __init__(self, fn, bits: int, bound: float, name: str, form: str = "direct"):
         super().__init__(bound, name)
-        self.fn, self.bits = fn, bits
+        self.fn, self.bits, self.form = fn, bits, form
+        self.g = factor(fn) if form == "product" else None
 
     def apply_scaled(self, y):
+        if self.form == "product":
+            return y * self.bound * self.g(LUTReLU.quantise(y, self.bits, FACTOR_INTERVAL) * self.bound)
         return self.fn(LUTReLU.quantise(y, self.bits) * self.bound)
 
 
@@ -91,9 +96,9 @@ class MaxPoolSim(_BoundedSim):
     """Max pooling as the encrypted tournament computes it (maxpool.py): on x / B, each comparison's
     (a - b) / 2 quantised to the ReLU grid; those outside [-1, 1] count as out of range too."""
 
-    def __init__(self, idx: torch.Tensor, bits: int, bound: float, name: str):
+    def __init__(self, idx: torch.Tensor, bits: int, bound: float, name: str, form: str = "direct"):
         super().__init__(bound, name)
-        self.idx, self.bits = idx, bits
+        self.idx, self.bits, self.form = idx, bits, form
 
     def _check(self, d):
         over = d.abs() > 1
@@ -102,18 +107,25 @@ class MaxPoolSim(_BoundedSim):
             self.worst = max(self.worst, float(d.abs().max()))
 
     def apply_scaled(self, y):
-        return simulate_max(y, self.idx, self.bits, self._check) * self.bound
+        return simulate_max(y, self.idx, self.bits, self._check, self.form) * self.bound
 
 
 class LUTReLUSim(_BoundedSim):
-    """x -> bound * relu(grid point nearest x / bound): what relu="lut" computes."""
+    """What relu="lut" computes: x -> bound * relu(grid point nearest x / bound) (the direct form),
+    or x -> x [p > 0], p the factor grid's point nearest x / bound (the product form: relu itself,
+    0 never being a point of that grid)."""
 
-    def __init__(self, bits: int, bound: float, name: str):
+    def __init__(self, bits: int, bound: float, name: str, form: str = "direct"):
         super().__init__(bound, name)
-        self.bits = bits
+        self.bits, self.form = bits, form
 
     def apply_scaled(self, y):
+        if self.form == "product":
+            return y * self.bound * _STEP(LUTReLU.quantise(y, self.bits, FACTOR_INTERVAL))
         return torch.relu(LUTReLU.quantise(y, self.bits)) * self.bound
+
+
+_STEP = factor(torch.relu)  # [x > 0] (1/2 at 0)
 
 
 @dataclass
@@ -151,6 +163,8 @@ class CompiledModel:
         self.relu_fn = relu_fn  # the default ReLU approximation
         # each ReLU's (the plan's choice where compile(relu=...) gave several)
         self.relu_fns = {s.name: s.relu for s in plan.steps if s.kind == "relu"}
+        # each lookup-table layer's form, "product" or "direct" (compile(lut_form=...); lut.py)
+        self.lut_forms = {s.name: s.form for s in plan.steps if s.form is not None}
         self.argmax = argmax  # the output is the class (argmax.py's head), not the logits
         # the switch's grid and TFHE set, for LUT ReLUs and "act" layers (GELU, SiLU, ...)
         luts = {f for f in [relu_fn, *self.relu_fns.values()] if isinstance(f, LUTReLU)}
@@ -176,6 +190,11 @@ class CompiledModel:
         """Whether the model runs TFHE lookup tables (relu="lut", or GELU / SiLU / ... layers)."""
         return self.argmax or any(isinstance(f, LUTReLU) for f in self.relu_fns.values()) \
             or any(l.kind in ("act", "max") for l in self.layers)
+
+    def lut_form(self, name: str) -> str | None:
+        """Lookup-table layer `name`'s form ("product" or "direct"); None for a layer without a
+        LUT. Raises nothing."""
+        return self.lut_forms.get(name)
 
     def relu_for(self, name: str):
         """The approximation ReLU layer `name` runs (a polynomial, or a LUTReLU); the default for
@@ -274,10 +293,13 @@ class CompiledModel:
             cfg = switch_config(p.name, self.lut.lut)
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
             tables = sum(comparisons(l, layer_module(l, prog.modules)) if l.kind == "max" else 1 for l in luts)
+            product = [l.name for l in luts if self.lut_form(l.name) == "product"]
+            forms = (f"{len(product)} in the product form (x times a factor by LUT, one CKKS product more), "
+                     f"{len(luts) - len(product)} direct")
             rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut_bits}-bit grid): "
-                        f"{len(luts)} layers ({ops}), {tables} tables of one PBS per slot (a max pooling: one per "
-                        f"comparison): {tables * prog.slots} PBS per input, ~{tables * lut_seconds(prog.slots):.1f} s "
-                        "on an H100")
+                        f"{len(luts)} layers ({ops}; {forms}), {tables} tables of one PBS per slot (a max pooling: "
+                        f"one per comparison): {tables * prog.slots} PBS per input, "
+                        f"~{tables * lut_seconds(prog.slots):.1f} s on an H100")
         if self.argmax:
             k = self.layers[-1].shape[0]
             rows.append(f"argmax head: {k * (k - 1) // 2} comparisons and {k} win tests, two switches of {prog.slots} "
@@ -343,12 +365,12 @@ class CompiledModel:
                 k, st, pad, dil = max_pool_args(layer, layer_module(layer, modules))
                 src = next(l for l in self.layers if l.name == layer.inputs[0])
                 mod = MaxPoolSim(windows(src.shape, layer.shape, k, st, pad, dil), self.lut_bits,
-                                 self.bounds[layer.inputs[0]], layer.name)
+                                 self.bounds[layer.inputs[0]], layer.name, self.lut_form(layer.name))
             elif layer.kind == "act":
                 mod = LUTActSim(activation_function(layer, modules), self.lut_bits,
-                                self.bounds[layer.inputs[0]], layer.name)
+                                self.bounds[layer.inputs[0]], layer.name, self.lut_form(layer.name))
             elif isinstance(self.relu_for(layer.name), LUTReLU):
-                mod = LUTReLUSim(self.lut_bits, self.bounds[layer.inputs[0]], layer.name)
+                mod = LUTReLUSim(self.lut_bits, self.bounds[layer.inputs[0]], layer.name, self.lut_form(layer.name))
             else:
                 mod = PolyReLU(self.relu_for(layer.name), self.bounds[layer.inputs[0]], layer.name)
             target = f"_fhe_relu_{len(polys)}"
@@ -453,6 +475,39 @@ def relu_options(relu, layers: list) -> tuple:
     return first, out
 
 
+def lut_forms(lut_form, layers: list) -> dict:
+    """{layer name: "product" | "direct"} for every layer that may run a lookup table (ReLU, "act",
+    "max") from compile's lut_form=: "product" (the product form where the op has one: ReLU,
+    GELU, SiLU, Hardswish, max pooling; lut.py; the direct form for Sigmoid and Tanh), "direct",
+    or a dict {layer: form} (the fx node name, or a module path: "act"; "default": the others'
+    form, else "product").
+
+    Raises ApproximationError for an unknown form, a name that is no lookup-table layer, or
+    "product" asked by name of a layer without a product form (Sigmoid, Tanh)."""
+    luts = [l for l in layers if l.kind in ("relu", "act", "max")]
+    targets = {l.name: l.node.target for l in luts if l.node is not None and l.node.op == "call_module"}
+    per = lut_form if isinstance(lut_form, dict) else {"default": lut_form}
+    for k, v in per.items():
+        if not (isinstance(v, str) and v in FORMS):
+            raise ApproximationError(f"nn.compile: lut_form{'' if k == 'default' else f'[{k!r}]'} must be one of "
+                                     f"{FORMS}, got {v!r}")
+    unknown = sorted(str(k) for k in per if k != "default" and k not in {*targets.values(), *(l.name for l in luts)})
+    if unknown:
+        raise ApproximationError(f"nn.compile: lut_form={{...}} names {unknown}, which are no lookup-table layers "
+                                 f"(ReLU, activation, max pooling) of the model; its: "
+                                 f"{sorted({l.name for l in luts} | set(targets.values()))}")
+    out = {}
+    for l in luts:
+        named = per.get(l.name, per.get(targets.get(l.name)))
+        form = named if named is not None else per.get("default", "product")
+        has = l.kind == "max" or l.op in PRODUCT_OPS
+        if named == "product" and not has:
+            raise ApproximationError(f"nn.compile: lut_form: {l.name} ({l.op}) has no product form (fn(x) = x g(x) with "
+                                     f"g in [0, 1]: {', '.join(PRODUCT_OPS)}, max pooling); use 'direct'")
+        out[l.name] = form if has else "direct"
+    return out
+
+
 def relu_approximation(relu="composite"):
     """The ReLU the compiled model computes: "lut" (or a LUTReLU: through TFHE lookup tables,
     exact on a grid; fhetorch/nn/lut.py), else a polynomial on [-1, 1] (below).
@@ -490,7 +545,7 @@ def _polynomial_relu(relu):
 
 
 def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str = "n16-bts40", device=None,
-            relu="composite", margin: float = 1.25, argmax: bool = False) -> CompiledModel:
+            relu="composite", margin: float = 1.25, argmax: bool = False, lut_form="product") -> CompiledModel:
     """Trace, fold batch norm, calibrate value ranges, approximate ReLU and plan levels and
     bootstraps for `preset` (see the module docstring). calibration_inputs: a batch like the
     data the model will see (e.g. a few hundred training images). relu: "composite" (default),
@@ -499,12 +554,14 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     ...} (relu_options). argmax: the encrypted output
     is the class, not the logits (nn/argmax.py: lookup tables; bootstrappable presets):
     cm.decrypt gives a (1,) int64 tensor, -1 where the top logits tie within a grid step, and
-    cm.simulate the classes the same way.
+    cm.simulate the classes the same way. lut_form: how lookup-table layers compute (lut.py,
+    lut_forms): "product" (default: x times a factor by LUT where fn(x) = x g(x), one level more,
+    x's precision kept), "direct" (fn by LUT), or per layer {"act": "direct", "default": ...}.
 
     Raises UnsupportedLayerError for a layer without an encrypted form (naming it and what to
     use instead), ShapeError for calibration inputs that are not a batch the model takes,
-    EncodingError for NaN/inf in them, ApproximationError for a margin below 1 or an unknown
-    relu option, LevelError when no plan fits the preset's levels, ParameterError for an unknown
+    EncodingError for NaN/inf in them, ApproximationError for a margin below 1, an unknown
+    relu option or lut_form, LevelError when no plan fits the preset's levels, ParameterError for an unknown
     preset."""
     if not isinstance(calibration_inputs, torch.Tensor) or calibration_inputs.dim() < 2 \
             or calibration_inputs.shape[0] == 0:
@@ -527,7 +584,8 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     peaks = {name: class_peak[rep] for name, rep in cls.items()}
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn, per_layer = relu_options(relu, layers)
-    plan = make_plan(layers, params, fn, slots, per_layer)  # refuses lookup tables on a preset that cannot bootstrap
+    forms = lut_forms(lut_form, layers)
+    plan = make_plan(layers, params, fn, slots, per_layer, forms)  # refuses lookup tables on a preset that cannot bootstrap
     if argmax and bootstrap_config(params.name) is None:
         raise ParameterError(f"nn.compile(argmax=True): the argmax head runs lookup tables, which need a "
                              f"bootstrappable preset; {params.name!r} is not")
@@ -543,5 +601,5 @@ def _round_bound(b: float) -> float:
     return math.ceil(b / 2.0 ** (e - 1)) * 2.0 ** (e - 1)
 
 
-__all__ = ["CompiledModel", "LUTActSim", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "relu_approximation",
-           "relu_options"]
+__all__ = ["CompiledModel", "LUTActSim", "LUTReLUSim", "Layer", "PolyReLU", "RangeReport", "compile", "lut_forms",
+           "relu_approximation", "relu_options"]

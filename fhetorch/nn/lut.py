@@ -1,9 +1,18 @@
 """ReLU by a TFHE lookup table (nn.compile(..., relu="lut")): every ReLU goes through CKKS <-> TFHE
 switching (fhetorch/circuits/switching) instead of a polynomial. The value, divided by its
-calibrated bound, is quantised to a grid of 2^bits points covering [-1, 1] with 0 and 1 on it
-(grid_interval) and comes back as the exact ReLU of that point; the switch returns a fresh ciphertext (EvalMod's output level), so a
-LUT also does a bootstrap's work. Costs: the input needs the switch's levels (SlotToCoeff's and
-one); the time is the PBS of every slot (docs/switching.md)."""
+calibrated bound, is quantised to a grid of 2^bits points covering [-1, 1]; the switch returns a
+fresh ciphertext (EvalMod's output level), so a LUT also does a bootstrap's work. Costs: the
+input needs the switch's levels (SlotToCoeff's and one); the time is the PBS of every slot
+(docs/switching.md).
+
+Two forms (nn.compile(..., lut_form=...)):
+- "direct": the LUT gives fn(grid point) on the grid of grid_interval (0 and 1 on it); the error
+  is up to half a grid step times fn's slope;
+- "product" (where fn(x) = x g(x), g in [0, 1]: ReLU, GELU, SiLU, Hardswish; PRODUCT_OPS): the LUT
+  gives only the factor g(grid point), on the grid of FACTOR_INTERVAL (0 a midpoint), and one
+  CKKS multiplication takes x times it: x keeps its precision, and ReLU's step [x > 0] is exact
+  but for inputs within the switch's noise of 0 (error at most |x| there). One level more than
+  the direct form: the product sits one level below the lower of x and the factor."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,6 +34,24 @@ def grid_interval(bits: int) -> tuple:
     g = 1 << bits
     m = g // 2 - 1
     return (1.0 - (g - 1) / m, 1.0)
+
+
+FORMS = ("product", "direct")
+# fn(x) = x g(x), g in [0, 1], g(0) = 1/2: relu [x > 0], gelu Phi, silu sigmoid, hardswish relu6(x + 3) / 6
+PRODUCT_OPS = ("relu", "gelu", "silu", "hardswish")
+# the factor's grid: [-1, 1] with an even number of points, so 0 is a midpoint and a step at 0 is exact
+FACTOR_INTERVAL = (-1.0, 1.0)
+
+
+def factor(fn):
+    """g(t) = fn(t) / t for an op of PRODUCT_OPS, 1/2 at t = 0 (the limit of (fn(h) - fn(-h)) / 2h
+    for all four), clamped to [0, 1] so that a table of it stays on its level's nominal scale.
+    Raises nothing."""
+    def g(t: torch.Tensor) -> torch.Tensor:
+        zero = t == 0
+        safe = torch.where(zero, torch.ones_like(t), t)
+        return torch.where(zero, torch.full_like(t, 0.5), fn(safe) / safe).clamp(0.0, 1.0)
+    return g
 
 
 # plan.py's latency model of one LUT layer on the H100 at tfhe-4bit-p128 (docs/switching.md):
@@ -67,10 +94,12 @@ class LUTReLU:
         return config.stc_input_level
 
     @staticmethod
-    def quantise(y: torch.Tensor, bits: int) -> torch.Tensor:
-        """y in [-1, 1] -> its nearest grid point (what the encrypted run computes on)."""
+    def quantise(y: torch.Tensor, bits: int, interval: tuple | None = None) -> torch.Tensor:
+        """y in [-1, 1] -> its nearest point of the grid over `interval` (default grid_interval(bits),
+        the direct form's; FACTOR_INTERVAL for a product form's factor): what the encrypted run
+        computes on."""
         g = (1 << bits) - 1
-        lo, hi = grid_interval(bits)
+        lo, hi = interval if interval is not None else grid_interval(bits)
         return lo + torch.round((y.clamp(lo, hi) - lo) / (hi - lo) * g) * (hi - lo) / g
 
 

@@ -1,4 +1,5 @@
-"""Max pooling by TFHE lookup tables (layer kind "max"): max(a, b) = b + 2 relu((a - b) / 2), the
+"""Max pooling by TFHE lookup tables (layer kind "max"): max(a, b) = b + (a - b) [a > b] (the
+product form, the default) or b + 2 relu((a - b) / 2) (the direct form; lut.py), the step or the
 ReLU through CKKS <-> TFHE switching (fhetorch/circuits/switching), in waves.
 
 Each output position's window is a list of w candidates (the k_h k_w inputs it covers; those in
@@ -14,13 +15,17 @@ position:
 Every comparison of a wave goes through one switch (a batch of ciphertexts): the LUT takes
 e = a - b on twice the ReLU grid's interval, so that the grid point nearest e is twice the one
 nearest (a - b) / 2 and the table gives relu((a - b) / 2) in [0, 1] (no level for the 1/2, the
-output on its level's nominal scale). The result is b + r + r.
+output on its level's nominal scale). The result is b + r + r. The product form's LUT takes e on
+[-2, 2] (twice lut.FACTOR_INTERVAL: 0 a midpoint) and gives s = [e > 0]; the result is
+b + e s, one multiplication: exact but where a and b are within the switch's noise of each
+other (there the error is at most |a - b|).
 
 Values are divided by the input's bound B, which the output shares (a max stays within it).
-Levels: the input needs the switch's levels plus the maps' one; the output sits one level
-below the input (at most at the switch's output level): the bases are not refreshed. The
-error: each comparison's ReLU input is within half a grid step of (a - b) / 2, so each wave
-adds at most one grid step (times B); simulate() computes the same quantised tournament.
+Levels: the input needs the switch's levels plus the maps' one; the direct form's output sits
+one level below the input (at most at the switch's output level): the bases are not refreshed;
+the product form's product costs one level per wave (`output_level`). The direct form's error:
+each comparison's ReLU input is within half a grid step of (a - b) / 2, so each wave adds at
+most one grid step (times B); simulate() computes the same quantised tournament.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import torch
 
 from ..errors import UnsupportedLayerError
 from ..tensor.layout import Layout, coo_map, conv_layout, pair
-from .lut import LUTReLU, grid_interval
+from .lut import FACTOR_INTERVAL, LUTReLU, factor, grid_interval
 
 
 def layer_call_args(layer, module, names) -> dict:
@@ -86,9 +91,10 @@ def tournament(w: int) -> list:
     return waves
 
 
-def simulate_max(x: torch.Tensor, idx: torch.Tensor, bits: int, check) -> torch.Tensor:
-    """The encrypted tournament in float64 on x / B (N, C, H, W), quantised as the LUTs do;
-    check(d) counts the LUT inputs (a - b) / 2 outside [-1, 1]. Returns (N, C, Ho, Wo)."""
+def simulate_max(x: torch.Tensor, idx: torch.Tensor, bits: int, check, form: str = "direct") -> torch.Tensor:
+    """The encrypted tournament in float64 on x / B (N, C, H, W), quantised as the LUTs do (in
+    `form`, "direct" or "product"); check(d) counts the LUT inputs (a - b) / 2 outside [-1, 1].
+    Returns (N, C, Ho, Wo). Raises nothing."""
     flat = x.reshape(x.shape[0], -1)
     cands = [flat[:, idx[..., j]] for j in range(idx.shape[-1])]
     for wave in tournament(len(cands)):
@@ -96,7 +102,10 @@ def simulate_max(x: torch.Tensor, idx: torch.Tensor, bits: int, check) -> torch.
         for i, j in wave:
             d = (cands[i] - cands[j]) / 2
             check(d)
-            nxt.append(cands[j] + 2 * torch.relu(LUTReLU.quantise(d, bits)))
+            if form == "product":
+                nxt.append(cands[j] + 2 * d * larger(2 * LUTReLU.quantise(d, bits, FACTOR_INTERVAL)))
+            else:
+                nxt.append(cands[j] + 2 * torch.relu(LUTReLU.quantise(d, bits)))
         cands = nxt + (cands[-1:] if len(cands) % 2 else [])
     return cands[0]
 
@@ -134,14 +143,23 @@ def waves(layer, module) -> int:
     return math.ceil(math.log2(k[0] * k[1])) if k[0] * k[1] > 1 else 0
 
 
+def output_level(level_in: int, lut_level: int, waves: int, form: str) -> int:
+    """The level of a max pooling's result: wave 1's maps take one level from the input's; the
+    direct form adds the bases (no level) at the lower of that and the switch's output level
+    `lut_level`; the product form multiplies, one level per wave. Raises nothing."""
+    base = min(level_in - 1, lut_level)
+    return base - waves if form == "product" else base
+
+
 def comparisons(layer, module) -> int:
     k, _, _, _ = max_pool_args(layer, module)
     return k[0] * k[1] - 1
 
 
-def lut_interval(bits: int) -> tuple:
-    """The LUT's interval for e = a - b: twice the ReLU grid's."""
-    lo, hi = grid_interval(bits)
+def lut_interval(bits: int, form: str = "direct") -> tuple:
+    """The LUT's interval for e = a - b: twice the ReLU grid's (the direct form) or twice the
+    factor's (the product form). Raises nothing."""
+    lo, hi = FACTOR_INTERVAL if form == "product" else grid_interval(bits)
     return (2 * lo, 2 * hi)
 
 
@@ -149,5 +167,8 @@ def half_relu(e: torch.Tensor) -> torch.Tensor:
     return torch.relu(e / 2)
 
 
-__all__ = ["comparisons", "first_wave_maps", "half_relu", "layer_call_args", "lut_interval", "max_pool_args", "max_pool_layout",
-           "simulate_max", "tournament", "waves", "windows"]
+larger = factor(torch.relu)  # the product form's [e > 0] (1/2 at 0, never a point of its grid)
+
+
+__all__ = ["comparisons", "first_wave_maps", "half_relu", "larger", "layer_call_args", "lut_interval", "max_pool_args",
+           "max_pool_layout", "output_level", "simulate_max", "tournament", "waves", "windows"]

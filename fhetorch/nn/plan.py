@@ -9,9 +9,13 @@ Costs in levels, per layer of graph.py:
   approximation is x (1 + sign(x)) / 2;
 - "add": 0; the result is at the lower level of the two;
 - "act" layers and LUT ReLUs (relu="lut"): the switch (fhetorch/nn/lut.py) needs its input at
-  >= stc_levels + 1 and returns a fresh value at EvalMod's output level;
+  >= stc_levels + 1 and returns a fresh value at EvalMod's output level; in the product form
+  (lut_form="product") x times that factor sits one level below the lower of x and the factor
+  (an "act" layer: two below when they are equal, for its bound ratio; run.py, _times);
 - "max" (max pooling, fhetorch/nn/maxpool.py): its input at >= stc_levels + 2 (the window's
-  slot maps, then the switch); the output one level below the input (at most EvalMod's level).
+  slot maps, then the switch); the output one level below the input (at most EvalMod's level);
+  the product form one more level per wave (maxpool.output_level), its input at >= stc_levels
+  + 1 + waves.
 
 Values start at the preset's top level (a fresh encryption). A bootstrap refreshes a value
 to `levels_after_bootstrap`, and the refreshed value serves every later consumer. Every value
@@ -39,6 +43,7 @@ from ..circuits.polynomial import cost
 from ..errors import LevelError, ParameterError
 from ..tensor.functions import Composite
 from . import lut as _lut
+from . import maxpool as _maxpool
 
 FREE = ("identity", "flatten", "add_const")  # linear layers that cost no level
 
@@ -63,6 +68,7 @@ class Step:
     bootstraps: list = field(default_factory=list)  # (point, value): "in" / ("stage", k) / "product"; "y" intermediate
     levels: int = 0  # levels this layer consumes
     relu: object = None  # a ReLU's approximation (its polynomial, or a LUTReLU)
+    form: str | None = None  # a lookup-table layer's form, "product" or "direct" (lut.py); None for the others
 
 
 @dataclass
@@ -82,17 +88,25 @@ class Plan:
         after = ("no bootstrapping" if self.after_bootstrap is None else
                  f"{self.after_bootstrap} levels after each bootstrap")
         relu = (f"ReLU stages use {self.relu_depths} levels" if self.relu_depths else
-                "ReLU and activations by lookup tables (each a refresh)")
+                "ReLU and activations by lookup tables (each a refresh; a product form's result one level below)")
         rows = [f"plan for preset {self.preset}: fresh inputs at level {self.top}, {after}; {relu}",
                 f"{'layer':28s} {'op':20s} {'in':>3s} {'out':>3s}  bootstraps"]
         for s in self.steps:
             b = ", ".join(_boot_text(p, v) for p, v in s.bootstraps)
-            op = s.op + (" (lut)" if isinstance(s.relu, _lut.LUTReLU) else "")
+            op = s.op + _form_text(s)
             rows.append(f"{s.name:28s} {op:20s} {s.level_in:3d} {s.level_out:3d}  {b}")
         rows.append(f"total: {len(self.steps)} layers, {self.bootstraps} bootstraps")
         rows.append(f"estimated latency {self.estimated_s:.2f} s (H100, graph-replayed; plan.py's model); "
                     "cm.report() adds diagonals and keys")
         return "\n".join(rows)
+
+
+def _form_text(step) -> str:
+    """A lookup-table layer's form in the plan's op column: " (lut)" for a LUT ReLU, " (lut, product)"
+    for it in the product form; an "act" or "max" layer (always a LUT) " (product)" in that form."""
+    if step.kind == "relu" and isinstance(step.relu, _lut.LUTReLU):
+        return " (lut, product)" if step.form == "product" else " (lut)"
+    return " (product)" if step.form == "product" else ""
 
 
 def _boot_text(point, value) -> str:
@@ -115,7 +129,8 @@ def relu_stages(fn) -> tuple:
     return [(s, cost(s).depth) for s in series], bool(getattr(fn, "times_input", False))
 
 
-def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu_options: dict | None = None) -> Plan:
+def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu_options: dict | None = None,
+              lut_forms: dict | None = None) -> Plan:
     """The plan of least estimated latency: a shortest path over (layer, levels of the live
     values). At every layer each input may be bootstrapped first (a refreshed value serves its
     later consumers), and inside a ReLU the intermediate before any stage and x or the
@@ -124,7 +139,11 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
     (seconds, levels) states, so the search is exact and small: a ResNet has at most three
     live values at a time. relu_fn: every ReLU's approximation; relu_options: {ReLU layer name:
     [approximations]} overriding it per layer, the planner taking the one of least latency
-    (Step.relu says which)."""
+    (Step.relu says which); lut_forms: {layer name: "product" | "direct"} of the lookup-table
+    layers (missing: "direct"; Step.form).
+
+    Raises ParameterError for lookup tables on a preset that cannot bootstrap, LevelError when no
+    plan fits the preset's levels."""
     config = bootstrap_config(params.name)
     can_bootstrap = config is not None
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
@@ -170,6 +189,9 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
             return max(1, math.prod(src)) if src else 1
         return 32
 
+    def form_of(l):
+        return (lut_forms or {}).get(l.name, "direct")
+
     def cost(l, boots, lin, stages, product, lut):
         """Estimated seconds of layer l (input level lin) with its bootstraps (a ReLU: in its form)."""
         t = BOOTSTRAP_S * len(boots)
@@ -178,9 +200,10 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
         elif l.kind == "op":
             t += BETA * l.levels * limbs(lin)
         elif l.kind == "act" or (l.kind == "relu" and lut is not None):
-            t += switch[2]
-        elif l.kind == "max":  # one switch per wave; the PBS per comparison
-            t += _lut.LUT_FIXED_S * math.ceil(math.log2(l.tables + 1)) + (switch[2] - _lut.LUT_FIXED_S) * l.tables
+            t += switch[2] + (BETA * limbs(lin) if form_of(l) == "product" else 0.0)
+        elif l.kind == "max":  # one switch per wave; the PBS per comparison (and its product)
+            t += _lut.LUT_FIXED_S * _waves(l) + (switch[2] - _lut.LUT_FIXED_S) * l.tables
+            t += BETA * limbs(lin) * l.tables if form_of(l) == "product" else 0.0
         elif l.kind == "relu":
             y = lin
             for k, d in enumerate(stages):
@@ -201,7 +224,7 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
             lv = dict(state)
             for choice, (st, pr, lt) in enumerate(forms.get(l.name, [(stages, product, lut)])):
                 for boots, out, lin in _moves(l, lv, top, after, st, pr, needs,
-                                              switch if l.kind in ("act", "max") else lt):
+                                              switch if l.kind in ("act", "max") else lt, form_of(l)):
                     if boots and not can_bootstrap:
                         continue
                     new = {n: (after if any(v == n for _, v in boots) else x) for n, x in lv.items()}
@@ -223,11 +246,12 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
         l = kind[name]
         fn, (st, pr, lt) = (options[name][choice], forms[name][choice]) if l.kind == "relu" else (None, ([], False, None))
         used = sum(st) + (1 if pr else 0) if l.kind == "relu" else needs.get(name, l.levels)
-        if l.kind == "act" or (l.kind == "relu" and lt is not None):
-            used = 0  # the switch refreshes: its output sits at a fixed level
+        form = form_of(l) if l.kind in ("act", "max") or (l.kind == "relu" and lt is not None) else None
+        if form is not None and l.kind != "max":  # the switch refreshes: a fixed level, then the product's
+            used = 0 if form == "direct" else 1 + (1 if l.kind == "act" and lin == switch[1] else 0)
         elif l.kind == "max":
-            used = 1  # the window's slot maps
-        steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used, fn))
+            used = 1 + (_waves(l) if form == "product" else 0)  # the window's slot maps (and the products)
+        steps.append(Step(name, l.kind, l.op, lin, out, list(boots), used, fn, form))
     steps.reverse()
     return Plan(params.name, top, after if can_bootstrap else None, steps, stages + ([1] if product else []), seconds)
 
@@ -262,11 +286,26 @@ def _linear_need(l, kind, consumers) -> int:
     return 0 if merged else 1
 
 
-def _moves(l, lv, top, after, stages, product, needs, lut=None):
+def _waves(l) -> int:
+    """A max pooling's waves: ceil(log2) of its window (tables + 1 candidates)."""
+    return math.ceil(math.log2(l.tables + 1)) if l.tables else 0
+
+
+def lut_level(kind: str, form: str, level_in: int, level_out: int) -> int:
+    """The level of a LUT ReLU's or an "act" layer's result from its input's level and the
+    switch's output level: the switch's in the direct form; in the product form one below the
+    lower of the two, and an "act" layer two below when they are equal (its bound ratio rides
+    on the operand that drops; run.py, _times). Raises nothing."""
+    if form != "product":
+        return level_out
+    return min(level_in, level_out) - 1 - (1 if kind == "act" and level_in == level_out else 0)
+
+
+def _moves(l, lv, top, after, stages, product, needs, lut=None, form="direct"):
     """[(boots, output level, input level)] of layer l from the live levels lv; boots: the
     (point, value) bootstraps it takes ("in": before the layer; ("stage", k) / "product":
     inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds) of a LUT ReLU or
-    an "act" layer (a lookup table through the switch)."""
+    an "act" layer (a lookup table through the switch); form: its form ("direct", "product")."""
     if l.kind == "input":
         return [((), top, top)]
     if l.kind in ("add", "op"):  # an op needs all its inputs at >= its depth
@@ -277,19 +316,24 @@ def _moves(l, lv, top, after, stages, product, needs, lut=None):
                 out.append((tuple(("in", i) for i in pick), min(levels) - l.levels, min(levels)))
         return out
     src = l.inputs[0]
-    if l.kind == "max":  # the maps' level, then the switch; the bases are not refreshed
+    if l.kind == "max":  # the maps' level, then the switch per wave; the bases are not refreshed
         need, level_out, _ = lut
-        out = [((), min(lv[src] - 1, level_out), lv[src])] if lv[src] >= need + 1 else []
-        return out + [((("in", src),), min(after - 1, level_out), after)]
+        w = _waves(l) if form == "product" else 1  # a product wave's differences one level lower each
+        out = []
+        for boots, x in (((), lv[src]), (((("in", src),)), after)):
+            if min(x - 1, level_out) - (w - 1) >= need:
+                out.append((boots, _maxpool.output_level(x, level_out, _waves(l), form), x))
+        return out
     if l.kind == "linear":
         need = needs[l.name]
         if need == 0:  # nothing to refresh: a merged or free layer keeps its source's level
             return [((), lv[src], lv[src])]
         out = [((), lv[src] - 1, lv[src])] if lv[src] >= 1 else []
         return out + [((("in", src),), after - 1, after)]
-    if lut is not None:  # a LUT ReLU: its input at >= the switch's levels (bootstrapped first if not)
+    if lut is not None:  # a LUT ReLU or act: its input at >= the switch's levels (bootstrapped first if not)
         need, level_out, _ = lut
-        return ([((), level_out, lv[src])] if lv[src] >= need else []) + [((("in", src),), level_out, after)]
+        return [(boots, lut_level(l.kind, form, x, level_out), x)
+                for boots, x in (((), lv[src]), (((("in", src),)), after)) if x >= need]
     out = []  # relu: x, then y through the stages, then x * y
     for boot_x in (False, True):
         x = after if boot_x else lv[src]

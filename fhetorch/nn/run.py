@@ -10,9 +10,10 @@ layers on ciphertexts with the plan's rules (plan.py):
 - a ReLU runs its polynomial stages on values in [-1, 1] (no constants: input and output
   share their bound), then x * (...) for the composite form;
 - an addition adds two ciphertexts (the lower level wins);
-- "act" layers (and ReLUs with relu="lut") go through one switch each; a max pooling runs its
-  tournament (maxpool.py): wave 1's differences and bases by slot maps from the input, one
-  switch per wave over all the wave's differences (a batch of ciphertexts);
+- "act" layers (and ReLUs with relu="lut") go through one switch each, in the product form for
+  the factor only, times x (one multiplication); a max pooling runs its tournament
+  (maxpool.py): wave 1's differences and bases by slot maps from the input, one switch per wave
+  over all the wave's differences (a batch of ciphertexts);
 - bootstraps are exactly the plan's (plan.Step.bootstraps: inputs before a layer, the ReLU's
   intermediate before a stage, x or the intermediate before the product); a refreshed value
   serves its later consumers. A level short of what an operation needs raises (the plan and
@@ -38,9 +39,9 @@ from ..errors import ContextError, EncodingError, InternalError, LayoutError, Sh
 from ..tensor import EncryptedTensor
 from .graph import activation_function
 from .layout import layer_map, layer_module, model_layouts
-from .lut import LUTReLU, grid_interval
+from .lut import FACTOR_INTERVAL, LUTReLU, factor, grid_interval
 from .argmax import decode, head_maps, step, win_interval
-from .maxpool import first_wave_maps, half_relu, lut_interval, tournament
+from .maxpool import first_wave_maps, half_relu, larger, lut_interval, tournament
 from .plan import relu_stages
 
 
@@ -322,24 +323,30 @@ class Program:
         return pt
 
     def _act(self, ctx, l, vals):
-        """An "act" layer by one lookup table: fn(B_in y) / B_out on the grid of y = x / B_in."""
+        """An "act" layer by one lookup table: fn(B_in y) / B_out on the grid of y = x / B_in (the
+        direct form), or y g(B_in y) B_in / B_out with the factor g = fn / x by LUT (the product form)."""
         fn = activation_function(l, self.modules)
         b_in, b_out = self.cm.bounds[l.inputs[0]], self.cm.bounds[l.name]
         sw, bits = ctx.switcher, self.cm.lut_bits
         ct = _need(vals[l.inputs[0]], sw.levels, l.name)
+        if self.cm.lut_form(l.name) == "product":
+            g = factor(fn)
+            f = sw.lut(ct, [lambda y: g(y * b_in)], FACTOR_INTERVAL, bits)[0]
+            return _times(ctx, ct, f, b_in / b_out, l.name)
         return sw.lut(ct, [lambda y: fn(y * b_in) / b_out], grid_interval(bits), bits)[0]
 
     def _max(self, ctx, l, vals):
         """A max pooling's tournament (maxpool.py) on x / B; the output shares B."""
         sw, bits = ctx.switcher, self.cm.lut_bits
         pairs, odd = self.max_transforms(l.name)
+        form = self.cm.lut_form(l.name)
         x = _need(vals[l.inputs[0]], sw.levels + 1, l.name)
-        cands = _compare(ctx, sw, bits, [d(x) for d, _ in pairs], [b(x) for _, b in pairs])
+        cands = _compare(ctx, sw, bits, [d(x) for d, _ in pairs], [b(x) for _, b in pairs], form)
         cands += [odd(x)] if odd is not None else []
         while len(cands) > 1:
             wave = tournament(len(cands))[0]
             diffs = [ev.sub(ctx, cands[i], cands[j]) for i, j in wave]
-            cands = _compare(ctx, sw, bits, diffs, [cands[j] for _, j in wave]) + cands[len(wave) * 2:]
+            cands = _compare(ctx, sw, bits, diffs, [cands[j] for _, j in wave], form) + cands[len(wave) * 2:]
         return cands[0]
 
     def _relu(self, ctx, l, vals, boots, refresh):
@@ -347,7 +354,10 @@ class Program:
         if isinstance(fn, LUTReLU):
             sw = ctx.switcher
             bits = self.cm.lut_bits
-            return sw.lut(_need(vals[l.inputs[0]], sw.levels, l.name), [torch.relu], grid_interval(bits), bits)[0]
+            x = _need(vals[l.inputs[0]], sw.levels, l.name)
+            if self.cm.lut_form(l.name) == "product":  # x [x > 0]: the step by LUT, x's precision kept
+                return _times(ctx, x, sw.lut(x, [larger], FACTOR_INTERVAL, bits)[0])
+            return sw.lut(x, [torch.relu], grid_interval(bits), bits)[0]
         stages, times_input = relu_stages(fn)
         src = l.inputs[0]
         y = vals[src]
@@ -364,20 +374,37 @@ class Program:
         return y
 
 
-def _compare(ctx, sw, bits, diffs: list, bases: list) -> list:
-    """[b + 2 relu((a - b) / 2)] for the differences a - b and bases b of one wave: every
-    difference through one switch (one batch of ciphertexts, at the lowest of their levels)."""
+def _compare(ctx, sw, bits, diffs: list, bases: list, form: str = "direct") -> list:
+    """[b + 2 relu((a - b) / 2)] (the direct form) or [b + (a - b) [a > b]] (the product form) for
+    the differences a - b and bases b of one wave: every difference through one switch (one batch
+    of ciphertexts, at the lowest of their levels)."""
     if not diffs:
         return []
     low = min(d.level for d in diffs)
     diffs = [ev.drop_level(ctx, d, d.level - low) for d in diffs]
     batch = diffs[0].replace(data=torch.stack([d.data for d in diffs]))
-    r = sw.lut(batch, [half_relu], lut_interval(bits), bits)[0]
+    product = form == "product"
+    r = sw.lut(batch, [larger if product else half_relu], lut_interval(bits, form), bits)[0]
     outs = []
     for k, b in enumerate(bases):
         rk = r.replace(data=r.data[k])
-        outs.append(ev.add(ctx, b, ev.add(ctx, rk, rk)))
+        outs.append(ev.add(ctx, b, _times(ctx, diffs[k], rk) if product else ev.add(ctx, rk, rk)))
     return outs
+
+
+def _times(ctx, x, f, c: float = 1.0, where: str | None = None):
+    """x f c, one multiplication: a product form's value times its factor by LUT. The bound ratio
+    c (an "act" layer's B_in / B_out) rides on the operand dropped to the other's level, as a
+    relabelled scale (x at scale s holds c x at scale s / c; the drop lands on the nominal scale):
+    no level for it. At equal levels (where = the act layer) x drops one level to carry it, as
+    plan.lut_level counts."""
+    if where is not None and x.level == f.level:
+        x = ev.drop_level(ctx, x.replace(scale=x.scale / c), 1)
+    elif x.level > f.level:
+        x = ev.drop_level(ctx, x.replace(scale=x.scale / c), x.level - f.level)
+    elif f.level > x.level:
+        f = ev.drop_level(ctx, f.replace(scale=f.scale / c), f.level - x.level)
+    return ev.mul(ctx, x, f)
 
 
 def _check_keys(ctx, et, what: str):

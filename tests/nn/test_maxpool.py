@@ -1,7 +1,9 @@
 """Max pooling by lookup tables (fhetorch/nn/maxpool.py): a tournament of max(a, b) =
-b + 2 relu((a - b) / 2), each ReLU through CKKS <-> TFHE switching.
+b + 2 relu((a - b) / 2) (the direct form), each ReLU through CKKS <-> TFHE switching, or
+b + (a - b) [a > b] (the product form, the default), the step through the switch.
 
-On x / B (B the input's bound), the grid of the LUT ReLU has points j / m (m = 2^bits / 2 - 1).
+The product form is exact but where a and b are within the switch's noise of each other. The
+direct form: on x / B (B the input's bound), the grid of the LUT ReLU has points j / m (m = 2^bits / 2 - 1).
 Inputs on multiples of 2 / m make every comparison's (a - b) / 2 a grid point, so the quantised
 tournament is exact: simulate() equals torch's max pooling, and the encrypted run equals it
 within CKKS noise (a comparison that took a wrong grid point would be off by 2 / m x B, a wrong
@@ -47,9 +49,10 @@ def test_tournament_and_windows():
 
 @pytest.mark.parametrize("pool", [nn.MaxPool2d(2), nn.MaxPool2d(3, 2, 1), nn.MaxPool2d((2, 3), (1, 2)),
                                   nn.MaxPool2d(3, 2, 1, ceil_mode=True), nn.MaxPool2d(2, 1, dilation=2)])
-def test_simulation_is_torch_max_pooling_on_the_grid(seed, pool):
+@pytest.mark.parametrize("form", ["direct", "product"])
+def test_simulation_is_torch_max_pooling_on_the_grid(seed, pool, form):
     model = nn.Sequential(nn.Conv2d(1, 3, 3, 1, 1), pool, nn.Flatten())
-    cm = _compile(model, torch.randn(16, 1, 7, 7), relu="lut")
+    cm = _compile(model, torch.randn(16, 1, 7, 7), relu="lut", lut_form=form)
     assert [l.kind for l in cm.layers].count("max") == 1
     # the simulation of the pooling alone, on inputs on the grid: exact
     sim = cm._sim.get_submodule("_fhe_relu_0")
@@ -63,18 +66,22 @@ def test_simulation_is_torch_max_pooling_on_the_grid(seed, pool):
     x = (torch.rand(4, 3, 7, 7, dtype=torch.float64) * 1.6 - 0.8) * sim.bound
     waves = len(tournament(cm.layers[2].tables + 1))
     err = float((sim(x) - pool(x)).abs().max())
-    assert err <= waves * step * sim.bound + 1e-12, (err, waves, step)
+    assert err <= (waves * step * sim.bound if form == "direct" else 0.0) + 1e-12, (err, waves, step)
     assert sim.outside == 0
 
 
 def test_plan_costs_one_level_and_needs_the_switch():
+    """The direct form: the maps' level; the product form one more per wave (2 for a 2 x 2 window),
+    each wave's differences at the switch's levels."""
     model = nn.Sequential(nn.Conv2d(1, 2, 3, 1, 1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32, 3))
-    cm = _compile(model, torch.randn(8, 1, 8, 8))
-    step = next(s for s in cm.plan.steps if s.kind == "max")
     cfg = fhe.ckks.bootstrap_config(TOY)
-    assert step.level_out == min(step.level_in - 1, cfg.stc_input_level)
-    assert step.level_in >= cfg.stc_levels + 2
-    assert "max_pool2d x1" in cm.report() and "3 tables" in cm.report()
+    for form, waves in (("direct", 0), ("product", 2)):
+        cm = _compile(model, torch.randn(8, 1, 8, 8), lut_form=form)
+        step = next(s for s in cm.plan.steps if s.kind == "max")
+        assert step.form == form and step.levels == 1 + waves
+        assert step.level_out == min(step.level_in - 1, cfg.stc_input_level) - waves
+        assert step.level_in >= cfg.stc_levels + 2 + max(waves - 1, 0)
+        assert "max_pool2d x1" in cm.report() and "3 tables" in cm.report()
     with pytest.raises(fhe.ParameterError, match="bootstrappable"):
         fhe.nn.compile(model.eval(), torch.randn(8, 1, 8, 8), preset="toy-n12")
 
@@ -92,12 +99,13 @@ def test_unsupported_max_pooling_options():
         _compile(Indices(), torch.randn(4, 1, 8, 8))
 
 
-@pytest.mark.parametrize("pool", [nn.MaxPool2d(2), nn.MaxPool2d(3, 2, 1)])
-def test_encrypted_max_pooling_is_exact_on_the_grid(seed, pool):
-    """The pooling alone, on inputs whose comparisons land on grid points: the encrypted result
-    is torch's max pooling within CKKS noise (far below the 2 / m x B of one wrong comparison)."""
+@pytest.mark.parametrize("pool,form", [(nn.MaxPool2d(2), "direct"), (nn.MaxPool2d(3, 2, 1), "product")])
+def test_encrypted_max_pooling_is_exact_on_the_grid(seed, pool, form):
+    """The pooling alone, on inputs whose comparisons land on grid points (ties included: the
+    product form's e = 0 is a midpoint, either factor times 0): the encrypted result is torch's
+    max pooling within CKKS noise (far below the 2 / m x B of one wrong comparison)."""
     model = nn.Sequential(pool)
-    cm = _compile(model, torch.rand(8, 2, 6, 6) * 2 - 1)
+    cm = _compile(model, torch.rand(8, 2, 6, 6) * 2 - 1, lut_form=form)
     cm.keygen()
     x = _on_grid(cm, (1, 2, 6, 6))
     got = cm.decrypt(cm(cm.encrypt(x))).reshape(pool(x).shape)

@@ -74,6 +74,15 @@ FT_HD uint64_t tfhe_double_bits(double x) {
   return u;
 #endif
 }
+FT_HD double tfhe_double_from_bits(uint64_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(bits));
+#else
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+#endif
+}
 FT_HD double tfhe_load_double(const double* p) {
 #if defined(__CUDA_ARCH__)
   return __ldg(p);
@@ -89,14 +98,7 @@ FT_HD double tfhe_load_double(const double* p) {
 // (an FFT output), and beyond 2^(117 + scale_log) r is 0. Non-finite v gives 0. Every step is one
 // IEEE operation, so both devices agree; five instructions where the old integer code took ~25.
 FT_HD double tfhe_pow2(int e) {  // 2^e for e in [-1022, 1023], from its bits
-  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(bits));
-#else
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
-#endif
+  return tfhe_double_from_bits(static_cast<uint64_t>(e + 1023) << 52);
 }
 FT_HD double tfhe_rint(double x) {  // nearest integer, ties to even
 #if defined(__CUDA_ARCH__)

@@ -13,8 +13,6 @@
 // of them over one row's threads only; round C holds both rows (8 values each) so the product needs
 // no exchange of its own. The generic fused kernel (csrc/cuda/tfhe_fft.cu) moves every round's
 // values through shared memory and keeps the digits there; docs/tfhe.md ("Where the time goes").
-#include <atomic>
-
 #include "kernels.h"
 #include "program.cuh"
 #include "util.cuh"
@@ -32,6 +30,7 @@ struct RegisterRotation {
   static constexpr int EA = 1 << RA;      // values per item of round A
   static constexpr int GA = 16 / EA;      // items per thread in round A
   static constexpr int BUF = 4 * M;       // doubles per buffer: 2 rows of M complex = 2 N int64
+  static constexpr uint32_t E = BUF / 2;  // the exchange buffer, after the accumulator (complex units)
   // Registers: capped for two blocks per SM (255 per thread at 128 threads; at 168, for three blocks,
   // the compiler spilled ~570 bytes per thread and the rotation ran 7 % slower, H100).
   static constexpr int BLOCKS = 256 / THREADS;
@@ -62,6 +61,24 @@ struct RegisterRotation {
   static __device__ __forceinline__ uint32_t value_b(int t, int i) {
     return base_b(t, i / 8) | (static_cast<uint32_t>(i % 8) << 3);
   }
+  // A thread's 16 values to and from the exchange buffer in the layout of round L: 'A' or 'B' (row
+  // r, thread t of the row) or 'C' (both rows, values 8 tau .. 8 tau + 7).
+  template <char L>
+  static __device__ __forceinline__ uint32_t value(int t, int tau, int i) {
+    return L == 'A' ? value_a(t, i) : L == 'B' ? value_b(t, i) : (static_cast<uint32_t>(tau) << 3) | (i % 8);
+  }
+  template <char L>
+  static __device__ __forceinline__ void store(double2* sm, int r, int t, int tau, const TfheComplex* z) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) put(sm, E, L == 'C' ? i / 8 : r, value<L>(t, tau, i), z[i]);
+  }
+  template <char L>
+  static __device__ __forceinline__ void load(const double2* sm, int r, int t, int tau, TfheComplex* z) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) z[i] = get(sm, E, L == 'C' ? i / 8 : r, value<L>(t, tau, i));
+  }
+  // Shared memory of a block: the accumulator, the exchange buffer, the twiddles, the rotations.
+  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * M + 4 * (n + 1); }
 };
 
 // An int32 as a double, exactly (as static_cast, the CPU's conversion of a digit): the bits of
@@ -69,7 +86,7 @@ struct RegisterRotation {
 // on the slow 64-bit conversion pipe (16 per clock per SM).
 __device__ __forceinline__ double small_int_to_double(int32_t d) {
   constexpr int64_t kMagic = 0x4338000000000000LL;  // 1.5 2^52
-  return __dsub_rn(__longlong_as_double(kMagic + d), 6755399441055744.0);
+  return __dsub_rn(tfhe_double_from_bits(static_cast<uint64_t>(kMagic + d)), 6755399441055744.0);
 }
 
 // The barrier of one row's threads (rounds A and B and the accumulator touch only their own row):
@@ -108,14 +125,13 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a) {
   using P = RegisterRotation<LOG_M>;
   constexpr int M = P::M, N = 2 * M;
-  constexpr uint32_t E = P::BUF / 2;  // the exchange buffer, after the accumulator (complex units)
   extern __shared__ __align__(16) double2 rsmem[];
   int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
   double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M complex)
   int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M);  // a_i's rotations, then the body's
   const int64_t b = blockIdx.x;
   const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t
-  const double* tw_all = reinterpret_cast<const double*>(tw_sm);
+  const double* tw = reinterpret_cast<const double*>(tw_sm);
   const auto row_sync = [](int row) { row_barrier<P>(row); };
   const int base_log = a.g.base_log;  // level 1: one digit
 
@@ -132,7 +148,6 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     if (rot == 0) continue;  // the same for the whole block
     // Opaque copies: without them the compiler hoists addresses out of the loop (invariants), and
     // the registers they take spill the values themselves.
-    const double* tw = tw_all;
     int t = t_all, tau = tau_all;
     asm volatile("" : "+r"(t), "+r"(tau));
     {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one (row, column,
@@ -158,20 +173,16 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
       z[i] = TfheComplex{d[0], d[1]};
     }
     rounds_a<false, P>(z, t, tw);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_a(t, i), z[i]);
+    P::template store<'A'>(rsmem, r, t, tau, z);
     row_sync(r);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_b(t, i));
+    P::template load<'B'>(rsmem, r, t, tau, z);
     rounds_b<false, P>(z, t, tw);
     row_sync(r);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_b(t, i), z[i]);
+    P::template store<'B'>(rsmem, r, t, tau, z);
     __syncthreads();
     // round C: values 8 tau .. 8 tau + 7 of both rows; the product; the inverse round C
     const uint32_t xc = static_cast<uint32_t>(tau) << 3;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, i / 8, xc | static_cast<uint32_t>(i % 8));
+    P::template load<'C'>(rsmem, r, t, tau, z);
     tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     const double* key = a.bsk + 2 * per_bit * bit;
 #pragma unroll
@@ -190,18 +201,14 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     }
     tfhe_fft_stages<true, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 16; ++i) P::put(rsmem, E, i / 8, xc | static_cast<uint32_t>(i % 8), z[i]);
+    P::template store<'C'>(rsmem, r, t, tau, z);
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_b(t, i));
+    P::template load<'B'>(rsmem, r, t, tau, z);
     rounds_b<true, P>(z, t, tw);
     row_sync(r);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) P::put(rsmem, E, r, P::value_b(t, i), z[i]);
+    P::template store<'B'>(rsmem, r, t, tau, z);
     row_sync(r);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) z[i] = P::get(rsmem, E, r, P::value_a(t, i));
+    P::template load<'A'>(rsmem, r, t, tau, z);
     rounds_a<true, P>(z, t, tw);
 #pragma unroll
     for (int i = 0; i < 16; ++i) {  // round to the torus and add: this thread's coefficients
@@ -218,14 +225,8 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
 template <int LOG_M>
 cudaError_t launch_registers(const FourierRotateArgs& a, int dev, const Stream& s) {
   using P = RegisterRotation<LOG_M>;
-  const int64_t smem = 8 * 2 * P::BUF + 16 * P::M + 4 * (a.n + 1);  // accumulator, exchange, twiddles, rotations
-  constexpr int kDevices = 64;
-  static std::atomic<int> raised[kDevices];  // the opt-in each device's kernel has (0: none yet)
-  if (dev >= kDevices || raised[dev].load() < smem) {
-    FT_TRY(cudaFuncSetAttribute(fourier_rotate_registers_kernel<LOG_M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(smem)));
-    if (dev < kDevices) raised[dev].store(static_cast<int>(smem));
-  }
+  const int64_t smem = P::smem_bytes(a.n);
+  FT_TRY(allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M>>(smem, dev));
   fourier_rotate_registers_kernel<LOG_M><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a);
   return cudaGetLastError();
 }
@@ -235,7 +236,7 @@ cudaError_t launch_registers(const FourierRotateArgs& a, int dev, const Stream& 
 bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin) {
   const int log_n = a.g.f.log_n;
   if (a.g.k1 != 2 || a.g.level != 1 || (log_n != 10 && log_n != 11)) return false;
-  const int64_t smem = 8 * 2 * (int64_t(2) << log_n) + 8 * (int64_t(1) << log_n) + 4 * (a.n + 1);
+  const int64_t smem = log_n == 11 ? RegisterRotation<10>::smem_bytes(a.n) : RegisterRotation<9>::smem_bytes(a.n);
   return smem <= optin;
 }
 

@@ -5,7 +5,6 @@
 // __dmul_rn / __fma_rn intrinsic, so -fmad (on under --use_fast_math) contracts nothing and the
 // results equal the CPU's bit for bit. A first increment: the blind rotation's fused kernels
 // (shared memory, clusters) are the next step (docs/tfhe.md).
-#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -90,24 +89,18 @@ int fourier_team(int64_t B, int sms) {
 }
 
 // FHETORCH_FOURIER_KERNEL=generic forces the generic kernels where the register-scheduled one
-// (csrc/cuda/fourier_rotate.cu) would run: for measurements and the parity tests of both.
-int fourier_kernel() {
-  static const int forced = [] {
+// (csrc/cuda/fourier_rotate.cu) would run: for measurements.
+bool generic_fourier_forced() {
+  static const bool forced = [] {
     const char* e = std::getenv("FHETORCH_FOURIER_KERNEL");
-    return e && std::string(e) == "generic" ? 1 : 0;
+    return e != nullptr && std::string(e) == "generic";
   }();
   return forced;
 }
 
 template <int THREADS, int MAXC>
 cudaError_t launch_fourier_fused(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
-  constexpr int kDevices = 64;
-  static std::atomic<int> raised[kDevices];  // the opt-in each device's kernel has (0: none yet)
-  if (dev >= kDevices || raised[dev].load() < smem) {
-    FT_TRY(cudaFuncSetAttribute(fourier_rotate_fused_kernel<THREADS, MAXC>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    if (dev < kDevices) raised[dev].store(static_cast<int>(smem));
-  }
+  FT_TRY((allow_dynamic_smem<fourier_rotate_fused_kernel<THREADS, MAXC>>(smem, dev)));
   fourier_rotate_fused_kernel<THREADS, MAXC><<<static_cast<unsigned>(a.B), THREADS, smem, s.stream>>>(a);
   return cudaGetLastError();
 }
@@ -169,7 +162,7 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   FT_TRY(cudaGetDevice(&dev));
   FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (fourier_kernel() != 1 && fourier_rotate_in_registers(a, optin)) return tfhe_fourier_rotate_registers(a, dev, s);
+  if (!generic_fourier_forced() && fourier_rotate_in_registers(a, optin)) return tfhe_fourier_rotate_registers(a, dev, s);
   const int64_t smem = tfhe_fourier_fused_bytes(a.g);
   if (smem <= optin) {
     return a.g.k1 <= 2 ? launch_fourier_team<2>(a, smem, dev, sms, s)

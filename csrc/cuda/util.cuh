@@ -1,6 +1,7 @@
 // Small helpers shared by the CUDA kernels (torch-free). Functions are __host__ __device__
 // where that lets the host emulation of the kernels (program.cuh) run the same code.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 #include <cuda_runtime.h>
@@ -69,6 +70,19 @@ inline LimbOf make_limb_of(int64_t n, int L) {
   if (n > 0 && (n & (n - 1)) == 0)
     for (shift = 0; (int64_t(1) << shift) < n;) ++shift;
   return LimbOf{n, shift, L};
+}
+
+// Raises Kernel's dynamic shared memory limit to `bytes` on device `dev` the first time a launch
+// needs more than the limit already set there (one cudaFuncSetAttribute per kernel and device).
+template <auto Kernel>
+cudaError_t allow_dynamic_smem(int64_t bytes, int dev) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> raised[kDevices];  // the limit each device's kernel has (0: none yet)
+  if (dev < kDevices && raised[dev].load() >= bytes) return cudaSuccess;
+  const cudaError_t err =
+      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err == cudaSuccess && dev < kDevices) raised[dev].store(static_cast<int>(bytes));
+  return err;
 }
 
 // A thread block as a "team" of the shared step functions (csrc/tfhe.h, csrc/tfhe_fft.h):

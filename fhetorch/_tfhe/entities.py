@@ -50,12 +50,11 @@ class LweKeyswitchKey:
 
 
 @dataclass(frozen=True)
-class LweBootstrapKey:
-    """data (n, k + 1, level, k + 1, 2, N) int32: GGSW encryptions of each LWE key bit, NTT form
-    over (q0, q1), Montgomery. ternary: the key of a ternary secret s, 2n GGSWs of the bits
-    (s+_0, s-_0, s+_1, s-_1, ...), s+_i = [s_i = 1], s-_i = [s_i = -1] (algorithms.
-    split_ternary_secret); the blind rotation extends each ciphertext's mask to match
-    (algorithms.extend_lwe_mask)."""
+class _BitwiseBootstrapKey:
+    """What the classical bootstrapping keys share: one GGSW per key bit (2n for a ternary secret:
+    the bits (s+_0, s-_0, s+_1, s-_1, ...), s+_i = [s_i = 1], s-_i = [s_i = -1], algorithms.
+    split_ternary_secret; the blind rotation extends each ciphertext's mask to match,
+    algorithms.extend_lwe_mask)."""
     data: torch.Tensor
     base_log: int
     level: int
@@ -68,20 +67,17 @@ class LweBootstrapKey:
 
 
 @dataclass(frozen=True)
-class FourierLweBootstrapKey:
+class LweBootstrapKey(_BitwiseBootstrapKey):
+    """data (n, k + 1, level, k + 1, 2, N) int32: GGSW encryptions of each LWE key bit, NTT form
+    over (q0, q1), Montgomery (ternary: 2n GGSWs, _BitwiseBootstrapKey)."""
+
+
+@dataclass(frozen=True)
+class FourierLweBootstrapKey(_BitwiseBootstrapKey):
     """data (n, k + 1, level, k + 1, N/2) complex128: the tfhe_fft of GGSW encryptions on the 2^64
     torus (gadget 2^(64 - base_log (j + 1))) of each LWE key bit (TFHE-rs's Fourier bootstrapping
     key). The blind rotation runs its accumulator on the torus with it; its inputs and outputs
-    stay mod q. ternary: 2n GGSWs of the split bits of a ternary secret, as LweBootstrapKey's."""
-    data: torch.Tensor
-    base_log: int
-    level: int
-    ternary: bool = False
-
-    @property
-    def input_dimension(self) -> int:
-        """n, the LWE dimension the key bootstraps (its GGSW count is 2n for a ternary key)."""
-        return self.data.shape[0] // 2 if self.ternary else self.data.shape[0]
+    stay mod q (ternary: 2n GGSWs, _BitwiseBootstrapKey)."""
 
 
 @dataclass(frozen=True)

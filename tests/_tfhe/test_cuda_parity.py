@@ -120,30 +120,33 @@ def test_fused_blind_rotate_large_batch(gen):
     _both(ops.tfhe_blind_rotate, ct, luts, idx, bsk, ring.psi, ring.psi_inv, ring.post, MODULI, 23, 1)
 
 
+def _assert_replays_in_a_cuda_graph(gen, op, width, big_n, args):
+    """op(ct, luts, None, *args) on 8 ciphertexts of `width` (n + 1) entries, captured in a CUDA
+    graph, replayed on fresh ciphertexts copied into the captured input: equal to the CPU's."""
+    ct = rand_mod_q(gen, 8, width).to(GPU)
+    luts = rand_mod_q(gen, 1, big_n).to(GPU)
+    op(ct, luts, None, *args)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = op(ct, luts, None, *args)
+    fresh = rand_mod_q(gen, 8, width)
+    ct.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+    assert torch.equal(out.cpu(), op(fresh, luts.cpu(), None, *cpu_args))
+
+
 def test_blind_rotate_replays_in_a_cuda_graph(gen):
     """The whole rotation is capturable: a replay on new inputs equals the CPU."""
     ring = TFHERing(11, MODULI)
     n, big_n = 16, 2048
     bsk = ggsw_kernel_form(ring, rand_mod_q(gen, n, 2, 1, 2, big_n)).to(GPU)
-    ct = rand_mod_q(gen, 8, n + 1).to(GPU)
-    luts = rand_mod_q(gen, 1, big_n).to(GPU)
     args = (bsk, ring.psi.to(GPU), ring.psi_inv.to(GPU), ring.post.to(GPU), MODULI, 23, 1)
-    ops.tfhe_blind_rotate(ct, luts, None, *args)  # warm-up outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = ops.tfhe_blind_rotate(ct, luts, None, *args)
-    fresh = rand_mod_q(gen, 8, n + 1)
-    ct.copy_(fresh)
-    graph.replay()
-    torch.cuda.synchronize()
-    cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
-    assert torch.equal(out.cpu(), ops.tfhe_blind_rotate(fresh, luts.cpu(), None, *cpu_args))
+    _assert_replays_in_a_cuda_graph(gen, ops.tfhe_blind_rotate, n + 1, big_n, args)
 
 
-# multi-bit blind rotation (tfhe-4bit-mb4 shapes: N = 2048, k = 1, level 1, G = 4): batch 1 and 8
-# (the cluster path), 40 (fused, 1024 threads), 300 (fused, 512 threads); N = 2^13 at batch 5
-# (cluster) and 40 (one launch per group); G = 3 at k = 2; against the CPU
 @pytest.mark.parametrize("batch,log_n,base_log,level,g,groups", [
     (1, 11, 22, 1, 4, 6), (8, 11, 22, 1, 4, 6), (40, 11, 22, 1, 4, 3), (300, 11, 22, 1, 4, 3),
     (5, 13, 15, 2, 2, 3), (40, 13, 15, 2, 2, 2), (40, 10, 12, 2, 3, 4)])
@@ -165,21 +168,9 @@ def test_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):
     ring = TFHERing(11, MODULI)
     g, groups, big_n = 4, 4, 2048
     bsk = ggsw_kernel_form(ring, rand_mod_q(gen, groups, 1 << g, 2, 1, 2, big_n)).to(GPU)
-    ct = rand_mod_q(gen, 8, g * groups + 1).to(GPU)
-    luts = rand_mod_q(gen, 1, big_n).to(GPU)
     exps, pows = ring.monomial_tables()
     args = (bsk, ring.psi.to(GPU), ring.psi_inv.to(GPU), ring.post.to(GPU), exps.to(GPU), pows.to(GPU), MODULI, 22, 1)
-    ops.tfhe_multi_bit_blind_rotate(ct, luts, None, *args)  # warm-up outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = ops.tfhe_multi_bit_blind_rotate(ct, luts, None, *args)
-    fresh = rand_mod_q(gen, 8, g * groups + 1)
-    ct.copy_(fresh)
-    graph.replay()
-    torch.cuda.synchronize()
-    cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
-    assert torch.equal(out.cpu(), ops.tfhe_multi_bit_blind_rotate(fresh, luts.cpu(), None, *cpu_args))
+    _assert_replays_in_a_cuda_graph(gen, ops.tfhe_multi_bit_blind_rotate, g * groups + 1, big_n, args)
 
 
 # the float64 FFT ring product on the 2^64 torus (csrc/tfhe_fft.h): bit for bit, at the ring sizes
@@ -238,17 +229,5 @@ def test_fourier_blind_rotate_replays_in_a_cuda_graph(gen):
     n, big_n = 16, 2048
     tw = fft_twiddles(11)
     bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, 1, 2, big_n), generator=gen), tw)
-    ct = rand_mod_q(gen, 8, n + 1).to(GPU)
-    luts = rand_mod_q(gen, 1, big_n).to(GPU)
-    args = (bsk.to(GPU), tw.to(GPU), MODULI, 23, 1)
-    ops.tfhe_fourier_blind_rotate(ct, luts, None, *args)  # warm-up outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = ops.tfhe_fourier_blind_rotate(ct, luts, None, *args)
-    fresh = rand_mod_q(gen, 8, n + 1)
-    ct.copy_(fresh)
-    graph.replay()
-    torch.cuda.synchronize()
-    want = ops.tfhe_fourier_blind_rotate(fresh, luts.cpu(), None, bsk, tw, MODULI, 23, 1)
-    assert torch.equal(out.cpu(), want)
+    _assert_replays_in_a_cuda_graph(gen, ops.tfhe_fourier_blind_rotate, n + 1, big_n,
+                                     (bsk.to(GPU), tw.to(GPU), MODULI, 23, 1))

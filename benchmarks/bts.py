@@ -69,7 +69,6 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
     from fhetorch.circuits.polynomial import evaluate
-    from fhetorch._ckks import evaluator as ev
     from fhetorch._ckks.context import galois_element
 
     cuda = device.type == "cuda"
@@ -141,11 +140,11 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     x0 = bt._prepare(ct_full)
     raised = bt.mod_raise(bt._scale_up(x0))
     re, im = bt.coeff_to_slot(raised)
-    em = ev.add(ctx, bt.eval_mod(re), ev.mul_i(ctx, bt.eval_mod(im)))
+    em = bt.eval_mod_parts(re, im)
     cts, stc = bt.transforms(full)
     parts = {"ModRaise": lambda: bt.mod_raise(bt._scale_up(x0)).data,
              "CoeffToSlot (+ split)": lambda: bt.coeff_to_slot(raised)[0].data,
-             "EvalMod (2 parts)": lambda: (bt.eval_mod(re), bt.eval_mod(im))[0].data,
+             "EvalMod (2 parts, one batch)": lambda: bt.eval_mod_parts(re, im).data,
              "SlotToCoeff": lambda: bt.slot_to_coeff(em, full).data,
              f"one CtS transform ({cts[0].nonzero_diagonals} diagonals, top level)": lambda: cts[0](raised).data,
              f"cosine polynomial (degree {cfg.cos_degree})": lambda: evaluate(ctx, re, bt.cos).data}

@@ -24,6 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import bts as bts_bench  # noqa: E402
 from benchmarks import common  # noqa: E402
 from scripts.ks_bench import kernel_label  # noqa: E402
 
@@ -55,12 +56,12 @@ def main():
     args = ap.parse_args()
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
-    from fhetorch._ckks import evaluator as ev
 
     device = torch.device("cuda")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ctx = fhe.ckks.Context(params=args.preset, device=device)
+        params, cfg = bts_bench._params(args.preset)
+        ctx = fhe.ckks.Context(params=params, device=device, bootstrap=cfg)
     ctx.keygen(bootstrap=True, power_of_two_rotations=False)
     out = {"preset": args.preset, "key_bytes_full_slot_bts": ctx.key_bytes(), "rotation_keys": len(ctx.galois_keys),
            "commit": common.git_commit(), "device": common.device_name(device)}
@@ -85,10 +86,10 @@ def main():
     x0 = bt._prepare(ct)
     raised = bt.mod_raise(bt._scale_up(x0))
     re, im = bt.coeff_to_slot(raised)
-    em = ev.add(ctx, bt.eval_mod(re), ev.mul_i(ctx, bt.eval_mod(im)))
+    em = bt.eval_mod_parts(re, im)
     phases = {"ModRaise": lambda: bt.mod_raise(bt._scale_up(x0)),
               "CoeffToSlot": lambda: bt.coeff_to_slot(raised),
-              "EvalMod x2": lambda: (bt.eval_mod(re), bt.eval_mod(im)),
+              "EvalMod x2": lambda: bt.eval_mod_parts(re, im),
               "SlotToCoeff": lambda: bt.slot_to_coeff(em, ctx.slots),
               "whole": lambda: bt.bootstrap(ct)}
     out["phases"] = {}

@@ -77,9 +77,15 @@ FT_HD void store4(int32_t* row, int64_t c, int64_t n, bool vec, int4 v) {
     if (c + m < n) row[c + m] = elem(v, m);
 }
 
+// The chunk's constants, staged once per block: the row addresses too, since a map's
+// row arithmetic (digit bounds, divisions by the digit count) per output and thread cost as
+// much as the products themselves.
 struct BcSmem {
-  int32_t m[kBcOuts * 16];  // [o][k], k padded to 16 with zeros (register path)
+  int32_t* out[kBcOuts];       // output rows
+  const int32_t* in[16];       // input rows (register path)
+  int32_t m[kBcOuts * 16];     // [o][k], k padded to 16 with zeros (register path)
   int32_t p[kBcOuts], pinv[kBcOuts], r[kBcOuts];
+  int32_t q_in[16];            // input moduli (register path)
 };
 
 template <int LA4, class M>
@@ -121,8 +127,8 @@ struct Bconv {
       int32_t t[4 * LA4][4];
 #pragma unroll
       for (int k = 0; k < 4 * LA4; ++k) {
-        const int4 v = k < nin ? load4(M::in_row(a, b.g, k), c, n, vec) : make_int4(0, 0, 0, 0);
-        const int32_t q = k < nin ? ldg(M::in_mod(a, b.g, k)) : 1;
+        const int4 v = k < nin ? load4(sm.in[k], c, n, vec) : make_int4(0, 0, 0, 0);
+        const int32_t q = sm.q_in[k];
 #pragma unroll
         for (int e = 0; e < 4; ++e) t[k][e] = centre(elem(v, e), q);
       }
@@ -173,12 +179,17 @@ struct Bconv {
         const int o = idx >> 4, k = idx & 15;
         sm.m[idx] = (o < b.nout && k < nin) ? ldg(M::mat_row(a, b.g, b.o0 + o) + k) : 0;
       }
+      for (int k = tid; k < 16; k += THREADS) {
+        sm.in[k] = k < nin ? M::in_row(a, b.g, k) : nullptr;
+        sm.q_in[k] = k < nin ? ldg(M::in_mod(a, b.g, k)) : 1;
+      }
     }
     for (int o = tid; o < kBcOuts; o += THREADS) {
       const int32_t* pm = o < b.nout ? M::out_mod(a, b.g, b.o0 + o) : nullptr;
       sm.p[o] = pm ? ldg(pm) : 1;
       sm.pinv[o] = pm ? ldg(pm + 1) : 1;
       sm.r[o] = pm ? two32_centred(sm.p[o]) : 0;
+      sm.out[o] = o < b.nout ? M::out_row(a, b.g, b.o0 + o) : nullptr;
     }
   }
   FT_HD static void finish(const Args& a, const Blk& b, int o, const int64_t (&acc)[4], int64_t c, int64_t n,
@@ -187,7 +198,7 @@ struct Bconv {
     int4 v;
 #pragma unroll
     for (int e = 0; e < 4; ++e) elem(v, e) = canon(smr(acc[e], sm.p[o], sm.pinv[o]), sm.p[o]);
-    store4(M::out_row(a, b.g, b.o0 + o), c, n, vec, v);
+    store4(sm.out[o], c, n, vec, v);
   }
 };
 

@@ -81,32 +81,31 @@ FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint3
   return r;
 }
 
-// INTT rows: (ciphertext, level limb), row r = bb * L + i. The first (small) phase loads the
-// input itself; the last (large) phase multiplies by pre[i].
+// INTT rows: (ciphertext, level limb), row r = bb * L + i. The first (small) phase reads the
+// input itself (a[i], or a1[i] * b1[i] in tensor-product mode; for mod_up also copied to the
+// digit's own row of the output); the last (large) phase multiplies by pre[i].
 template <int LOG_N, bool LARGE>
 struct MuInttRows {
   using Args = MuArgs;
-  using G = Geo<LOG_N, false, kCap>;  // the first phase's tiles
   static constexpr bool LOAD = !LARGE, STORE = false;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.L; }
   FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+    const int64_t bb = r / a.g.L, L = a.g.L;
     const int i = static_cast<int>(r % a.g.L);
     int32_t* t = a.t + r * N;
-    return row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, table_row(a.g.psi_rows, i), N,
-                   LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
-  }
-  FT_HD static void load(const Args& a, int64_t r, const Ctx& c, int tid) {
-    const int64_t bb = r / a.g.L;
-    const int i = static_cast<int>(r % a.g.L);
-    int32_t* own = a.copy_own ? a.copy_own + mu_drow(a, bb, mu_own_digit(a, i), i) * N : nullptr;
-    for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
-      const int e = 4 * ch, x = G::x_of(e, c.blk);
-      const int4 v = mu_input4(a, bb, i, x, N, c.q, c.nqinv);
-#pragma unroll
-      for (int m = 0; m < 4; ++m) c.sm[swz(e + m)] = static_cast<uint32_t>(elem(v, m));
-      if (own) st4(own + x, v);
+    Ctx c = row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, table_row(a.g.psi_rows, i), N,
+                    LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
+    if (!LARGE) {
+      if (!a.g.b) {
+        c.in = a.g.a + (bb * L + i) * N;
+      } else {
+        c.in = a.g.a + ((2 * bb + 1) * L + i) * N;
+        c.in2 = a.g.b + bb * a.g.b_stride + (L + i) * N;
+      }
+      c.copy = a.copy_own ? a.copy_own + mu_drow(a, bb, mu_own_digit(a, i), i) * N : nullptr;
     }
+    return c;
   }
 };
 

@@ -155,7 +155,77 @@ struct Ctx {
   uint32_t post;        // Montgomery factor applied on store (final inverse phase only)
   int blk;              // tile index within the row
   bool in_vec, out_vec, tw_vec;
+  // A fused input (maps with LOAD): the phase reads in[x] * in2[x] (Montgomery) where in2 is
+  // set, and also copies what it read to copy[x] where that is set.
+  const int32_t* in2;
+  int32_t* copy;
+  // A fused epilogue (maps with STORE): out = y * cs + keep[x] * ck (keep set) + add[x] (add set).
+  const int32_t* keep;
+  const int32_t* add;
+  uint32_t cs, ck;
 };
+
+// Input value x of a phase's row, in [0, 2q).
+template <bool FUSED>
+FT_HD uint32_t input1(const Ctx& c, int x) {
+  uint32_t v = static_cast<uint32_t>(ldg(c.in + x));
+  if constexpr (FUSED) {
+    if (c.in2) v = reduce_2q(mont_lazy(v, static_cast<uint32_t>(ldg(c.in2 + x)), c.q, c.nqinv), c.q);
+    if (c.copy) c.copy[x] = static_cast<int32_t>(v);
+  }
+  return v;
+}
+
+// Inputs x .. x+3 (x a multiple of 4, rows 16-byte aligned).
+template <bool FUSED>
+FT_HD void input4(const Ctx& c, int x, uint32_t* v) {
+  const int4 a = ldg4(c.in + x);
+  int4 r = a;
+  if constexpr (FUSED) {
+    if (c.in2) {
+      const int4 b = ldg4(c.in2 + x);
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        elem(r, m) = static_cast<int32_t>(reduce_2q(
+            mont_lazy(static_cast<uint32_t>(elem(a, m)), static_cast<uint32_t>(elem(b, m)), c.q, c.nqinv), c.q));
+    }
+    if (c.copy) st4(c.copy + x, r);
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m) v[m] = static_cast<uint32_t>(elem(r, m));
+}
+
+// The stored value of a phase's output y (in [0, 2q)) at x: lazy between phases, canonical
+// after the last (times post for the inverse), or the fused epilogue's combination.
+template <bool FINAL, bool POST, bool FUSED>
+FT_HD uint32_t output_value(const Ctx& c, uint32_t y, int32_t keep, int32_t add) {
+  if constexpr (FUSED) {
+    uint32_t v = reduce_2q(mont_lazy(y, c.cs, c.q, c.nqinv), c.q);
+    if (c.keep) v = reduce_2q(reduce_2q(mont_lazy(static_cast<uint32_t>(keep), c.ck, c.q, c.nqinv), c.q) + v, c.q);
+    if (c.add) v = reduce_2q(v + static_cast<uint32_t>(add), c.q);
+    return v;
+  }
+  if (POST) y = mont_lazy(y, c.post, c.q, c.nqinv);
+  if (FINAL) y = reduce_2q(y, c.q);
+  return y;
+}
+
+template <bool FINAL, bool POST, bool FUSED>
+FT_HD void output1(const Ctx& c, int x, uint32_t y) {
+  const int32_t keep = FUSED && c.keep ? ldg(c.keep + x) : 0, add = FUSED && c.add ? ldg(c.add + x) : 0;
+  c.out[x] = static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y, keep, add));
+}
+
+template <bool FINAL, bool POST, bool FUSED>
+FT_HD void output4(const Ctx& c, int x, const uint32_t* y) {
+  const int4 keep = FUSED && c.keep ? ldg4(c.keep + x) : make_int4(0, 0, 0, 0);
+  const int4 add = FUSED && c.add ? ldg4(c.add + x) : make_int4(0, 0, 0, 0);
+  int4 r;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+    elem(r, m) = static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y[m], elem(keep, m), elem(add, m)));
+  st4(c.out + x, r);
+}
 
 // One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1: the
 // forward stages pair the u bits from the top down, the inverse ones from the bottom up.
@@ -179,96 +249,71 @@ FT_HD void round_stage(uint32_t* v, const Ctx& c, int xn) {
 }
 
 // A round over the j bits [JLO, JLO + R): every item is 2^R tile elements that differ in
-// exactly those bits; R stages of butterflies on them in registers.
-template <int LOG_N, bool LARGE, int CAP, bool INV, int R, int JLO>
+// exactly those bits (row indices x0 + (u << XLO)); R stages of butterflies on them in
+// registers. The first round of a phase reads its items straight from the input row (FL: the
+// fused input), the last writes them straight to the output row (FS: the fused epilogue);
+// the others, and the exchanges between rounds, go through the tile in shared memory. Where
+// an item's elements are consecutive in the row (the small phase's bottom round) the global
+// accesses are 16 bytes wide.
+template <int LOG_N, bool LARGE, int CAP, bool INV, int R, int JLO, bool FIRST, bool LAST, bool FL, bool FS>
 FT_HD void ntt_round(const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
   constexpr int LO = G::JPOS + JLO, XLO = G::XPOS + JLO, E = 1 << R, ITEMS = G::T >> R;
+  constexpr bool FINAL = INV == LARGE;  // forward: large then small; inverse: small then large
+  constexpr bool POST = INV && LARGE;   // the last phase of the inverse
+  constexpr bool VEC = XLO == 0 && R >= 2;
   for (int it = tid; it < ITEMS; it += G::THREADS) {
     const int e0 = deposit<G::LOG_T, LO, R>(it);
-    const int xn = G::N + G::x_of(e0, c.blk);
+    const int x0 = G::x_of(e0, c.blk);
     uint32_t v[E];
+    if constexpr (FIRST) {
+      if (VEC && c.in_vec) {
 #pragma unroll
-    for (int u = 0; u < E; ++u) v[u] = c.sm[swz(e0 | (u << LO))];
-    round_stage<LOG_N, INV, R, XLO, 0>(v, c, xn);
+        for (int u = 0; u < E; u += 4) input4<FL>(c, x0 + u, v + u);
+      } else {
 #pragma unroll
-    for (int u = 0; u < E; ++u) c.sm[swz(e0 | (u << LO))] = v[u];
+        for (int u = 0; u < E; ++u) v[u] = input1<FL>(c, x0 + (u << XLO));
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < E; ++u) v[u] = c.sm[swz(e0 | (u << LO))];
+    }
+    round_stage<LOG_N, INV, R, XLO, 0>(v, c, G::N + x0);
+    if constexpr (LAST) {
+      if (VEC && c.out_vec) {
+#pragma unroll
+        for (int u = 0; u < E; u += 4) output4<FINAL, POST, FS>(c, x0 + u, v + u);
+      } else {
+#pragma unroll
+        for (int u = 0; u < E; ++u) output1<FINAL, POST, FS>(c, x0 + (u << XLO), v[u]);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < E; ++u) c.sm[swz(e0 | (u << LO))] = v[u];
+    }
   }
 }
 
 // The K-th round in execution order: forward from the top j bits down, inverse upwards.
-template <int LOG_N, bool LARGE, int CAP, bool INV, int K>
+template <int LOG_N, bool LARGE, int CAP, bool INV, int K, bool FL, bool FS>
 FT_HD void ntt_round_k(const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
   constexpr int I = INV ? K : G::NROUNDS - 1 - K;
-  ntt_round<LOG_N, LARGE, CAP, INV, G::chunk_r(I), G::chunk_lo(I)>(c, tid);
+  ntt_round<LOG_N, LARGE, CAP, INV, G::chunk_r(I), G::chunk_lo(I), K == 0, K == G::NROUNDS - 1, FL, FS>(c, tid);
 }
 
-template <int LOG_N, bool LARGE, int CAP>
-FT_HD void ntt_load(const Ctx& c, int tid) {
-  using G = Geo<LOG_N, LARGE, CAP>;
-  for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
-    const int e = 4 * ch, x = G::x_of(e, c.blk);
-    int4 v;
-    if (c.in_vec) {
-      v = ldg4(c.in + x);
-    } else {
-      v.x = c.in[x];
-      v.y = c.in[x + 1];
-      v.z = c.in[x + 2];
-      v.w = c.in[x + 3];
-    }
-    c.sm[swz(e)] = static_cast<uint32_t>(v.x);
-    c.sm[swz(e + 1)] = static_cast<uint32_t>(v.y);
-    c.sm[swz(e + 2)] = static_cast<uint32_t>(v.z);
-    c.sm[swz(e + 3)] = static_cast<uint32_t>(v.w);
-  }
-}
-
-// FINAL: the last phase of a transform, whose outputs are made canonical (after the
-// multiplication by post for the inverse); otherwise values stay in [0, 2q).
-template <int LOG_N, bool LARGE, int CAP, bool FINAL, bool POST>
-FT_HD void ntt_store(const Ctx& c, int tid) {
-  using G = Geo<LOG_N, LARGE, CAP>;
-  for (int ch = tid; ch < G::T / 4; ch += G::THREADS) {
-    const int e = 4 * ch, x = G::x_of(e, c.blk);
-    uint32_t r[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      uint32_t y = c.sm[swz(e + k)];
-      if (POST) y = mont_lazy(y, c.post, c.q, c.nqinv);
-      if (FINAL) y = reduce_2q(y, c.q);
-      r[k] = y;
-    }
-    const int4 v = make_int4(static_cast<int32_t>(r[0]), static_cast<int32_t>(r[1]), static_cast<int32_t>(r[2]),
-                             static_cast<int32_t>(r[3]));
-    if (c.out_vec) {
-      st4(c.out + x, v);
-    } else {
-      c.out[x] = v.x;
-      c.out[x + 1] = v.y;
-      c.out[x + 2] = v.z;
-      c.out[x + 3] = v.w;
-    }
-  }
-}
-
-// Step s of a phase for thread tid; a __syncthreads() separates consecutive steps.
-template <int LOG_N, bool LARGE, int CAP, bool INV>
+// Step s (= round s in execution order) of a phase for thread tid; a __syncthreads()
+// separates consecutive steps.
+template <int LOG_N, bool LARGE, int CAP, bool INV, bool FL, bool FS>
 FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
-  constexpr bool FINAL = INV == LARGE;  // forward: large then small; inverse: small then large
-  constexpr bool POST = INV && LARGE;   // the last phase of the inverse
+  static_assert(G::NROUNDS >= 2, "the first round reads the input and the last writes the output");
   if (s == 0) {
-    ntt_load<LOG_N, LARGE, CAP>(c, tid);
+    ntt_round_k<LOG_N, LARGE, CAP, INV, 0, FL, FS>(c, tid);
   } else if (s == 1) {
-    ntt_round_k<LOG_N, LARGE, CAP, INV, 0>(c, tid);
-  } else if (s == 2 && G::NROUNDS >= 2) {
-    if constexpr (G::NROUNDS >= 2) ntt_round_k<LOG_N, LARGE, CAP, INV, 1>(c, tid);
-  } else if (s == 3 && G::NROUNDS >= 3) {
-    if constexpr (G::NROUNDS >= 3) ntt_round_k<LOG_N, LARGE, CAP, INV, 2>(c, tid);
+    ntt_round_k<LOG_N, LARGE, CAP, INV, 1, FL, FS>(c, tid);
   } else {
-    ntt_store<LOG_N, LARGE, CAP, FINAL, POST>(c, tid);
+    if constexpr (G::NROUNDS >= 3) ntt_round_k<LOG_N, LARGE, CAP, INV, 2, FL, FS>(c, tid);
   }
 }
 
@@ -286,6 +331,11 @@ FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* 
   c.post = post;
   c.blk = blk;
   c.in_vec = c.out_vec = c.tw_vec = vec;
+  c.in2 = nullptr;
+  c.copy = nullptr;
+  c.keep = nullptr;
+  c.add = nullptr;
+  c.cs = c.ck = 0;
   return c;
 }
 
@@ -298,8 +348,8 @@ constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 
 //   Args; static int64_t rows(const Args&);
 //   static Ctx row(const Args&, int64_t r, uint32_t* sm, int blk): row r's input, output,
 //     tables and post factor (blk: the tile of the row);
-//   LOAD / STORE: whether M replaces the first / last step (load(args, r, ctx, tid),
-//     store(args, r, ctx, tid)): a fused input (a product) or epilogue (a combination).
+//   LOAD / STORE: whether the phase applies the Ctx's fused input (in2, copy) / fused
+//     epilogue (keep, add, cs, ck) that row() sets.
 template <int LOG_N, bool LARGE, bool INV, class M>
 struct NttPhase {
   using Args = typename M::Args;
@@ -309,24 +359,14 @@ struct NttPhase {
   static constexpr int MIN_BLOCKS =
       M::STORE && phase_min_blocks(THREADS) * 3 / 4 > 0 ? phase_min_blocks(THREADS) * 3 / 4 : phase_min_blocks(THREADS);
   struct State {};
-  struct Blk {
-    Ctx c;
-    int64_t r;
-  };
+  using Blk = Ctx;
   FT_HD static int64_t blocks(const Args& a) { return M::rows(a) * G::BLOCKS_PER_ROW; }
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
-    const int64_t r = block / G::BLOCKS_PER_ROW;
-    return Blk{M::row(a, r, sm, static_cast<int>(block % G::BLOCKS_PER_ROW)), r};
+    return M::row(a, block / G::BLOCKS_PER_ROW, sm, static_cast<int>(block % G::BLOCKS_PER_ROW));
   }
-  FT_HD static int num_steps(const Args&, const Blk&) { return G::STEPS; }
-  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
-    if constexpr (M::LOAD) {
-      if (s == 0) return M::load(a, b.r, b.c, tid);
-    }
-    if constexpr (M::STORE) {
-      if (s == G::STEPS - 1) return M::store(a, b.r, b.c, tid);
-    }
-    ntt_step<LOG_N, LARGE, kCap, INV>(s, b.c, tid);
+  FT_HD static int num_steps(const Args&, const Blk&) { return G::NROUNDS; }
+  FT_HD static void step(const Args&, const Blk& c, int s, int tid, State&) {
+    ntt_step<LOG_N, LARGE, kCap, INV, M::LOAD, M::STORE>(s, c, tid);
   }
 };
 

@@ -46,46 +46,22 @@ struct SwDropRows {
 template <int LOG_N, bool LARGE>
 struct SwDstRows {
   using Args = SwArgs;
-  using G = ntt_detail::Geo<LOG_N, false, ntt_detail::kCap>;  // the last phase's tiles
   static constexpr bool LOAD = false, STORE = !LARGE;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.Ld; }
   FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
     const int i = static_cast<int>(r % a.g.Ld);
-    return ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst, i,
-                               table_row(a.g.psi_dst_rows, i), N, 0u, blk);
-  }
-  FT_HD static void store(const Args& a, int64_t r, const ntt_detail::Ctx& c, int tid) {
-    using ntt_detail::mont_lazy;
-    using ntt_detail::reduce_2q;
-    const int64_t p = r / a.g.Ld;
-    const int i = static_cast<int>(r % a.g.Ld), kr = a.g.keep[i];
-    const int32_t* keep = kr >= 0 ? a.g.x + (p * a.g.Ls + kr) * N : nullptr;
-    const int64_t k = p % a.g.K;
-    const int32_t* add = a.g.addend && k < a.g.Ka ? a.g.addend + (((p / a.g.K) * a.g.Ka + k) * a.g.Ld + i) * N : nullptr;
-    const uint32_t q = c.q, nqinv = c.nqinv, ck = static_cast<uint32_t>(ldg(a.g.c_keep + i));
-    const uint32_t cs = static_cast<uint32_t>(ldg(a.g.c_sub + i));
-    constexpr int CH = G::T / 4 / G::THREADS;
-    int4 kvs[CH], avs[CH];  // every load of this step issued first
-#pragma unroll
-    for (int h = 0; h < CH; ++h) {
-      const int x = G::x_of(4 * (tid + h * G::THREADS), c.blk);
-      kvs[h] = keep ? ldg4(keep + x) : make_int4(0, 0, 0, 0);
-      avs[h] = add ? ldg4(add + x) : make_int4(0, 0, 0, 0);
+    ntt_detail::Ctx c = ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst,
+                                            i, table_row(a.g.psi_dst_rows, i), N, 0u, blk);
+    if (!LARGE) {
+      const int64_t p = r / a.g.Ld, k = p % a.g.K;
+      const int kr = a.g.keep[i];
+      c.keep = kr >= 0 ? a.g.x + (p * a.g.Ls + kr) * N : nullptr;
+      c.add = a.g.addend && k < a.g.Ka ? a.g.addend + (((p / a.g.K) * a.g.Ka + k) * a.g.Ld + i) * N : nullptr;
+      c.ck = static_cast<uint32_t>(ldg(a.g.c_keep + i));
+      c.cs = static_cast<uint32_t>(ldg(a.g.c_sub + i));
     }
-#pragma unroll
-    for (int h = 0; h < CH; ++h) {
-      const int e = 4 * (tid + h * G::THREADS);
-      int4 res;
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        uint32_t v = reduce_2q(mont_lazy(c.sm[ntt_detail::swz(e + m)], cs, q, nqinv), q);
-        if (keep) v = reduce_2q(reduce_2q(mont_lazy(static_cast<uint32_t>(elem(kvs[h], m)), ck, q, nqinv), q) + v, q);
-        if (add) v = reduce_2q(v + static_cast<uint32_t>(elem(avs[h], m)), q);
-        elem(res, m) = static_cast<int32_t>(v);
-      }
-      st4(c.out + G::x_of(e, c.blk), res);
-    }
+    return c;
   }
 };
 

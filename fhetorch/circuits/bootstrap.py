@@ -232,6 +232,13 @@ class Bootstrapper:
             p = evaluate(ctx, p, self.arcsine)
         return p
 
+    def eval_mod_parts(self, re: Ciphertext, im: Ciphertext) -> Ciphertext:
+        """eval_mod(re) + i eval_mod(im), both parts stacked into one batch: every kernel of
+        EvalMod then runs once over both (half the launches, twice the rows per launch)."""
+        ctx = self.ctx
+        w = self.eval_mod(re.replace(data=torch.stack([re.data, im.data])))
+        return ev.add(ctx, w.replace(data=w.data[0]), ev.mul_i(ctx, w.replace(data=w.data[1])))
+
     def slot_to_coeff(self, ct: Ciphertext, slots: int, factor: float | None = None) -> Ciphertext:
         for lt in self.stc_transforms(slots, factor):
             ct = lt(ct)
@@ -254,7 +261,7 @@ class Bootstrapper:
             x = self._sub_sum(x, packing)
         parts = self.coeff_to_slot(x)
         if len(parts) == 2:
-            w = ev.add(ctx, self.eval_mod(parts[0]), ev.mul_i(ctx, self.eval_mod(parts[1])))
+            w = self.eval_mod_parts(*parts)
         else:  # [re, im] in 2n slots: SlotToCoeff's first stage forms re + i im
             w = self.eval_mod(parts[0])
         out = self.slot_to_coeff(w.replace(scale=w.scale * label), packing, factor)

@@ -54,13 +54,25 @@ FT_HD int64_t mu_conv_rows(const MuArgs& a) { return static_cast<int64_t>(a.g.be
 FT_HD int64_t mu_conv_index(const MuArgs& a, int j, int i) {
   return static_cast<int64_t>(j) * a.Lext - a.g.lo[j] + (i < a.g.lo[j] ? i : i - mod_up_size(a.g, j));
 }
-// Inverse of mu_conv_index: converted row r -> (digit, ext limb i).
-FT_HD int mu_conv_digit(const MuArgs& a, int64_t r, int& i) {
-  int j = 0;
-  while (j + 1 < a.g.beta && r >= static_cast<int64_t>(j + 1) * a.Lext - a.g.lo[j + 1]) ++j;
-  const int k = static_cast<int>(r - (static_cast<int64_t>(j) * a.Lext - a.g.lo[j]));
-  i = k < a.g.lo[j] ? k : k + mod_up_size(a.g, j);
-  return j;
+// The NTT of the converted rows visits them limb by limb (every ciphertext and digit of ext
+// limb i together), so that the blocks in flight share limb i's twiddle table in L2: launch
+// row r -> (ciphertext bb, digit j, ext limb i). A level limb has a row in every digit but its
+// own, a special limb in every digit.
+FT_HD void mu_conv_row(const MuArgs& a, int64_t r, int64_t& bb, int& j, int& i) {
+  const int64_t B = a.g.B, beta = a.g.beta, L = a.g.L, level_rows = L * (beta - 1) * B;
+  if (r < level_rows) {
+    const int64_t per = (beta - 1) * B;
+    i = static_cast<int>(r / per);
+    const int64_t rem = r - i * per;
+    bb = rem / (beta - 1);
+    const int jj = static_cast<int>(rem - bb * (beta - 1)), own = mu_own_digit(a, i);
+    j = jj < own ? jj : jj + 1;
+  } else {
+    const int64_t rest = r - level_rows, per = beta * B, k = rest / per, rem = rest - k * per;
+    i = static_cast<int>(L + k);
+    bb = rem / beta;
+    j = static_cast<int>(rem - bb * beta);
+  }
 }
 // Row of d holding digit j, ext limb i of ciphertext bb.
 FT_HD int64_t mu_drow(const MuArgs& a, int64_t bb, int j, int i) {
@@ -90,9 +102,10 @@ struct MuInttRows {
   static constexpr bool LOAD = !LARGE, STORE = false;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.L; }
-  FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
-    const int64_t bb = r / a.g.L, L = a.g.L;
-    const int i = static_cast<int>(r % a.g.L);
+  FT_HD static Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
+    // limb-major launch order (every ciphertext's limb i together: one twiddle table in L2)
+    const int64_t L = a.g.L, bb = r_launch % a.g.B, r = bb * L + r_launch / a.g.B;
+    const int i = static_cast<int>(r % L);
     int32_t* t = a.t + r * N;
     Ctx c = row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, table_row(a.g.psi_rows, i), N,
                     LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
@@ -117,9 +130,9 @@ struct MuConvRows {
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * mu_conv_rows(a); }
   FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
-    int i;
-    const int64_t per = mu_conv_rows(a), bb = r / per;
-    const int j = mu_conv_digit(a, r - bb * per, i);
+    int64_t bb;
+    int i, j;
+    mu_conv_row(a, r, bb, j, i);
     int32_t* row = a.d + mu_drow(a, bb, j, i) * N;
     return row_ctx(sm, row, row, a.g.mod_ext, a.g.psi_ext, i, table_row(a.g.psi_rows, i), N, 0u, blk);
   }

@@ -388,8 +388,11 @@ struct AllRows {
   using Args = RowsArgs;
   static constexpr bool LOAD = false, STORE = false;
   FT_HD static int64_t rows(const Args& a) { return a.rows; }
-  FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+  FT_HD static Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
     constexpr int64_t N = int64_t(1) << LOG_N;
+    // limb-major launch order where the rows are whole polynomials: one twiddle table in L2
+    const int64_t polys = a.rows / a.L;
+    const int64_t r = polys * a.L == a.rows ? (r_launch % polys) * a.L + r_launch / polys : r_launch;
     const int l = static_cast<int>(r % a.L);
     Ctx c = row_ctx(sm, a.in + r * N, a.out + r * N, a.mod, a.tw, l, table_row(a.tw_rows, l), N,
                     a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u, blk);

@@ -32,7 +32,9 @@ struct SwDropRows {
   static constexpr bool LOAD = false, STORE = false;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.D; }
-  FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+  FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
+    // limb-major launch order (every polynomial's limb k together: one twiddle table in L2)
+    const int64_t r = (r_launch % a.g.B) * a.g.D + r_launch / a.g.B;
     const int k = static_cast<int>(r % a.g.D);
     int32_t* t = a.t + r * N;
     const int32_t* in = LARGE ? t : a.g.x + ((r / a.g.D) * a.g.Ls + a.g.drop[k]) * N;
@@ -49,7 +51,8 @@ struct SwDstRows {
   static constexpr bool LOAD = false, STORE = !LARGE;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.Ld; }
-  FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
+  FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
+    const int64_t r = (r_launch % a.g.B) * a.g.Ld + r_launch / a.g.B;  // limb-major, as SwDropRows
     const int i = static_cast<int>(r % a.g.Ld);
     ntt_detail::Ctx c = ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst,
                                             i, table_row(a.g.psi_dst_rows, i), N, 0u, blk);

@@ -42,7 +42,7 @@ def phases(key, ct, mq, repeat: int) -> dict:
     per_chunk = max(1, alg.KEYSWITCH_SUMS_BYTES // (4 * planes.shape[0]))
     chunks = (ct.shape[0] + per_chunk - 1) // per_chunk
     ct = ct[: ct.shape[0] // chunks]
-    rows = max(ct.shape[0], 17)
+    rows = max(ct.shape[0], alg.INT_MM_MIN_ROWS)
     digits = ops.tfhe_keyswitch_digits(ct, mq.moduli, key.base_log, key.level, rows)
     sums = torch._int_mm(digits, planes.t())
     fns = {"digits": lambda: ops.tfhe_keyswitch_digits(ct, mq.moduli, key.base_log, key.level, rows),

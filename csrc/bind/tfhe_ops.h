@@ -186,7 +186,7 @@ Tensor tfhe_keyswitch_digits_op(const Tensor& ct, at::IntArrayRef moduli, int64_
   const int64_t n_in = ct.size(-1) - 1, B = batch_of(ct, 1);
   FT_CHECK(n_in >= 1, "fhetorch.", op, ": ct must be (..., n_in + 1) with n_in >= 1, got ", ct.sizes());
   FT_CHECK(rows >= B, "fhetorch.", op, ": rows must be at least the batch of ct (", B, "), got ", rows,
-           "; pass rows = max(batch, 17) for torch._int_mm on CUDA");
+           "; pass rows >= the batch (more than 16 for torch._int_mm on CUDA)");
   KeyswitchArgs g{};
   g.m = tfhe_mod(moduli, op);
   g.n_in = as_int(n_in, op, "n_in");

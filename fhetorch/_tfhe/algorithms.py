@@ -286,7 +286,9 @@ KEYSWITCH_METHOD = os.environ.get("FHETORCH_TFHE_KEYSWITCH", "tensor")
 # The tensor key switch runs a batch in chunks whose int32 sums (rows, 8 (n_out + 1)) stay below this.
 KEYSWITCH_SUMS_BYTES = 256 << 20
 _INT8_MAX_BASE_LOG = 8  # balanced digits in [-2^(base_log-1), 2^(base_log-1)) fit int8
-_INT_MM_MIN_ROWS = 17  # torch._int_mm on CUDA wants more than 16 rows (the digits op pads with zeros)
+# torch._int_mm on CUDA wants more than 16 rows; the digits op pads small chunks with zero rows to 32
+# (cuBLAS's int8 kernels had wrong results at 17 rows in one CUDA release, pytorch issue 107671)
+INT_MM_MIN_ROWS = 32
 
 
 def keyswitch_sum_bound(keyswitch_key: LweKeyswitchKey) -> int:
@@ -352,7 +354,7 @@ def _keyswitch_on_tensor_cores(k: LweKeyswitchKey, ct: torch.Tensor, modulus: Mo
         return ct.new_empty((*lead, w))
     per_chunk = max(1, KEYSWITCH_SUMS_BYTES // (4 * planes.shape[0]))  # ciphertexts whose sums fit the budget
     chunks = (batch + per_chunk - 1) // per_chunk  # of sizes differing by one at most
-    min_rows = _INT_MM_MIN_ROWS if x.is_cuda else 1
+    min_rows = INT_MM_MIN_ROWS if x.is_cuda else 1
     outs = []
     for i in range(chunks):
         part = x[i * batch // chunks:(i + 1) * batch // chunks]

@@ -79,7 +79,7 @@ def test_keyswitch_tensor_ops(gen):
 
 # the key switch on int8 tensor cores (cuBLAS's int8 GEMM through torch._int_mm) at the presets' shapes
 # (tfhe-4bit-p128, tfhe-4bit, tfhe-2bit, toy): = the GEMM kernel on CUDA = the CPU's; batch 1 and 17
-# (rows padded to 17 for _int_mm), 1300 (one chunk), 1300 in chunks of about 100 (budget lowered)
+# (rows padded to 32 for _int_mm), 1300 (one chunk), 1300 in chunks of about 100 (budget lowered)
 @pytest.mark.parametrize("n_in,n_out,base_log,level", [(2048, 918, 4, 4), (2048, 833, 3, 5), (2048, 747, 4, 3),
                                                        (1024, 32, 4, 6)])
 @pytest.mark.parametrize("batch,chunked", [(1, False), (17, False), (1300, False), (1300, True)])

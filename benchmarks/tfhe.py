@@ -5,9 +5,12 @@ For each preset (default tfhe-2bit, tfhe-4bit, tfhe-4bit-p128, tfhe-4bit-mb4 (mu
 with --quick): keygen time and key sizes, a decrypt check of one batched LUT, then per batch
 (default 1, 132, 1024, 4096, 16384; --batches) three ops:
 
-- `ks`: the LWE key switch alone (k N -> n), the GEMM of csrc/tfhe.h;
+- `ks`: the LWE key switch alone (k N -> n), with keyswitch_lwe_ciphertext's default kernel (the
+  int8 tensor-core product where the key allows, else the GEMM of csrc/tfhe.h; FHETORCH_TFHE_KEYSWITCH);
 - `pbs`: blind rotation + sample extraction of key-switched ciphertexts (the PBS alone);
-- `ks_pbs`: both, as Context.bootstrap runs them (the atomic pattern's whole PBS).
+- `ks_pbs`: both, as Context.bootstrap runs them (the atomic pattern's whole PBS);
+- `ks_gemm` (only when asked: --ops ks,ks_gemm): the key switch with the int64 GEMM kernel (method
+  "gemm"), to compare the two kernels (scripts/ks_timing.py times them alone, with the phases).
 
 Timing: CUDA events on the current stream, GPU idle before each repeat, median after warm-up
 (common.time_eager); on CUDA batches up to GRAPH_MAX_BATCH are also timed as one replayed CUDA
@@ -46,6 +49,7 @@ QUICK_PRESETS = ["toy-tfhe-4bit"]
 BATCHES = [1, 132, 1024, 4096, 16384]
 QUICK_BATCHES = [1, 8]
 OPS = ["ks", "pbs", "ks_pbs"]
+OPTIONAL_OPS = ["ks_gemm"]  # run only when --ops names them
 GRAPH_MAX_BATCH = 1024
 REPEAT_BUDGET_S = 5.0
 CIRCUITS_MODULE = "benchmarks.tfhe_circuits"
@@ -90,7 +94,7 @@ def pbs_model(p) -> dict:
 
 def floor_of(model: dict, op: str, batch: int, bandwidth_gbs: float) -> dict:
     """The op's floor at `batch`: max(IMADs / H100 rate, bytes / bandwidth), seconds, and which bound."""
-    parts = {"ks": ["ks"], "pbs": ["pbs"], "ks_pbs": ["ks", "pbs"]}[op]
+    parts = {"ks": ["ks"], "ks_gemm": ["ks"], "pbs": ["pbs"], "ks_pbs": ["ks", "pbs"]}[op]
     imad = sum(model[f"{x}_imad"] for x in parts) * batch
     nbytes = sum(model[f"{x}_key_bytes"] + model[f"{x}_ct_bytes"] * batch for x in parts)
     t_ops, t_mem = imad / H100_IMAD_PER_S, nbytes / (bandwidth_gbs * 1e9)
@@ -137,10 +141,12 @@ def bench_preset(name: str, args, device, results: list) -> dict:
             "ks": [p.ks_base_log, p.ks_level], "bits": p.bits, "security_bits": p.security_bits,
             "log2_p_fail": p.log2_p_fail, "keygen_s": time.perf_counter() - t0,
             "bootstrap_key_bytes": ctx.bootstrap_key.data.nbytes, "keyswitch_key_bytes": ctx.keyswitch_key.data.nbytes,
-            "model": model, "bytes_per_ciphertext": bytes_per_ciphertext(p)}
+            "model": model, "bytes_per_ciphertext": bytes_per_ciphertext(p),
+            "ks_method": alg.keyswitch_method(ctx.keyswitch_key)}
     print(f"\n== {name}: n = {p.n}, N = {p.N}, k = {p.k}, grouping {p.grouping_factor}, PBS 2^{p.pbs_base_log} x {p.pbs_level}, KS "
           f"2^{p.ks_base_log} x {p.ks_level}, {p.bits} bits; keygen {info['keygen_s']:.1f} s, bootstrapping key "
-          f"{info['bootstrap_key_bytes'] / 2**20:.1f} MiB, key-switching key {info['keyswitch_key_bytes'] / 2**20:.1f} MiB",
+          f"{info['bootstrap_key_bytes'] / 2**20:.1f} MiB, key-switching key {info['keyswitch_key_bytes'] / 2**20:.1f} MiB, "
+          f"key switch {info['ks_method']}",
           flush=True)
 
     space = p.message_space
@@ -148,8 +154,8 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     tv = test_polynomial([table], space, p.N, p.delta, p.q).to(device).unsqueeze(0)
     gen = torch.Generator().manual_seed(1)
 
-    def ks(x):
-        return alg.keyswitch_lwe_ciphertext(ctx.keyswitch_key, x, ctx.modulus)
+    def ks(x, method=None):
+        return alg.keyswitch_lwe_ciphertext(ctx.keyswitch_key, x, ctx.modulus, method=method)
 
     def pbs(x):
         return alg.programmable_bootstrap_lwe_ciphertext(ctx.ring, ctx.bootstrap_key, x, tv)[0]
@@ -174,7 +180,8 @@ def bench_preset(name: str, args, device, results: list) -> dict:
             continue
         x = ctx.encrypt(torch.randint(0, p.message_modulus, (batch,), generator=gen)).data
         xs = ks(x)
-        fns = {"ks": lambda: ks(x), "pbs": lambda: pbs(xs), "ks_pbs": lambda: pbs(ks(x))}
+        fns = {"ks": lambda: ks(x), "ks_gemm": lambda: ks(x, "gemm"), "pbs": lambda: pbs(xs),
+               "ks_pbs": lambda: pbs(ks(x))}
         for op in args.ops:
             modes = ["eager"] + (["graph"] if cuda and not args.eager_only and batch <= GRAPH_MAX_BATCH else [])
             for mode in modes:
@@ -268,9 +275,9 @@ def run(args, device: torch.device) -> dict:
     if args.batches is None:
         args.batches = QUICK_BATCHES if args.quick else BATCHES
     args.ops = args.ops or OPS
-    unknown = [o for o in args.ops if o not in OPS]
+    unknown = [o for o in args.ops if o not in OPS + OPTIONAL_OPS]
     if unknown:
-        raise SystemExit(f"tfhe: unknown op(s) {unknown}; choose from {', '.join(OPS)}")
+        raise SystemExit(f"tfhe: unknown op(s) {unknown}; choose from {', '.join(OPS + OPTIONAL_OPS)}")
     doc = {"suite": "tfhe", **common.environment(device), "anchors": ANCHORS}
     doc["config"] = {"repeat": args.repeat, "warmup": args.warmup, "batches": args.batches, "ops": args.ops,
                      "bandwidth_gbs": args.bandwidth_gbs, "bandwidth_source": args.bandwidth_source,

@@ -61,6 +61,10 @@
   R tfhe_decompose(const int64_t* x, int64_t* out, int64_t total, const TfheMod& m, int base_log, int level,        \
                    const CTX& ctx);                                                                                 \
   R tfhe_keyswitch(const KeyswitchArgs& g, const CTX& ctx);                                                        \
+  /* The tensor-core key switch's two passes (csrc/tfhe.h): digits (rows, tfhe_ks_digit_cols(g)) int8 of g.ct's    \
+     B ciphertexts, zero rows below; then g.out (B, n_out + 1) from sums (>= B rows, kKsPlanes (n_out + 1)). */       \
+  R tfhe_keyswitch_digits(const KeyswitchArgs& g, int8_t* digits, int64_t rows, const CTX& ctx);                   \
+  R tfhe_keyswitch_combine(const KeyswitchArgs& g, const int32_t* sums, const CTX& ctx);                           \
   /* glwe, out: (B, k1, N); ggsw (k1, level, k1, 2, N) shared by the batch. */                                     \
   R tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,    \
                           const CTX& ctx);                                                                          \

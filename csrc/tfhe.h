@@ -777,8 +777,10 @@ FT_HD int tfhe_ks_plan(KeyswitchArgs& g, int64_t target) {
   return mb;
 }
 
-// The level balanced digits of v (as tfhe_digit gives them, j = 0 the most significant) at d[j * stride].
-FT_HD void tfhe_digits(uint64_t v, int base_log, int level, int32_t* d, int stride) {
+// The level balanced digits of v (as tfhe_digit gives them, j = 0 the most significant) at d[j * stride]
+// (int32 for the GEMM tiles, int8 for the tensor-core key switch: base_log <= 8).
+template <class D>
+FT_HD void tfhe_digits(uint64_t v, int base_log, int level, D* d, int stride) {
   const uint64_t mask = (uint64_t(1) << base_log) - 1, half = uint64_t(1) << (base_log - 1);
   for (int j = level - 1; j >= 0; --j) {
     const uint64_t u = v & mask;
@@ -788,7 +790,7 @@ FT_HD void tfhe_digits(uint64_t v, int base_log, int level, int32_t* d, int stri
       x -= static_cast<int64_t>(mask) + 1;
       v += 1;
     }
-    d[j * stride] = static_cast<int32_t>(x);
+    d[j * stride] = static_cast<D>(x);
   }
 }
 
@@ -899,6 +901,63 @@ FT_HD void tfhe_keyswitch_finish_one(const KeyswitchArgs& g, int64_t e) {
   }
   const int64_t b = e / (g.n_out + 1);
   tfhe_ks_write(g, b, e - b * (g.n_out + 1), r);
+}
+
+
+// ---- LWE key switching on int8 tensor cores -------------------------------------------------
+//
+// The same sum as the GEMM above, out[b] = (0, ..., 0, body_b) - sum_t d[b, t] KSK[t], as one int8
+// x int8 -> int32 matrix product (torch._int_mm: tensor cores on CUDA, oneDNN on the CPU) between
+// two element-wise passes (docs/tfhe.md, "Key switch on int8 tensor cores"):
+//  * digits (tfhe_ks_digits_one): D (rows, K8) int8, D[b, i level + j] = digit j of mask i of
+//    ciphertext b (|d| <= 2^(base_log-1) <= 128: base_log <= 8), zero in the padding rows b >= B
+//    and columns t >= K = n_in level (K8 = K rounded up to a multiple of 8);
+//  * the product with the byte planes of the key, built once per key in Python
+//    (fhetorch._tfhe.algorithms.keyswitch_byte_planes): each residue of KSK[t, l, c], centred to
+//    (-q_l/2, q_l/2], is sum_j 2^(8j) W_lj[t, c] with signed bytes W_lj in [-128, 127]; column
+//    kKsPlanes c + 4 l + j of the product holds S_lj[b, c] = sum_t D[b, t] W_lj[t, c], exact in
+//    int32 while 2^(base_log-1) 128 K < 2^31 (the caller checks the bound);
+//  * combine (tfhe_ks_combine_one): per prime sum_j 2^(8j) S_lj = sum_t d[b, t] KSK_l[t, c]
+//    (exactly: |.| < 2^31 (1 + 2^8 + 2^16 + 2^24) < 2^56 in int64), reduced mod q_l, subtracted
+//    from the body and composed as tfhe_ks_write does for the GEMM: the same canonical output
+//    bit for bit.
+
+constexpr int kKsPlanes = 8;        // sums per output coefficient: 2 primes x 4 byte planes
+constexpr int kKsInt8MaxBaseLog = 8;  // balanced digits in [-2^(base_log-1), 2^(base_log-1)) fit int8
+
+// K = n_in level rounded up to a multiple of 8 (torch._int_mm's inner dimension on CUDA).
+FT_HD int64_t tfhe_ks_digit_cols(const KeyswitchArgs& g) {
+  return (static_cast<int64_t>(g.n_in) * g.level + 7) / 8 * 8;
+}
+
+// Element e of rows x (n_in + 1): ciphertext b = e / (n_in + 1), mask i = e % (n_in + 1); i < n_in
+// writes that mask's level digits (zeros for b >= B), i = n_in the padding columns [K, K8).
+FT_HD void tfhe_ks_digits_one(const KeyswitchArgs& g, int8_t* digits, int64_t e) {
+  const int64_t per = static_cast<int64_t>(g.n_in) + 1, b = e / per, i = e - b * per;
+  const int64_t cols = tfhe_ks_digit_cols(g);
+  int8_t* row = digits + b * cols;
+  if (i == g.n_in) {
+    for (int64_t t = i * g.level; t < cols; ++t) row[t] = 0;
+    return;
+  }
+  int8_t* d = row + i * g.level;
+  if (b < g.B)
+    tfhe_digits(tfhe_round_pow2(g.ct[b * per + i], g.m.q_full, g.base_log * g.level), g.base_log, g.level, d, 1);
+  else
+    for (int j = 0; j < g.level; ++j) d[j] = 0;
+}
+
+// Output coefficient e = (b, c) of B x (n_out + 1) from its kKsPlanes sums s[4 l + j] = S_lj[b, c].
+FT_HD void tfhe_ks_combine_one(const KeyswitchArgs& g, const int32_t s[kKsPlanes], int64_t e) {
+  const int64_t w = static_cast<int64_t>(g.n_out) + 1, b = e / w;
+  int32_t r[2];
+  for (int l = 0; l < 2; ++l) {
+    const int32_t* p = s + 4 * l;
+    const int64_t v = static_cast<int64_t>(p[0]) + static_cast<int64_t>(p[1]) * (int64_t(1) << 8) +
+                      static_cast<int64_t>(p[2]) * (int64_t(1) << 16) + static_cast<int64_t>(p[3]) * (int64_t(1) << 24);
+    r[l] = tfhe_residue(v, g.m.q[l]);
+  }
+  tfhe_ks_write(g, b, e - b * w, r);
 }
 
 }  // namespace fhetorch

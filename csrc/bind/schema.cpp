@@ -145,6 +145,19 @@ TORCH_LIBRARY(fhetorch, m) {
   // sum_(i, j) d_ij * keyswitch_key[i, j], d_ij = tfhe_decompose(a_i)[j]; keyswitch_key (n_in, level, 2, n_out + 1)
   // int32 standard-form residues of LWE encryptions of s_in[i] * G_j under s_out.
   m.def("tfhe_keyswitch(Tensor ct, Tensor keyswitch_key, int[] moduli, int base_log, int level) -> Tensor");
+  // The same key switch on int8 tensor cores (csrc/tfhe.h; docs/tfhe.md, "Key switch on int8 tensor
+  // cores"), three passes: tfhe_keyswitch_digits, torch._int_mm by the key's byte planes
+  // (fhetorch._tfhe.algorithms.keyswitch_byte_planes), tfhe_keyswitch_combine; equal to tfhe_keyswitch
+  // bit for bit where the int32 sums cannot overflow (2^(base_log - 1) 128 n_in level < 2^31).
+  // Digits: ct (..., n_in + 1), B ciphertexts -> (rows, K8) int8, rows >= B, K8 = n_in level rounded up
+  // to a multiple of 8: out[b, i level + j] = tfhe_decompose(ct[b, i])[j] for b < B, i < n_in, zero
+  // elsewhere. base_log in [1, 8] (the digits must fit int8).
+  m.def("tfhe_keyswitch_digits(Tensor ct, int[] moduli, int base_log, int level, int rows) -> Tensor");
+  // Combine: sums (rows, 8 (n_out + 1)) int32, rows >= B, column 8 c + 4 l + j holding S_lj[b, c] =
+  // sum_t d[b, t] W_lj[t, c] (W_lj: byte j of the key's residues mod q_l centred to (-q_l/2, q_l/2],
+  // signed bytes); ct (..., n_in + 1) -> (..., n_out + 1) = (0, ..., 0, b) - KS mod q, the residue mod
+  // q_l of sum_t d[b, t] KSK_l[t, c] being sum_j 2^(8j) S_lj[b, c].
+  m.def("tfhe_keyswitch_combine(Tensor sums, Tensor ct, int[] moduli) -> Tensor");
   // External product: glwe (..., k + 1, N) -> ggsw x glwe = sum_(p, j) d_pj * row(p, j), d_pj
   // the digit polynomials of glwe's component p (tfhe_decompose), same shape as glwe.
   m.def("tfhe_external_product(Tensor glwe, Tensor ggsw, Tensor psi, Tensor psi_inv, Tensor post, int[] moduli, "

@@ -172,6 +172,64 @@ Tensor tfhe_keyswitch_op(const Tensor& ct, const Tensor& keyswitch_key, at::IntA
   return out;
 }
 
+// The key switch on int8 tensor cores, pass 1: ct (..., n_in + 1) -> the digits (rows, K8) int8
+// (csrc/tfhe.h, tfhe_ks_digits_one), rows >= the batch (torch._int_mm wants more than 16 on CUDA).
+template <class Dev>
+Tensor tfhe_keyswitch_digits_op(const Tensor& ct, at::IntArrayRef moduli, int64_t base_log, int64_t level,
+                                int64_t rows) {
+  const char* op = "tfhe_keyswitch_digits";
+  tfhe_check_int64(ct, op, "ct", 1);
+  tfhe_check_gadget(base_log, level, op);
+  FT_CHECK(base_log <= kKsInt8MaxBaseLog, "fhetorch.", op, ": base_log must be at most ", kKsInt8MaxBaseLog,
+           " (digits in [-2^(base_log-1), 2^(base_log-1)) must fit int8), got ", base_log,
+           "; key-switch such keys with tfhe_keyswitch");
+  const int64_t n_in = ct.size(-1) - 1, B = batch_of(ct, 1);
+  FT_CHECK(n_in >= 1, "fhetorch.", op, ": ct must be (..., n_in + 1) with n_in >= 1, got ", ct.sizes());
+  FT_CHECK(rows >= B, "fhetorch.", op, ": rows must be at least the batch of ct (", B, "), got ", rows,
+           "; pass rows >= the batch (more than 16 for torch._int_mm on CUDA)");
+  KeyswitchArgs g{};
+  g.m = tfhe_mod(moduli, op);
+  g.n_in = as_int(n_in, op, "n_in");
+  g.base_log = static_cast<int>(base_log);
+  g.level = static_cast<int>(level);
+  (void)as_int(n_in * level, op, "n_in * level");
+  g.B = B;
+  Dev dev(ct);
+  Tensor out = at::empty({rows, tfhe_ks_digit_cols(g)}, ct.options().dtype(at::kChar));
+  g.ct = ct.data_ptr<int64_t>();
+  dev.run(op, [&](auto& ctx) { return tfhe_keyswitch_digits(g, out.data_ptr<int8_t>(), rows, ctx); });
+  return out;
+}
+
+// Pass 3: sums (rows, kKsPlanes (n_out + 1)) int32 (torch._int_mm of the digits by the key's byte
+// planes), ct (..., n_in + 1) for the bodies -> (..., n_out + 1) mod q (tfhe_ks_combine_one).
+template <class Dev>
+Tensor tfhe_keyswitch_combine_op(const Tensor& sums, const Tensor& ct, at::IntArrayRef moduli) {
+  const char* op = "tfhe_keyswitch_combine";
+  check_residues(sums, op, "sums");
+  tfhe_check_int64(ct, op, "ct", 1);
+  FT_CHECK(ct.size(-1) >= 1, "fhetorch.", op, ": ct must be (..., n_in + 1), got ", ct.sizes());
+  FT_CHECK(sums.dim() == 2 && sums.size(1) >= 2 * kKsPlanes && sums.size(1) % kKsPlanes == 0, "fhetorch.", op,
+           ": sums must be (rows, ", kKsPlanes, " (n_out + 1)) with n_out >= 1 (2 primes x 4 byte planes per output ",
+           "coefficient), got ", sums.sizes());
+  const int64_t B = batch_of(ct, 1);
+  FT_CHECK(sums.size(0) >= B, "fhetorch.", op, ": sums must have a row per ciphertext of ct (", B, "), got ",
+           sums.size(0));
+  check_devices(op, {&sums, &ct});
+  KeyswitchArgs g{};
+  g.m = tfhe_mod(moduli, op);
+  g.n_in = as_int(ct.size(-1) - 1, op, "n_in");
+  g.n_out = as_int(sums.size(1) / kKsPlanes - 1, op, "n_out");
+  g.B = B;
+  Dev dev(ct);
+  const Tensor s = dev.aligned(sums);
+  Tensor out = at::empty(shape_with(ct, 1, {g.n_out + int64_t(1)}), ct.options());
+  g.ct = ct.data_ptr<int64_t>();
+  g.out = out.data_ptr<int64_t>();
+  dev.run(op, [&](auto& ctx) { return tfhe_keyswitch_combine(g, ptr(s), ctx); });
+  return out;
+}
+
 template <class Dev>
 Tensor tfhe_external_product_op(const Tensor& glwe, const Tensor& ggsw, const Tensor& psi, const Tensor& psi_inv,
                                 const Tensor& post, at::IntArrayRef moduli, int64_t base_log, int64_t level) {
@@ -277,6 +335,8 @@ void register_tfhe_ops(torch::Library& m) {
   m.impl("tfhe_modulus_switch", &tfhe_modulus_switch_op<Dev>);
   m.impl("tfhe_decompose", &tfhe_decompose_op<Dev>);
   m.impl("tfhe_keyswitch", &tfhe_keyswitch_op<Dev>);
+  m.impl("tfhe_keyswitch_digits", &tfhe_keyswitch_digits_op<Dev>);
+  m.impl("tfhe_keyswitch_combine", &tfhe_keyswitch_combine_op<Dev>);
   m.impl("tfhe_external_product", &tfhe_external_product_op<Dev>);
   m.impl("tfhe_blind_rotate", &tfhe_blind_rotate_op<Dev>);
   m.impl("tfhe_multi_bit_blind_rotate", &tfhe_multi_bit_blind_rotate_op<Dev>);

@@ -61,6 +61,19 @@ void tfhe_keyswitch(const KeyswitchArgs& g_in, const Threads& th) {
     });
 }
 
+// The tensor-core key switch's element-wise passes (csrc/tfhe.h); torch._int_mm runs between them.
+void tfhe_keyswitch_digits(const KeyswitchArgs& g, int8_t* digits, int64_t rows, const Threads& th) {
+  th.par(rows * (static_cast<int64_t>(g.n_in) + 1), 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) tfhe_ks_digits_one(g, digits, e);
+  });
+}
+
+void tfhe_keyswitch_combine(const KeyswitchArgs& g, const int32_t* sums, const Threads& th) {
+  th.par(g.B * (static_cast<int64_t>(g.n_out) + 1), 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t e = i0; e < i1; ++e) tfhe_ks_combine_one(g, sums + e * kKsPlanes, e);
+  });
+}
+
 void tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,
                            const Threads& th) {
   const int64_t words = tfhe_scratch_words(r), k1n = static_cast<int64_t>(r.k1) << r.log_n;

@@ -3,6 +3,8 @@
 // of the K loop), the tile's digits and key rows in shared memory, each thread's 2 x mb x 4
 // sums in registers. Small batches split the K loop so that about two blocks per SM run; a
 // second launch joins the parts. Scratch (the parts' sums) from the caching allocator.
+// Also the two element-wise passes of the key switch on int8 tensor cores (digits, combine; the
+// product between them is torch._int_mm, run by the caller): one thread per element.
 #include "kernels.h"
 #include "util.cuh"
 
@@ -26,6 +28,21 @@ __global__ void __launch_bounds__(kKsTeam) keyswitch_tile_kernel(KeyswitchArgs g
 __global__ void __launch_bounds__(kFinishBlock) keyswitch_finish_kernel(KeyswitchArgs g) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e < g.B * (g.n_out + 1)) tfhe_keyswitch_finish_one(g, e);
+}
+
+__global__ void __launch_bounds__(kFinishBlock) keyswitch_digits_kernel(KeyswitchArgs g, int8_t* digits, int64_t total) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < total) tfhe_ks_digits_one(g, digits, e);
+}
+
+// sums: 16-byte aligned (the binding copies a misaligned tensor), so a coefficient's kKsPlanes = 8
+// sums are two 16-byte loads.
+__global__ void __launch_bounds__(kFinishBlock) keyswitch_combine_kernel(KeyswitchArgs g, const int32_t* sums) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= g.B * (g.n_out + 1)) return;
+  const int4 lo = ldg4(sums + e * kKsPlanes), hi = ldg4(sums + e * kKsPlanes + 4);
+  const int32_t s[kKsPlanes] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  tfhe_ks_combine_one(g, s, e);
 }
 
 template <int MB>
@@ -54,6 +71,24 @@ cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
   const unsigned grid = grid_for(g.B * (g.n_out + 1), kFinishBlock);
   if (grid == 0) return cudaErrorInvalidConfiguration;
   keyswitch_finish_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g);
+  return cudaGetLastError();
+}
+
+cudaError_t tfhe_keyswitch_digits(const KeyswitchArgs& g, int8_t* digits, int64_t rows, const Stream& s) {
+  const int64_t total = rows * (static_cast<int64_t>(g.n_in) + 1);
+  if (total <= 0) return cudaSuccess;
+  const unsigned grid = grid_for(total, kFinishBlock);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  keyswitch_digits_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g, digits, total);
+  return cudaGetLastError();
+}
+
+cudaError_t tfhe_keyswitch_combine(const KeyswitchArgs& g, const int32_t* sums, const Stream& s) {
+  const int64_t total = g.B * (static_cast<int64_t>(g.n_out) + 1);
+  if (total <= 0) return cudaSuccess;
+  const unsigned grid = grid_for(total, kFinishBlock);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  keyswitch_combine_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g, sums);
   return cudaGetLastError();
 }
 

@@ -33,9 +33,9 @@ __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product", "automorphism",
     "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
-    "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
-    "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
-    "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate",
+    "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
+    "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft",
+    "tfhe_ifft", "tfhe_fft_product", "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate",
 ]
 
 
@@ -249,6 +249,6 @@ for _name in ("sample_ternary", "sample_cbd"):
 # --- TFHE (fhetorch/_ops/tfhe.py) ----------------------------------------------------------------
 from .tfhe import (  # noqa: E402  (after the CKKS ops: one registration order)
     tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_fft, tfhe_fft_product, tfhe_ifft, tfhe_keyswitch,
-    tfhe_modulus_switch, tfhe_multi_bit_blind_rotate, tfhe_sample_int, tfhe_torus_cmux, tfhe_torus_external_product,
-    tfhe_fourier_blind_rotate,
+    tfhe_keyswitch_combine, tfhe_keyswitch_digits, tfhe_modulus_switch, tfhe_multi_bit_blind_rotate, tfhe_sample_int,
+    tfhe_torus_cmux, tfhe_torus_external_product, tfhe_fourier_blind_rotate,
 )

@@ -15,7 +15,8 @@ _ops = torch.ops.fhetorch
 _fake = torch.library.register_fake
 Tensor = torch.Tensor
 
-__all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_external_product",
+__all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
+           "tfhe_keyswitch_combine", "tfhe_external_product",
            "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
            "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate"]
 
@@ -62,6 +63,30 @@ def tfhe_keyswitch(ct: Tensor, keyswitch_key: Tensor, moduli: Sequence[int], bas
 @_fake("fhetorch::tfhe_keyswitch")
 def _(ct, keyswitch_key, moduli, base_log, level):
     return ct.new_empty((*ct.shape[:-1], keyswitch_key.shape[-1]))
+
+
+# The key switch on int8 tensor cores (schema.cpp; fhetorch._tfhe.algorithms runs the three passes):
+# digits, torch._int_mm by the key's byte planes, combine.
+def tfhe_keyswitch_digits(ct: Tensor, moduli: Sequence[int], base_log: int, level: int, rows: int) -> Tensor:
+    """(..., n_in + 1) -> (rows, K8) int8 gadget digits of the masks, row b = ciphertext b (rows >= the
+    batch; the rest zero), column i level + j = digit j of mask i, K8 = n_in level rounded up to 8."""
+    return _ops.tfhe_keyswitch_digits(ct, _m(moduli), int(base_log), int(level), int(rows))
+
+
+@_fake("fhetorch::tfhe_keyswitch_digits")
+def _(ct, moduli, base_log, level, rows):
+    return ct.new_empty((rows, ((ct.shape[-1] - 1) * level + 7) // 8 * 8), dtype=torch.int8)
+
+
+def tfhe_keyswitch_combine(sums: Tensor, ct: Tensor, moduli: Sequence[int]) -> Tensor:
+    """sums (rows, 8 (n_out + 1)) int32 (digits x byte planes), ct (..., n_in + 1) -> the key-switched
+    (..., n_out + 1) mod q: bodies minus the sums' residues."""
+    return _ops.tfhe_keyswitch_combine(sums, ct, _m(moduli))
+
+
+@_fake("fhetorch::tfhe_keyswitch_combine")
+def _(sums, ct, moduli):
+    return ct.new_empty((*ct.shape[:-1], sums.shape[1] // 8))
 
 
 def tfhe_external_product(glwe: Tensor, ggsw: Tensor, psi: Tensor, psi_inv: Tensor, post: Tensor,

@@ -5,6 +5,8 @@ function takes any leading batch dimensions. The math: docs/tfhe.md.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .. import _ops
@@ -274,12 +276,106 @@ def decrypt_glwe_ciphertext(ring: TFHERing, key: GlweSecretKey, ct: torch.Tensor
 
 # --- the bootstrap's steps ------------------------------------------------------------------------
 
-def keyswitch_lwe_ciphertext(keyswitch_key: LweKeyswitchKey, ct: torch.Tensor, modulus: Modulus) -> torch.Tensor:
-    """(..., n_in + 1) under the input key -> (..., n_out + 1) under the output key."""
+# The LWE key switch runs one of two exact kernels with the same output bit for bit (docs/tfhe.md, "Key
+# switch" and "Key switch on int8 tensor cores"): "gemm", the int64 GEMM of csrc/tfhe.h (op
+# tfhe_keyswitch), or "tensor", int8 digits times the key's byte planes by torch._int_mm (tensor cores
+# on CUDA) between two element-wise ops. FHETORCH_TFHE_KEYSWITCH=gemm|tensor sets the default (read
+# once, here); unset: "tensor" wherever its int32 sums cannot overflow.
+KEYSWITCH_METHODS = ("tensor", "gemm")
+KEYSWITCH_METHOD = os.environ.get("FHETORCH_TFHE_KEYSWITCH", "tensor")
+# The tensor key switch runs a batch in chunks whose int32 sums (rows, 8 (n_out + 1)) stay below this.
+KEYSWITCH_SUMS_BYTES = 256 << 20
+_INT8_MAX_BASE_LOG = 8  # balanced digits in [-2^(base_log-1), 2^(base_log-1)) fit int8
+# torch._int_mm on CUDA wants more than 16 rows; the digits op pads small chunks with zero rows to 32
+# (cuBLAS's int8 kernels had wrong results at 17 rows in one CUDA release, pytorch issue 107671)
+INT_MM_MIN_ROWS = 32
+
+
+def keyswitch_sum_bound(keyswitch_key: LweKeyswitchKey) -> int:
+    """The largest magnitude an int32 sum of the tensor key switch can reach: digits of magnitude at
+    most 2^(base_log - 1) times signed key bytes of magnitude at most 128, n_in level terms. Raises
+    nothing."""
+    k = keyswitch_key
+    return (1 << (k.base_log - 1)) * 128 * k.input_dimension * k.level
+
+
+def keyswitch_method(keyswitch_key: LweKeyswitchKey, method: str | None = None) -> str:
+    """The kernel keyswitch_lwe_ciphertext runs for this key: "tensor" where asked (method, else
+    FHETORCH_TFHE_KEYSWITCH, else "tensor") and allowed (base_log <= 8 and keyswitch_sum_bound below
+    2^31: the int32 sums are exact), else "gemm". Raises ParameterError for a method other than
+    "tensor" and "gemm"."""
+    chosen = KEYSWITCH_METHOD if method is None else method
+    if chosen not in KEYSWITCH_METHODS:
+        origin = "FHETORCH_TFHE_KEYSWITCH" if method is None else "method"
+        raise ParameterError(f"keyswitch_lwe_ciphertext: {origin} must be 'tensor' or 'gemm', got {chosen!r}")
+    fits = keyswitch_key.base_log <= _INT8_MAX_BASE_LOG and keyswitch_sum_bound(keyswitch_key) < 1 << 31
+    return "tensor" if chosen == "tensor" and fits else "gemm"
+
+
+def keyswitch_byte_planes(keyswitch_key: LweKeyswitchKey, modulus: Modulus) -> torch.Tensor:
+    """The key as the int8 matrix of the tensor key switch, (8 (n_out + 1), K8) on the key's device,
+    K8 = n_in level rounded up to a multiple of 8 (zero columns), torch._int_mm's operand as its
+    transpose (the layout cuBLAS's int8 GEMM takes, both operands K-major). Each residue of row t = i
+    level + j, prime l, coefficient c, centred to (-q_l/2, q_l/2] (|r| < 2^30), is written in four
+    signed bytes r = sum_b 2^(8b) W[8 c + 4 l + b, t], each in [-128, 127] (exact). Built once, in
+    slabs of coefficients, and kept on the key (LweKeyswitchKey.byte_planes; never saved). Raises
+    nothing."""
+    k = keyswitch_key
+    if k.byte_planes is not None:
+        return k.byte_planes
+    n_in, level, _, w = k.data.shape
+    rows = n_in * level
+    data = k.data.view(rows, 2, w).permute(2, 1, 0)  # (w, 2, rows): coefficient-major, as the planes
+    planes = torch.zeros(8 * w, (rows + 7) // 8 * 8, dtype=torch.int8, device=data.device)
+    step = max(1, (16 << 20) // (2 * rows))  # coefficients per slab: int32 temporaries of ~64 MiB
+    for c0 in range(0, w, step):
+        x = data[c0:c0 + step].contiguous()
+        r = torch.stack([torch.where(x[:, i] > q // 2, x[:, i] - q, x[:, i])  # centred residues
+                         for i, q in enumerate(modulus.moduli)], 1)
+        parts = []
+        for _ in range(4):
+            b = ((r + 128) & 255) - 128  # the balanced low byte
+            parts.append(b.to(torch.int8))
+            r = (r - b) >> 8  # exact: r - b is a multiple of 256
+        planes[8 * c0:8 * (c0 + x.shape[0]), :rows] = torch.stack(parts, 2).view(8 * x.shape[0], rows)
+    object.__setattr__(k, "byte_planes", planes)  # a derived cache on the frozen key
+    return planes
+
+
+def _keyswitch_on_tensor_cores(k: LweKeyswitchKey, ct: torch.Tensor, modulus: Modulus) -> torch.Tensor:
+    """The "tensor" key switch of ct (..., n_in + 1): per chunk of ciphertexts the digits (int8),
+    torch._int_mm by the byte planes (int32 sums), the combine (bodies minus the sums mod q)."""
+    planes = keyswitch_byte_planes(k, modulus)
+    w = planes.shape[0] // 8
+    lead = ct.shape[:-1]
+    x = ct.reshape(-1, ct.shape[-1])
+    batch = x.shape[0]
+    if batch == 0:
+        return ct.new_empty((*lead, w))
+    per_chunk = max(1, KEYSWITCH_SUMS_BYTES // (4 * planes.shape[0]))  # ciphertexts whose sums fit the budget
+    chunks = (batch + per_chunk - 1) // per_chunk  # of sizes differing by one at most
+    min_rows = INT_MM_MIN_ROWS if x.is_cuda else 1
+    outs = []
+    for i in range(chunks):
+        part = x[i * batch // chunks:(i + 1) * batch // chunks]
+        digits = _ops.tfhe_keyswitch_digits(part, modulus.moduli, k.base_log, k.level, max(part.shape[0], min_rows))
+        sums = torch._int_mm(digits, planes.t())
+        outs.append(_ops.tfhe_keyswitch_combine(sums, part, modulus.moduli))
+    return (outs[0] if len(outs) == 1 else torch.cat(outs)).view(*lead, w)
+
+
+def keyswitch_lwe_ciphertext(keyswitch_key: LweKeyswitchKey, ct: torch.Tensor, modulus: Modulus, *,
+                             method: str | None = None) -> torch.Tensor:
+    """(..., n_in + 1) under the input key -> (..., n_out + 1) under the output key. method: "tensor"
+    (int8 tensor cores where the key allows, keyswitch_method) or "gemm" (the int64 GEMM kernel);
+    None: FHETORCH_TFHE_KEYSWITCH, else "tensor". Both give the same output bit for bit. Raises
+    ParameterError for ciphertexts of another dimension than the key's or an unknown method."""
     if ct.shape[-1] != keyswitch_key.input_dimension + 1:
         raise ParameterError(f"keyswitch_lwe_ciphertext: ciphertexts of dimension {ct.shape[-1] - 1}, "
                              f"key from dimension {keyswitch_key.input_dimension}")
     k = keyswitch_key
+    if keyswitch_method(k, method) == "tensor":
+        return _keyswitch_on_tensor_cores(k, ct.contiguous(), modulus)
     return _ops.tfhe_keyswitch(ct.contiguous(), k.data, modulus.moduli, k.base_log, k.level)
 
 

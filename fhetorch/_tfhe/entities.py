@@ -5,7 +5,7 @@ LWE ciphertexts are plain int64 tensors (..., n + 1), values in [0, q), mask fir
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,10 +35,20 @@ class GlweSecretKey:
 @dataclass(frozen=True)
 class LweKeyswitchKey:
     """data (n_in, level, 2, n_out + 1) int32 residues mod (q0, q1): LWE encryptions under the
-    output key of s_in[i] * G_j."""
+    output key of s_in[i] * G_j.
+
+    byte_planes: derived, not part of the key: the int8 matrix of the key switch on tensor cores
+    (algorithms.keyswitch_byte_planes), built on first use on data's device and kept here. Never
+    saved or pickled (serialization writes `data`), not compared, not copied by
+    dataclasses.replace (a key moved to another device builds its own)."""
     data: torch.Tensor
     base_log: int
     level: int
+    byte_planes: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __getstate__(self):
+        """Pickles and copies hold the key alone, as before byte_planes existed (rebuilt on use)."""
+        return {**self.__dict__, "byte_planes": None}
 
     @property
     def input_dimension(self) -> int:

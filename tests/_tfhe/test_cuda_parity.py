@@ -9,12 +9,16 @@ import torch
 import fhetorch as fhe
 import fhetorch._ops as ops
 from fhetorch._ring import Sampler
+from fhetorch._tfhe import algorithms as alg
+from fhetorch._tfhe.entities import LweKeyswitchKey
+from fhetorch._tfhe.modular import Modulus
 from fhetorch._tfhe.ring import TFHERing
 
 from .inputs import MODULI, ggsw_kernel_form, ksk_kernel_form, rand_mod_q
 
 pytestmark = pytest.mark.cuda
 GPU = "cuda"
+MQ = Modulus(MODULI)
 
 
 @pytest.fixture
@@ -57,6 +61,60 @@ def test_keyswitch_gemm_plans(gen, batch, n_in, n_out, base_log, level):
     ct = rand_mod_q(gen, batch, n_in + 1)
     ct[0, :4] = torch.tensor([0, 1, MODULI[0] * MODULI[1] - 1, MODULI[0] * MODULI[1] // 2])
     _both(ops.tfhe_keyswitch, ct, ksk, MODULI, base_log, level)
+
+
+def test_keyswitch_tensor_ops(gen):
+    """The two element-wise ops of the key switch on int8 tensor cores, CPU = CUDA; the combine's
+    sums also from a view that is not 16-byte aligned (the binding copies it for its 16-byte loads)."""
+    ct = rand_mod_q(gen, 2, 3, 301)
+    for base_log, level in ((4, 4), (3, 5), (8, 2), (1, 7)):
+        _both(ops.tfhe_keyswitch_digits, ct, MODULI, base_log, level, 17)
+    ct = rand_mod_q(gen, 20, 2049)
+    sums = torch.randint(-(1 << 31), (1 << 31) - 1, (20 * 8 * 919 + 1,), generator=gen, dtype=torch.int32)
+    _both(ops.tfhe_keyswitch_combine, sums[1:].view(20, 8 * 919).clone(), ct, MODULI)
+    misaligned = sums.to(GPU)[1:].view(20, 8 * 919)
+    assert torch.equal(ops.tfhe_keyswitch_combine(misaligned, ct.to(GPU), MODULI).cpu(),
+                       ops.tfhe_keyswitch_combine(sums[1:].view(20, 8 * 919), ct, MODULI))
+
+
+# the key switch on int8 tensor cores (cuBLAS's int8 GEMM through torch._int_mm) at the presets' shapes
+# (tfhe-4bit-p128, tfhe-4bit, tfhe-2bit, toy): = the GEMM kernel on CUDA = the CPU's; batch 1 and 17
+# (rows padded to 32 for _int_mm), 1300 (one chunk), 1300 in chunks of about 100 (budget lowered)
+@pytest.mark.parametrize("n_in,n_out,base_log,level", [(2048, 918, 4, 4), (2048, 833, 3, 5), (2048, 747, 4, 3),
+                                                       (1024, 32, 4, 6)])
+@pytest.mark.parametrize("batch,chunked", [(1, False), (17, False), (1300, False), (1300, True)])
+def test_keyswitch_methods_on_cuda(gen, monkeypatch, n_in, n_out, base_log, level, batch, chunked):
+    if chunked:
+        monkeypatch.setattr(alg, "KEYSWITCH_SUMS_BYTES", 4 * 8 * (n_out + 1) * 100)
+    ksk = ksk_kernel_form(rand_mod_q(gen, n_in, level, n_out + 1))
+    ct = rand_mod_q(gen, batch, n_in + 1)
+    ct[0, :4] = torch.tensor([0, 1, MODULI[0] * MODULI[1] - 1, MODULI[0] * MODULI[1] // 2])
+    cpu_key, gpu_key = LweKeyswitchKey(ksk, base_log, level), LweKeyswitchKey(ksk.to(GPU), base_log, level)
+    assert alg.keyswitch_method(gpu_key) == "tensor"
+    tensor = alg.keyswitch_lwe_ciphertext(gpu_key, ct.to(GPU), MQ, method="tensor")
+    gemm = alg.keyswitch_lwe_ciphertext(gpu_key, ct.to(GPU), MQ, method="gemm")
+    assert torch.equal(tensor, gemm)
+    assert torch.equal(tensor.cpu(), alg.keyswitch_lwe_ciphertext(cpu_key, ct, MQ, method="tensor"))
+    assert torch.equal(gpu_key.byte_planes.cpu(), cpu_key.byte_planes)
+
+
+@pytest.mark.parametrize("batch", [5, 40])
+def test_tensor_keyswitch_replays_in_a_cuda_graph(gen, batch):
+    """The tensor key switch (digits, torch._int_mm, combine) captured in a CUDA graph at the
+    tfhe-4bit-p128 shape, replayed on fresh ciphertexts: equal to the CPU's GEMM kernel."""
+    ksk = ksk_kernel_form(rand_mod_q(gen, 2048, 4, 919))
+    key = LweKeyswitchKey(ksk.to(GPU), 4, 4)
+    ct = rand_mod_q(gen, batch, 2049).to(GPU)
+    alg.keyswitch_lwe_ciphertext(key, ct, MQ, method="tensor")  # warm-up: the byte planes, cuBLAS's workspace
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = alg.keyswitch_lwe_ciphertext(key, ct, MQ, method="tensor")
+    fresh = rand_mod_q(gen, batch, 2049)
+    ct.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), ops.tfhe_keyswitch(fresh, ksk, MODULI, 4, 4))
 
 
 @pytest.mark.parametrize("log_n,k,base_log,level", [(10, 1, 12, 2), (11, 1, 23, 1), (10, 2, 23, 1), (13, 1, 15, 2)])

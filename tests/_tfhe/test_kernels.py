@@ -155,6 +155,10 @@ def test_opcheck(gen):
     torch.library.opcheck(torch.ops.fhetorch.tfhe_decompose, (x, list(MODULI), 4, 3))
     ksk = ksk_kernel_form(rand_mod_q(gen, 2, 3, 5))
     torch.library.opcheck(torch.ops.fhetorch.tfhe_keyswitch, (x, ksk, list(MODULI), 4, 3))
+    ct3 = rand_mod_q(gen, 2, 3, 4)  # a leading batch shape; the digits op pads its rows for _int_mm
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_keyswitch_digits, (ct3, list(MODULI), 4, 3, 17))
+    sums = torch.randint(-(1 << 30), 1 << 30, (7, 8 * 5), generator=gen, dtype=torch.int32)
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_keyswitch_combine, (sums, ct3, list(MODULI)))
     ggsw = ggsw_kernel_form(ring, rand_mod_q(gen, 2, 2, 2, 16))
     glwe = rand_mod_q(gen, 3, 2, 16)
     torch.library.opcheck(torch.ops.fhetorch.tfhe_external_product,

@@ -13,7 +13,7 @@ and a fresh TFHE key set; what the server holds has no secret:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -52,9 +52,8 @@ class SwitchKeys:
         device = torch.device(device)
         t = self.tfhe
         tctx = TFHEContext(t.params, device)
-        tctx.bootstrap_key = type(t.bootstrap_key)(**{**t.bootstrap_key.__dict__, "data": t.bootstrap_key.data.to(device)})
-        tctx.keyswitch_key = type(t.keyswitch_key)(**{**t.keyswitch_key.__dict__,
-                                                      "data": t.keyswitch_key.data.to(device)})
+        tctx.bootstrap_key = replace(t.bootstrap_key, data=t.bootstrap_key.data.to(device))
+        tctx.keyswitch_key = replace(t.keyswitch_key, data=t.keyswitch_key.data.to(device))
         tctx.key_id = t.key_id
         mv = lambda k: GlweKeyswitchKey(k.data.to(device), k.base_log, k.level)  # noqa: E731
         return SwitchKeys(self.config, tctx, TFHERing(self.ring.log_n, self.ring.moduli, device), mv(self.to_lwe),

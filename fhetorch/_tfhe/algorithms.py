@@ -356,11 +356,11 @@ def _keyswitch_on_tensor_cores(k: LweKeyswitchKey, ct: torch.Tensor, modulus: Mo
     chunks = (batch + per_chunk - 1) // per_chunk  # of sizes differing by one at most
     min_rows = INT_MM_MIN_ROWS if x.is_cuda else 1
     outs = []
-    for i in range(chunks):
+    for i in range(chunks):  # a chunk's digits and sums are freed before the next chunk's are made
         part = x[i * batch // chunks:(i + 1) * batch // chunks]
         digits = _ops.tfhe_keyswitch_digits(part, modulus.moduli, k.base_log, k.level, max(part.shape[0], min_rows))
-        sums = torch._int_mm(digits, planes.t())
-        outs.append(_ops.tfhe_keyswitch_combine(sums, part, modulus.moduli))
+        outs.append(_ops.tfhe_keyswitch_combine(torch._int_mm(digits, planes.t()), part, modulus.moduli))
+        del digits
     return (outs[0] if len(outs) == 1 else torch.cat(outs)).view(*lead, w)
 
 

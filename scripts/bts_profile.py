@@ -55,7 +55,6 @@ def main():
     ap.add_argument("--ncu-window", action="store_true")
     args = ap.parse_args()
     import fhetorch as fhe
-    from fhetorch.circuits import bootstrap as B
 
     device = torch.device("cuda")
     with warnings.catch_warnings():

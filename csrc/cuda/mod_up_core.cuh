@@ -23,13 +23,10 @@
 namespace fhetorch::cuda {
 
 using ntt_detail::Ctx;
-using ntt_detail::Geo;
-using ntt_detail::kCap;
 using ntt_detail::mont_lazy;
 using ntt_detail::NttPhase;
 using ntt_detail::reduce_2q;
 using ntt_detail::row_ctx;
-using ntt_detail::swz;
 
 struct MuArgs {
   ModUpArgs g;
@@ -42,7 +39,6 @@ struct MuArgs {
   int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
 };
 
-FT_HD bool mu_own(const MuArgs& a, int j, int i) { return i >= a.g.lo[j] && i < a.g.lo[j + 1]; }
 FT_HD int mu_own_digit(const MuArgs& a, int i) {
   int j = 0;
   while (j + 1 < a.g.beta && i >= a.g.lo[j + 1]) ++j;

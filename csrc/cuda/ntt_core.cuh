@@ -9,10 +9,11 @@
 //    independent sub-transform. A block takes C adjacent columns.
 //  * The "small" phase does the stages on the low P2 = LOG_N - P1 bits: contiguous chunks
 //    of 2^P2 coefficients are independent. A block takes C adjacent chunks.
-// Either way a block owns a tile of T = min(2^12, N) coefficients: it loads the tile into
-// shared memory with 16-byte loads, runs the stages in rounds of up to 4 stages (each
-// thread holding 2^r coefficients in registers and doing r stages of butterflies on them),
-// and stores the tile back. The forward transform runs large then small (Cooley-Tukey,
+// Either way a block owns a tile of T = min(2^12, N) coefficients and runs its stages in
+// rounds of up to 4 stages, each thread holding 2^r coefficients in registers and doing r
+// stages of butterflies on them: the first round reads them straight from the input row, the
+// last writes them straight to the output row, and the tile in shared memory only carries
+// the exchanges between rounds. The forward transform runs large then small (Cooley-Tukey,
 // bit b from high to low); the inverse runs small then large (Gentleman-Sande, b from low
 // to high) and multiplies by post[l] when storing.
 //
@@ -28,7 +29,7 @@
 // sub-transform are "j" bits; a round works on r adjacent j bits. The shared-memory slot
 // of e is swz(e) = e ^ ((e >> 5) & 31): the bank of e is the XOR of its bit groups [0, 5)
 // and [5, 10), and deposit() hands each lane of a warp an item whose varying bits hit
-// distinct banks, so rounds as well as the 16-byte tile loads are free of bank conflicts.
+// distinct banks, so the rounds' exchanges are free of bank conflicts.
 //
 // The steps are __host__ __device__ functions of (step, thread id) so that a host-side
 // emulation can run the exact index logic of the kernel.

@@ -124,3 +124,19 @@ def torus_decompose(x: int, base_log: int, level: int) -> list[int]:
     value x (any int, read mod 2^64): sum_j d_j 2^(64 - base_log (j + 1)) = the rounded x mod 2^64."""
     shift = 64 - base_log * level
     return balanced_digits(((x % (1 << 64)) + (1 << (shift - 1))) >> shift, base_log, level)
+
+
+def keyswitch_columns(ct_row, ksk, q, base_log, level, cols):
+    """Output coefficients `cols` of the key switch of one ciphertext `ct_row` (Python ints, mod q)
+    by the residue key ksk (n_in, level, n_out + 1), computed digit by digit in Python ints."""
+    n_in, w = len(ct_row) - 1, ksk.shape[-1]
+    kl = ksk[:, :, cols].tolist()
+    digits = [decompose(a, q, base_log, level) for a in ct_row[:n_in]]
+    out = []
+    for ci, c in enumerate(cols):
+        v = ct_row[-1] if c == w - 1 else 0
+        for i in range(n_in):
+            for j, dj in enumerate(digits[i]):
+                v -= dj * kl[i][j][ci]
+        out.append(v % q)
+    return out

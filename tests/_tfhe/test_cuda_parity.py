@@ -1,6 +1,5 @@
 """The TFHE kernels on CUDA against the CPU (the oracle): bit-identical outputs, op by op and for
 a whole KS-PBS. Marked `cuda`: skipped without a GPU."""
-import os
 import warnings
 
 import pytest
@@ -19,13 +18,6 @@ from .inputs import MODULI, ggsw_kernel_form, ksk_kernel_form, rand_mod_q
 pytestmark = pytest.mark.cuda
 GPU = "cuda"
 MQ = Modulus(MODULI)
-
-
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _both(f, *args):

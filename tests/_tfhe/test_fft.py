@@ -4,7 +4,6 @@ the exact references of tests/_tfhe/reference.py, the rounding error against its
 (fhetorch/_tfhe/fft.py; docs/tfhe.md, "Ring product on the 2^64 torus by f64 FFT"). CPU = CUDA:
 tests/_tfhe/test_cuda_parity.py."""
 import math
-import os
 
 import pytest
 import torch
@@ -13,13 +12,6 @@ import fhetorch._ops as ops
 from fhetorch._tfhe import fft
 
 from . import reference as ref
-
-
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _torus(gen, *shape):

@@ -4,7 +4,6 @@ docs/tfhe.md, "The Fourier blind rotation") on the CPU: bit for bit the composit
 against Python integers), the key's exact product with the secret, the Fourier key's GGSW rows,
 and whole PBS through tfhe.Context on both rotations. CPU = CUDA: tests/_tfhe/test_cuda_parity.py."""
 import dataclasses
-import os
 import warnings
 
 import pytest
@@ -25,13 +24,6 @@ from fhetorch.errors import ParameterError
 from .inputs import MODULI, Q, rand_mod_q
 
 TWO64 = 1 << 64
-
-
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _signed(x: int) -> int:

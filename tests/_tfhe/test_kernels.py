@@ -1,6 +1,5 @@
 """The TFHE kernels (tfhe_* ops) against the pure-Python references of tests/_tfhe/reference.py,
 bit for bit, on the CPU; opcheck on each; batched calls equal to one-at-a-time calls."""
-import os
 
 import pytest
 import torch
@@ -16,13 +15,6 @@ from . import reference as ref
 from .inputs import MODULI, Q, ggsw_kernel_form, ksk_kernel_form, rand_mod_q
 
 MQ = Modulus(MODULI)
-
-
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _ring(log_n):

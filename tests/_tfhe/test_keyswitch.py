@@ -3,7 +3,6 @@ pure-Python reference and against the composition it replaces (gadget digits fro
 then an exact integer product per prime), on random inputs at toy and tfhe-4bit shapes. The
 batch sizes reach every tiling of the CPU plan: the K loop split (small batches), one and four
 ciphertexts per micro-tile; the reduction inside the K loop is reached at base_log 23."""
-import os
 
 import pytest
 import torch
@@ -16,13 +15,6 @@ from .inputs import MODULI, Q, ksk_kernel_form, rand_mod_q
 
 MQ = Modulus(MODULI)
 EDGES = [0, 1, Q - 1, Q // 2, Q // 2 + 1, (Q + 1) // 4]
-
-
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _inputs(gen, batch, n_in, n_out, level, key_max=False):
@@ -53,20 +45,6 @@ def _composition(ct, kk, base_log, level):
     return MQ.compose(res[0], res[1])
 
 
-def _reference_columns(ct_row, ksk, base_log, level, cols):
-    """Output coefficients `cols` of the reference key switch of one ciphertext (Python ints)."""
-    n_in, n_out1 = len(ct_row) - 1, ksk.shape[-1]
-    kl = ksk[:, :, cols].tolist()
-    digits = [ref.decompose(a, Q, base_log, level) for a in ct_row[:n_in]]
-    out = []
-    for ci, c in enumerate(cols):
-        v = ct_row[-1] if c == n_out1 - 1 else 0
-        for i in range(n_in):
-            for j, dj in enumerate(digits[i]):
-                v -= dj * kl[i][j][ci]
-        out.append(v % Q)
-    return out
-
 
 # (batch, n_in, n_out, base_log, level): the CPU plan (8 tiles at once) splits K for batches 1 and 3
 # at n_out 32, uses one ciphertext per micro-tile at 200 and four at 600
@@ -80,7 +58,7 @@ def test_keyswitch_matches_reference_and_composition(gen, batch, n_in, n_out, ba
     assert torch.equal(got, _composition(ct, kk, base_log, level))
     for b in sorted({0, batch - 1}):
         want = ref.keyswitch(ct[b].tolist(), ksk.tolist(), Q, base_log, level) if n_in * n_out <= 40000 else \
-            _reference_columns(ct[b].tolist(), ksk, base_log, level, list(range(n_out + 1)))
+            ref.keyswitch_columns(ct[b].tolist(), ksk, Q, base_log, level, list(range(n_out + 1)))
         assert got[b].tolist() == want
 
 
@@ -98,7 +76,7 @@ def test_keyswitch_at_tfhe_4bit_shape(gen):
     got = ops.tfhe_keyswitch(ct, kk, MODULI, base_log, level)
     assert torch.equal(got, _composition(ct, kk, base_log, level))
     cols = [0, 1, 63, 64, 500, 831, 832, 833]  # tile edges and the body
-    assert got[69, cols].tolist() == _reference_columns(ct[69].tolist(), ksk, base_log, level, cols)
+    assert got[69, cols].tolist() == ref.keyswitch_columns(ct[69].tolist(), ksk, Q, base_log, level, cols)
     one = ct[:1]  # one ciphertext per micro-tile
     assert torch.equal(ops.tfhe_keyswitch(one, kk, MODULI, base_log, level), got[:1])
 

@@ -5,7 +5,6 @@ pure-Python reference, on fresh random keys and ciphertexts: preset shapes, batc
 batches, key residues and digits at their extremes, int32 sums at their bound, the fallback to the
 GEMM where the bound or the digits' size forbid the tensor path. CPU = CUDA: test_cuda_parity.py."""
 import copy
-import os
 import pickle
 import warnings
 from dataclasses import replace
@@ -27,13 +26,6 @@ from .inputs import MODULI, Q, ksk_kernel_form, rand_mod_q
 MQ = Modulus(MODULI)
 
 
-@pytest.fixture
-def gen():
-    seed = int.from_bytes(os.urandom(4), "little")
-    print("seed", seed)
-    return torch.Generator().manual_seed(seed)
-
-
 def _key(gen, n_in, n_out, base_log, level):
     ksk = rand_mod_q(gen, n_in, level, n_out + 1)
     return ksk, LweKeyswitchKey(ksk_kernel_form(ksk), base_log, level)
@@ -48,20 +40,6 @@ def _both_methods(key, ct):
     assert torch.equal(got, want)
     return got
 
-
-def _reference_columns(ct_row, ksk, base_log, level, cols):
-    """Output coefficients `cols` of the pure-Python key switch of one ciphertext (Python ints)."""
-    n_in, w = len(ct_row) - 1, ksk.shape[-1]
-    kl = ksk[:, :, cols].tolist()
-    digits = [ref.decompose(a, Q, base_log, level) for a in ct_row[:n_in]]
-    out = []
-    for ci, c in enumerate(cols):
-        v = ct_row[-1] if c == w - 1 else 0
-        for i in range(n_in):
-            for j, dj in enumerate(digits[i]):
-                v -= dj * kl[i][j][ci]
-        out.append(v % Q)
-    return out
 
 
 def _masks_with_digits(digit: int, base_log: int, level: int, count: int) -> torch.Tensor:
@@ -92,7 +70,7 @@ def test_tensor_keyswitch_equals_gemm_and_reference(gen, n_in, n_out, base_log, 
     assert [tuple(g.shape) for g in got] == [(*shape, n_out + 1) for shape in shapes]
     assert torch.equal(torch.cat([g.reshape(-1, n_out + 1) for g in got]), want)
     cols = sorted({0, 1, n_out // 2, n_out - 1, n_out})  # the body last
-    assert got[-1][cols].tolist() == _reference_columns(cts[-1].tolist(), ksk, base_log, level, cols)
+    assert got[-1][cols].tolist() == ref.keyswitch_columns(cts[-1].tolist(), ksk, Q, base_log, level, cols)
 
 
 def test_tensor_keyswitch_matches_the_whole_reference(gen):

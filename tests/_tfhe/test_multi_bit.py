@@ -22,7 +22,6 @@ from fhetorch._tfhe.ring import TFHERing
 from . import measure
 from . import reference as ref
 from .inputs import MODULI, Q, ggsw_kernel_form, rand_mod_q
-from .test_kernels import gen  # noqa: F401  (the seeded generator fixture)
 
 MQ = Modulus(MODULI)
 

@@ -37,6 +37,8 @@ the first call encodes the DFT diagonals and later calls can be captured in a CU
 """
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 
 import numpy as np
@@ -52,7 +54,7 @@ from .._rlwe.keyswitch import keyswitch
 from . import dft
 from .bootstrap_config import BootstrapConfig
 from .chebyshev import interpolate
-from .linear import LinearTransform, rotation_steps
+from .linear import MAC_BABIES, LinearTransform, bsgs_steps, rotation_steps
 from .polynomial import evaluate
 
 def _pad_groups(groups: list, levels: int, n: int) -> list:
@@ -88,10 +90,12 @@ class Bootstrapper:
         lts = self._dfts.get(("cts", slots))
         if lts is None:
             cts, _ = _dft_stages(self.ctx.params, self.cfg, slots)
+            n1s, _ = dft_baby_steps(self.ctx.params, self.cfg, slots)
             # Constants go where they keep values large against each level's noise: 1 / 2K at the
             # end of CoeffToSlot, Q_0 / (2 pi Delta') (~2^5) at the end of SlotToCoeff.
             cts[-1] = ({k: d / (2 * self.cfg.k_range) for k, d in cts[-1][0].items()}, cts[-1][1])
-            lts = self._dfts[("cts", slots)] = [LinearTransform.from_diagonals(self.ctx, g, m) for g, m in cts]
+            lts = self._dfts[("cts", slots)] = [LinearTransform.from_diagonals(self.ctx, g, m, n1=n1, centered=c)
+                                                for (g, m), (n1, c) in zip(cts, n1s)]
         return lts
 
     def stc_transforms(self, slots: int, factor: float | None = None) -> list:
@@ -99,11 +103,15 @@ class Bootstrapper:
         lts = self._dfts.get(("stc", slots, factor))
         if lts is None:
             _, stc = _dft_stages(self.ctx.params, self.cfg, slots)
+            _, n1s = dft_baby_steps(self.ctx.params, self.cfg, slots)
             out = self.q0 / (self.ctx.nominal_scale(0) * factor) / (1.0 if self.cfg.arcsine else 2 * math.pi)
-            last = LinearTransform.from_diagonals(self.ctx, {k: d * out for k, d in stc[-1][0].items()}, stc[-1][1])
+            n1, c = n1s[-1]
+            last = LinearTransform.from_diagonals(self.ctx, {k: d * out for k, d in stc[-1][0].items()}, stc[-1][1],
+                                                  n1=n1, centered=c)
             # the stages before the last do not depend on the factor: shared between factors
             other = next((v for k, v in self._dfts.items() if k[:2] == ("stc", slots)), None)
-            first = other[:-1] if other else [LinearTransform.from_diagonals(self.ctx, g, m) for g, m in stc[:-1]]
+            first = other[:-1] if other else [LinearTransform.from_diagonals(self.ctx, g, m, n1=n1, centered=c)
+                                              for (g, m), (n1, c) in zip(stc[:-1], n1s)]
             lts = self._dfts[("stc", slots, factor)] = first + [last]
         return lts
 
@@ -299,17 +307,83 @@ def rotation_levels(params, cfg: BootstrapConfig, slots: int) -> dict:
     """{rotation step: highest level it is used at} for bootstrapping `slots` slots under
     `params` and `cfg` (no context needed: the plan report estimates key memory from it)."""
     full = params.n // 2
-    cts, stc = _dft_stages(params, cfg, slots)
     out = {}
     step = slots
     while step < full:  # SubSum, at the top
         out[step] = cfg.top
         step *= 2
-    for first, stages in ((cfg.top, cts), (cfg.stc_input_level, stc)):
-        for i, (g, n) in enumerate(stages):
-            for s in rotation_steps(g, n):
-                out[s] = max(out.get(s, 0), first - i)
+    for (ks, n, level), (n1, c) in zip(_stage_offsets(params, cfg, slots), sum(dft_baby_steps(params, cfg, slots), ())):
+        for s in rotation_steps(ks, n, n1, c):
+            out[s] = max(out.get(s, 0), level)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_offsets(params, cfg: BootstrapConfig, slots: int) -> tuple:
+    """((diagonal offsets, slots, level it runs at), ...) of every DFT stage, CoeffToSlot's then
+    SlotToCoeff's (forming the stages takes seconds at 2^15 slots: kept)."""
+    cts, stc = _dft_stages(params, cfg, slots)
+    return tuple([(tuple(sorted(g)), n, cfg.top - i) for i, (g, n) in enumerate(cts)]
+                 + [(tuple(sorted(g)), n, cfg.stc_input_level - i) for i, (g, n) in enumerate(stc)])
+
+
+# Relative time of one baby and one giant rotation of a fused DFT stage, per limb: a baby step
+# reads one more key in hoisted_mac (~105 us at n16-bts40's top level on the H100), a giant
+# step is a whole key switch (ModDown, ModUp, key product; ~375 us)
+BABY_WEIGHT, GIANT_WEIGHT = 1.0, 3.5
+
+
+@functools.lru_cache(maxsize=64)
+def dft_baby_steps(params, cfg: BootstrapConfig, slots: int) -> tuple:
+    """(CoeffToSlot's, SlotToCoeff's) baby steps, one (n1, centered) per stage (see
+    LinearTransform.from_diagonals), for bootstrapping `slots` slots.
+
+    Each stage may take any baby-step size, plain or centered, within two rotations of its
+    fewest (and at most one hoisted_mac call's babies). The plan is the fastest by the model
+    sum(limbs x (BABY_WEIGHT babies + GIANT_WEIGHT giants)) whose key bytes stay within those
+    of the reference plan, each stage's fewest rotations with the smallest plain n1 (keys
+    beyond the +-2^i ones every keygen makes; a step shared by stages holds one key, over the
+    limbs of its highest level; CoeffToSlot's at the top, as key_levels makes them):
+    CoeffToSlot's stages over every combination first (with the reference SlotToCoeff), then
+    SlotToCoeff's. Fewest rotations alone picks many giants, each a whole key switch; other
+    splits trade giants for babies, which only read their keys."""
+    special, alpha, top, full = len(params.special_primes), params.alpha, params.max_level, params.n // 2
+    free = {s: top for i in range(full.bit_length() - 1) for s in (1 << i, full - (1 << i))}
+    options = []  # per stage: [((n1, centered), {step: key level}, modelled time)]
+    for ks, n, level in _stage_offsets(params, cfg, slots):
+        key_level = top if level > cfg.stc_input_level else level
+        found = {}
+        for e in range(n.bit_length()):
+            for centered in (False, True):
+                n1, baby, giant = bsgs_steps(ks, n, 1 << e, centered=centered)
+                steps = frozenset(s % full for s in baby + giant if s % n)
+                if len(baby) <= MAC_BABIES and steps not in found:
+                    b, gi = len([s for s in baby if s]), len([s for s in giant if s])
+                    found[steps] = ((n1, centered), b, gi)
+        fewest = min(b + gi for _, b, gi in found.values())
+        limbs = params.limbs(level).stop
+        kept = sorted((v for v in found.values() if v[1] + v[2] <= fewest + 2),
+                      key=lambda v: (v[1] + v[2], v[0][1], v[0][0]))
+        steps_of = {v: k for k, v in found.items()}
+        options.append([(choice, {s: key_level for s in steps_of[(choice, b, gi)]},
+                         limbs * (BABY_WEIGHT * b + GIANT_WEIGHT * gi)) for choice, b, gi in kept])
+
+    def key_bytes(plan):
+        keys = {}
+        for _, steps, _ in plan:
+            for s, lvl in steps.items():
+                if s not in free:
+                    keys[s] = max(keys.get(s, 0), lvl)
+        return sum(switching_key_bytes(params.n, params.limbs(lvl).stop, special, alpha) for lvl in keys.values())
+
+    def fastest(plans, fixed):  # of `plans` (some stages' options), with `fixed` for the others
+        return min(plans, key=lambda plan: (key_bytes(list(plan) + fixed) > budget, sum(t for _, _, t in plan)))
+
+    reference = [opts[0] for opts in options]  # per stage the fewest rotations, the smallest plain n1
+    budget = key_bytes(reference)
+    cts = fastest(itertools.product(*options[: cfg.cts_levels]), reference[cfg.cts_levels :])
+    stc = fastest(itertools.product(*options[cfg.cts_levels :]), list(cts))
+    return tuple(c for c, _, _ in cts), tuple(c for c, _, _ in stc)
 
 
 def key_levels(params, cfg: BootstrapConfig, slot_counts) -> dict:

@@ -13,7 +13,9 @@ is rotated by its giant step, and the total is rescaled once: one level. The dia
 encoded once per (level, input scale), at the scale that puts the result exactly on the next
 level's nominal scale. Zero diagonals are skipped; n1 (a power of two) is chosen to minimise
 the number of distinct rotations for the matrix's nonzero diagonals (n1 = n with bsgs=False:
-the plain, fully hoisted diagonal method).
+the plain, fully hoisted diagonal method). Centered baby steps (b in [-n1/2, n1/2), any split
+g + b = k mod n works) use other keys for as many rotations: bootstrapping's DFTs pick, stage
+by stage, what needs the fewest key bytes (circuits/bootstrap.py dft_baby_steps).
 
 Fused evaluation (Cheddar Par.5; the double hoisting of Bossuat et al. 2021), used whenever
 every step has a direct key: one ModUp of x's second component; one kernel (the
@@ -57,30 +59,46 @@ def _diagonals(m: torch.Tensor) -> dict:
     return out
 
 
-def _split(ks, n1: int):
-    baby = sorted({k % n1 for k in ks})
-    giant = sorted({k - k % n1 for k in ks})
-    return baby, giant
+def _decompose(k: int, n1: int, n: int, centered: bool = False) -> tuple:
+    """(giant, baby) steps mod n with giant + baby = k: baby = k mod n1, or with `centered` in
+    [-n1/2, n1/2) (stored mod n; its key is the step n - |baby|), giant a multiple of n1."""
+    b = k % n1
+    if centered and 2 * b >= n1:
+        b -= n1
+    return (k - b) % n, b % n
 
 
-def bsgs_steps(ks, n: int, n1: int | None = None, bsgs: bool = True) -> tuple:
-    """(n1, baby steps, giant steps) for diagonals at offsets ks: n1 (a power of two) chosen to
-    minimise the distinct rotations unless given; n1 = n without bsgs."""
+def _split(ks, n1: int, n: int, centered: bool = False):
+    parts = [_decompose(k, n1, n, centered) for k in ks]
+    return sorted({b for _, b in parts}), sorted({g for g, _ in parts})
+
+
+def bsgs_steps(ks, n: int, n1: int | None = None, bsgs: bool = True, centered: bool = False) -> tuple:
+    """(n1, baby steps, giant steps) for diagonals at offsets ks (centered: babies in
+    [-n1/2, n1/2), stored mod n): n1 (a power of two) chosen to minimise the distinct rotations
+    unless given; n1 = n without bsgs."""
     ks = sorted(ks)
     if n1 is None:
         if bsgs and ks:
             cands = [1 << i for i in range(n.bit_length())]
-            cost = lambda n1: sum(len([s for s in part if s]) for part in _split(ks, n1))  # noqa: E731
+            # fewest distinct rotations (keys) first; among those the fewest giant steps: a baby
+            # step of the fused path only reads its key, a giant step is a whole key switch
+            def cost(n1):
+                baby, giant = _split(ks, n1, n, centered)
+                giants = len([s for s in giant if s])
+                return len([s for s in baby if s]) + giants, giants
+
             n1 = min(cands, key=lambda n1: (cost(n1), n1))
         else:
             n1 = n
-    baby, giant = _split(ks, int(n1))
+    baby, giant = _split(ks, int(n1), n, centered)
     return int(n1), baby, giant
 
 
-def rotation_steps(ks, n: int) -> list:
-    """The rotation steps a transform with diagonals at offsets ks uses (LinearTransform.rotations)."""
-    _, baby, giant = bsgs_steps(ks, n)
+def rotation_steps(ks, n: int, n1: int | None = None, centered: bool = False) -> list:
+    """The rotation steps a transform with diagonals at offsets ks (and baby-step size n1, default
+    bsgs_steps' choice) uses (LinearTransform.rotations)."""
+    _, baby, giant = bsgs_steps(ks, n, n1, centered=centered)
     return _steps(baby, giant, n)
 
 
@@ -112,9 +130,11 @@ class LinearTransform:
 
     @classmethod
     def from_diagonals(cls, ctx, diagonals: dict, n: int, *, level: int | None = None, bsgs: bool = True,
-                       n1: int | None = None):
+                       n1: int | None = None, centered: bool = False):
         """The transform sum_k diag_k * rot_k(x) from {k: diag_k} (length-n vectors, k mod n), without
-        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count.
+        forming the matrix (the DFTs of bootstrapping have n up to 2^15). n1: force the baby-step count;
+        centered: baby steps in [-n1/2, n1/2) (their keys are other steps: bootstrapping's plan
+        picks what needs the fewest key bytes).
 
         Raises SlotError when n is not a power of two up to ctx.slots, ShapeError for a diagonal
         that is not of length n."""
@@ -128,21 +148,21 @@ class LinearTransform:
             if bool((d != 0).any()):
                 diags[int(k) % n] = d + diags.get(int(k) % n, 0)
         self = cls.__new__(cls)
-        self._setup(ctx, diags, n, bsgs, level, n1)
+        self._setup(ctx, diags, n, bsgs, level, n1, centered)
         return self
 
-    def _setup(self, ctx, diags: dict, n: int, bsgs: bool, level, n1=None):
+    def _setup(self, ctx, diags: dict, n: int, bsgs: bool, level, n1=None, centered: bool = False):
         self.ctx, self.n, self.bsgs = ctx, n, bool(bsgs)
         self.fuse = True  # the fused evaluation where it applies (False: always the plain BSGS path)
         # False: encode the diagonals at every call and drop them after (memory for time: a
         # model's many transforms would not fit the GPU with every diagonal encoded)
         self.cache_encodings = True
         ks = sorted(diags)
-        self.n1, self.baby, self.giant = bsgs_steps(ks, n, n1, bsgs)
+        self.n1, self.baby, self.giant = bsgs_steps(ks, n, n1, bsgs, centered)
         # {giant step g: [(baby step b, diagonal pre-rotated by g)]}
         self._by_giant = {}
         for k in ks:
-            g, b = k - k % self.n1, k % self.n1
+            g, b = _decompose(k, self.n1, n, centered)
             self._by_giant.setdefault(g, []).append((b, torch.roll(diags[k], g).to(ctx.device)))
         self._encoded, self._coeffs = {}, {}
         if level is not None:

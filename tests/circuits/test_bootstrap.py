@@ -21,6 +21,9 @@ from fhetorch._ckks import Encoder, galois_element
 from fhetorch.circuits import bootstrap as B
 from fhetorch.circuits import dft
 from fhetorch._ckks import evaluator as ev
+from fhetorch._rlwe import switching_key_bytes
+from fhetorch.circuits.bootstrap_config import BOOTSTRAP_PRESETS, bootstrap_params
+from fhetorch.circuits.linear import bsgs_steps
 
 TOY = "toy-n13-bts"
 SPARSE = 4  # a sparse packing whose own circuit the default keys cover
@@ -150,9 +153,9 @@ def test_rotation_plan_and_key_caps(bctx):
 
 
 # --- every size, and rotations, after keygen(bootstrap=True) ----------------------------------
-# sizes 1, 2, 4 (and 3) run their own circuits (~8 s each on 2 CPU cores), the others the full
-# packing's (~16 s): 3 and 8 always (4 is SPARSE above; 1, 2, 4 below), the rest in slow runs
-FAST_SIZES = (3, 8)
+# sizes 1, 2, 4, 8 (and 3) run their own circuits (~8 s each on 2 CPU cores), the others the full
+# packing's (~16 s): 3 and 16 always (4 is SPARSE above; 1, 2, 4, 8 below), the rest in slow runs
+FAST_SIZES = (3, 16)
 SIZES = [1 << i for i in range(13)] + [3, 100, 1000]
 
 
@@ -165,7 +168,7 @@ def test_bootstrap_every_size(bctx, n, assert_close):
     eb = ex.bootstrap()
     assert eb.level == bctx.bootstrap_config.user_levels and eb.shape == ex.shape and eb.slots == ex.slots
     assert ev.same_scale(eb.scale, bctx.nominal_scale(eb.level))
-    assert bctx.bootstrapper.packing(ex.slots) == (ex.slots if ex.slots <= 4 else bctx.slots)
+    assert bctx.bootstrapper.packing(ex.slots) == (ex.slots if ex.slots <= 8 else bctx.slots)
     assert_close(bctx.decrypt(eb), x, 2**-16, f"bootstrap of {n} values ({ex.slots} slots)")
     # the refreshed tensor computes on: its own packing's rotations and products
     if n > 1:
@@ -173,15 +176,15 @@ def test_bootstrap_every_size(bctx, n, assert_close):
 
 
 def test_bootstrap_slots_add_a_sparse_circuit(bctx, assert_close):
-    """bootstrap_slots=[8] adds 8 slots' own (sparse, faster) circuit to the default keys."""
-    assert bctx.bootstrapper.packing(8) == bctx.slots
+    """bootstrap_slots=[16] adds 16 slots' own (sparse, faster) circuit to the default keys."""
+    assert bctx.bootstrapper.packing(16) == bctx.slots
     ctx = bctx._copy(bctx.device)  # the same keys in a dict of its own
     before = ctx.key_bytes()
-    ctx.keygen(bootstrap=True, bootstrap_slots=[8])
-    assert ctx.key_bytes() > before and ctx.bootstrapper.packing(8) == 8
-    x = _rand(8)
+    ctx.keygen(bootstrap=True, bootstrap_slots=[16])
+    assert ctx.key_bytes() > before and ctx.bootstrapper.packing(16) == 16
+    x = _rand(16)
     eb = ctx.encrypt(x, level=0).bootstrap()
-    assert_close(ctx.decrypt(eb), x, 2**-16, "bootstrap of 8 values in their own circuit")
+    assert_close(ctx.decrypt(eb), x, 2**-16, "bootstrap of 16 values in their own circuit")
 
 
 def test_bootstrap_without_keys_names_the_call(bctx):
@@ -199,28 +202,61 @@ def test_key_estimate_matches_keygen(bctx):
     assert B.estimate_key_bytes(bctx.params, bctx.bootstrap_config, every) > 1.5 * bctx.key_bytes()
 
 
+@pytest.mark.parametrize("preset", [TOY, "n16-bts40"])
+def test_dft_plan_fewer_giants_within_the_keys(preset):
+    """dft_baby_steps trades giant steps (whole key switches) for babies without more key bytes
+    than each stage's fewest rotations (smallest n1) would need: the +-2^i keys are there anyway."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        literal, cfg = BOOTSTRAP_PRESETS[preset]
+        p = bootstrap_params(literal, cfg, allow_insecure=True)
+    full = p.n // 2
+    stages = B._stage_offsets(p, cfg, full)
+    plan = sum(B.dft_baby_steps(p, cfg, full), ())
+    free = {s for i in range(full.bit_length() - 1) for s in (1 << i, full - (1 << i))}
+
+    def cost(choices):
+        keys, giants = {}, 0
+        for (ks, n, level), (n1, centered) in zip(stages, choices):
+            _, baby, giant = bsgs_steps(ks, n, n1, centered=centered)
+            giants += len([g for g in giant if g])
+            for s in set(baby + giant) - {0} - free:
+                lvl = p.max_level if level > cfg.stc_input_level else level
+                keys[s] = max(keys.get(s, 0), lvl)
+        return sum(switching_key_bytes(p.n, p.limbs(l).stop, len(p.special_primes), p.alpha) for l in keys.values()), giants
+
+    def fewest(ks, n):
+        rot = lambda n1: sum(len([s for s in part if s]) for part in bsgs_steps(ks, n, n1)[1:])  # noqa: E731
+        return min((1 << e for e in range(n.bit_length())), key=lambda n1: (rot(n1), n1)), False
+
+    ref_bytes, ref_giants = cost([fewest(ks, n) for ks, n, _ in stages])
+    got_bytes, got_giants = cost(plan)
+    assert got_bytes <= ref_bytes and got_giants < ref_giants, (got_bytes, ref_bytes, got_giants, ref_giants)
+
+
 def test_rotations_after_bootstrap_keys(bctx, assert_close):
-    """keygen(bootstrap=True) adds keys holding only SlotToCoeff's low levels (steps 5, 6, 7, 24,
+    """keygen(bootstrap=True) adds keys holding only SlotToCoeff's low levels (steps 9 .. 15, 64,
     ... at toy-n13-bts): a rotation above those levels composes +-2^i keys instead, one at or
     below them uses the key directly."""
     low = {s: lvl for s, lvl in B.key_levels(bctx.params, bctx.bootstrap_config, [bctx.slots]).items() if lvl < bctx.max_level}
-    assert 5 in low, "the issue's case: step 5 has a key for the low levels only"
-    steps = [5, -3, 100, max(low), min(low, key=lambda s: low[s])]
-    for level in (bctx.max_level, low[5] + 1, low[5], 0):
+    s = min(low)
+    assert s == 9, "the issue's case: a step with a key for the low levels only, a sum of two powers of two"
+    steps = [s, -3, 100, max(low), min(low, key=lambda s: low[s])]
+    for level in (bctx.max_level, low[s] + 1, low[s], 0):
         x = _rand(bctx.slots)
         ex = bctx.encrypt(x, level=level)
         for k in steps:
             assert_close(bctx.decrypt(ex.rotate(k)), torch.roll(x, -k), 2**-20, f"rotate({k}) at level {level}")
-    assert ev.decompose_rotation(bctx, 5, bctx.slots, low[5]) == [5]
-    assert len(ev.decompose_rotation(bctx, 5, bctx.slots, low[5] + 1)) == 2  # 4 + 1
+    assert ev.decompose_rotation(bctx, s, bctx.slots, low[s]) == [s]
+    assert len(ev.decompose_rotation(bctx, s, bctx.slots, low[s] + 1)) == 2  # 8 + 1
     # hoisted rotations need the direct key: the error names the call that makes a full one
-    with pytest.raises(fhe.MissingKeyError, match=rf"covers levels <= {low[5]} only.*keygen\(rotations=\[5\]\)"):
-        ev.rotate_hoisted(bctx, bctx.encrypt(_rand(8)).ciphertext, [1, 5])
+    with pytest.raises(fhe.MissingKeyError, match=rf"covers levels <= {low[s]} only.*keygen\(rotations=\[{s}\]\)"):
+        ev.rotate_hoisted(bctx, bctx.encrypt(_rand(8)).ciphertext, [1, s])
     # with neither a key nor the powers of two, the error names the call that adds the key
     ctx = bctx._copy(bctx.device)
     ctx.galois_keys = {galois: k for galois, k in ctx.galois_keys.items() if k.key_q.shape[2] < len(ctx.params.primes)}
-    with pytest.raises(fhe.MissingKeyError, match=r"keygen\(rotations=\[5\]\)"):
-        ctx.encrypt(_rand(ctx.slots)).rotate(5)
+    with pytest.raises(fhe.MissingKeyError, match=rf"keygen\(rotations=\[{s}\]\)"):
+        ctx.encrypt(_rand(ctx.slots)).rotate(s)
 
 
 # --- precision of small packings (docs/circuits.md) -------------------------------------------

@@ -106,6 +106,33 @@ def test_fused_and_plain_paths_agree(make_context, assert_close, n):
     assert_close(got, ctx.decrypt_vector(plain), 2 * BOUND, f"fused vs plain {n}")
 
 
+@pytest.mark.parametrize("n1", [4, 8, 16])
+def test_centered_baby_steps(make_context, assert_close, n1):
+    """Baby steps in [-n1/2, n1/2) (from_diagonals(centered=True)): other keys, the same product,
+    on the fused and the plain path; the split k = giant + baby holds for every offset."""
+    n = 64
+    gen = torch.Generator().manual_seed(n1)
+    offs = sorted({int(k) for k in torch.randint(0, n, (20,), generator=gen)})
+    diags = {k: (torch.rand(n, dtype=torch.float64, generator=gen) - 0.5) / 8 for k in offs}
+    m = torch.zeros(n, n, dtype=torch.float64)
+    for k, d in diags.items():
+        m[torch.arange(n), (torch.arange(n) + k) % n] = d
+    plain = LinearTransform.from_diagonals(make_context("toy-n12"), diags, n, n1=n1)
+    cent = LinearTransform.from_diagonals(make_context("toy-n12"), diags, n, n1=n1, centered=True)
+    assert all((g + b) % n in offs for g, items in cent._by_giant.items() for b, _ in items)
+    assert all(b < n1 // 2 or b >= n - n1 // 2 for b in cent.baby) and all(g % n1 == 0 for g in cent.giant)
+    assert set(cent.rotations()) != set(plain.rotations()) or n1 >= n
+    ctx = make_context("toy-n12", rotations=cent.rotations())
+    lt = LinearTransform.from_diagonals(ctx, diags, n, n1=n1, centered=True)
+    x = _rand_vec(n, gen)
+    ct = ctx.encrypt_vector(x, slots=n)
+    fused = ctx.decrypt_vector(lt(ct))
+    assert any(k[0] == "ext" for k in lt._encoded), "the fused path was not taken"
+    lt.fuse = False
+    assert_close(fused.real, m @ x, BOUND, f"centered n1={n1}, fused")
+    assert_close(ctx.decrypt_vector(lt(ct)).real, m @ x, BOUND, f"centered n1={n1}, plain")
+
+
 def test_fused_falls_back_to_composed_rotations(make_context, assert_close):
     """Without a direct key for a step the plain path composes it from power-of-two keys."""
     n = 64

@@ -39,7 +39,7 @@ from ..._tfhe import algorithms as alg
 from ..._tfhe import glwe as _glwe
 from ..._tfhe.lut import test_polynomial
 from ...errors import LevelError, ParameterError
-from ..bootstrap import _dft_stages
+from ..bootstrap import _dft_stages, dft_baby_steps
 from ..dft import bit_reverse
 from ..linear import LinearTransform
 from .keys import SwitchKeys
@@ -139,7 +139,9 @@ class Switcher:
     def _slot_to_coeff(self) -> list:
         if self._stc is None:
             _, stc = _dft_stages(self.ctx.params, self.cfg, self.ctx.slots)
-            self._stc = [LinearTransform.from_diagonals(self.ctx, g, m) for g, m in stc]
+            _, n1s = dft_baby_steps(self.ctx.params, self.cfg, self.ctx.slots)  # the keys bootstrapping made
+            self._stc = [LinearTransform.from_diagonals(self.ctx, g, m, n1=n1, centered=c)
+                         for (g, m), (n1, c) in zip(stc, n1s)]
         return self._stc
 
     @property

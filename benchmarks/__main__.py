@@ -20,6 +20,7 @@ SUITES = {
     "helr": "benchmarks.helr",
     "tfhe": "benchmarks.tfhe",
     "switch": "benchmarks.switch",
+    "sort": "benchmarks.sort",
 }
 
 

@@ -88,3 +88,14 @@ def test_tfhe_model_counts_the_multi_bit_pbs():
     assert m["pbs_key_bytes"] == 202 * 16 * ggsw * 4
     ntt = 2 * (2 + 2) * 1024 * 11  # 4 forward and 4 inverse NTTs of N per group
     assert m["pbs_mont_mults"] == 202 * (ntt + ggsw + 15 * ggsw)  # + the key bundle's 15 products per entry
+
+
+def test_sort_suite_quick_on_cpu(tmp_path):
+    path = tmp_path / "sort.json"
+    assert bench.main(["--suite", "sort", "--device", "cpu", "--quick", "--repeat", "1", "--warmup", "0",
+                       "--json", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    info = doc["presets"]["toy-n13-bts"]
+    assert doc["suite"] == "sort" and info["n"] == 4 and info["counts"] == info["plan"]
+    assert info["vs_plain"] < 1e-4 and info["max_err"] <= info["error_bound"] + 1e-4
+    assert [r["case"] for r in doc["results"]] == ["sort"] and doc["results"][0]["median_us"] > 0

@@ -9,8 +9,8 @@ from .._ckks.params import HE_STANDARD_128, Params, ParamsLiteral, make_params
 from ..circuits.bootstrap_config import BootstrapConfig, bootstrap_params
 from ..circuits.presets import PresetInfo, bootstrap_config, preset, presets
 from ..tensor import Context
-from ..tensor.functions import bootstrap, bootstrap_pair
+from ..tensor.functions import bootstrap, bootstrap_pair, sort
 from . import polynomial
 
 __all__ = ["BootstrapConfig", "Context", "HE_STANDARD_128", "Params", "ParamsLiteral", "PresetInfo", "bootstrap",
-           "bootstrap_config", "bootstrap_params", "bootstrap_pair", "make_params", "polynomial", "preset", "presets"]
+           "bootstrap_config", "bootstrap_params", "bootstrap_pair", "make_params", "polynomial", "preset", "presets", "sort"]

@@ -27,6 +27,7 @@ from .._ckks import evaluator as ev
 from .._ckks.arguments import as_int, check_dense
 from .._ckks.ciphertext import Ciphertext
 from ..circuits import bootstrap as _bootstrap
+from ..circuits import sort as _sort
 from ..errors import (ContextError, EncodingError, EncryptedValueError, LayoutError, ParameterError, ShapeError,
                       UnsupportedOperationError)
 from . import image as _image
@@ -390,6 +391,21 @@ class EncryptedTensor:
         u, v = _bootstrap.bootstrap_pair(self.ctx, self.ciphertext, other.ciphertext)
         return self._like(u), other._like(v)
 
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "SortResult":
+        """torch.sort of a 1-D tensor of n values (n a power of two, one ciphertext), values in
+        [-1, 1]: a SortResult whose `values` (also `[0]`) is the sorted EncryptedTensor; the
+        indices are not computed (they would need the permutation encrypted: a comparison matrix
+        of n^2 signs), and asking for them raises. `stable` is accepted (values only: equal
+        values are equal). fhetorch.ckks.sort(x, interval=..., degrees=..., eps=...) chooses the
+        interval and the composite sign; docs/circuits.md, "Sorting".
+
+        Raises ShapeError for a tensor that is not 1-D, whose length is not a power of two or
+        that spans several ciphertexts, IndexError for a dim other than 0 / -1, EncodingError
+        for a complex tensor, and what fhetorch.ckks.sort raises."""
+        if as_int(dim, "sort", "dim") not in (0, -1):
+            raise IndexError(f"sort: dimension {dim} out of range for a 1-d tensor")
+        return SortResult(sort_values(self, descending=descending))
+
     # --- rotations ----------------------------------------------------------------------
     def rotate(self, k: int) -> "EncryptedTensor":
         """Raw left rotation of the slot vector: slot i takes slot i + k (cyclic over .slots).
@@ -567,6 +583,62 @@ def _pad(x, pad, mode="constant", value=None):
     raise UnsupportedOperationError("F.pad on EncryptedTensor: only zero channels, F.pad(x, (0, 0, 0, 0, a, b))")
 
 
+def _torch_sort(x, dim=-1, descending=False, stable=False, *, out=None):
+    if out is not None:
+        raise UnsupportedOperationError("torch.sort on EncryptedTensor: out= is not supported")
+    return x.sort(dim, descending, stable)
+
+
+def _msort(x):
+    return sort_values(x)
+
+
+def sort_values(x: EncryptedTensor, *, descending: bool = False, interval=(-1.0, 1.0), degrees=_sort.SORT_DEGREES,
+                eps: float = _sort.SORT_EPS) -> EncryptedTensor:
+    """The values of a 1-D EncryptedTensor sorted by the bitonic circuit (fhetorch/circuits/sort.py).
+
+    Raises ShapeError for a tensor that is not 1-D, whose length is not a power of two or that
+    spans several ciphertexts, EncodingError for a complex tensor, and what circuits.sort raises."""
+    if x.dim() != 1:
+        raise ShapeError(f"sort: expected a 1-D tensor, got shape {tuple(x.shape)}; flatten it first")
+    if x.is_complex():
+        raise EncodingError("sort: the values must be real")
+    _sort.check_slots(x.numel(), x.ctx.slots)
+    ct = x.single("sort")
+    return x._like(_sort.sort(x.ctx, ct, descending=descending, interval=interval, degrees=degrees, eps=eps))
+
+
+class SortResult:
+    """What torch.sort returns for an EncryptedTensor: `values` (also `result[0]`); the indices
+    are not computed, so `indices`, `result[1]` and unpacking into (values, indices) raise
+    UnsupportedOperationError naming fhetorch.ckks.sort."""
+
+    def __init__(self, values: EncryptedTensor):
+        self.values = values
+
+    @property
+    def indices(self):
+        """Raises UnsupportedOperationError (the permutation is not computed)."""
+        raise UnsupportedOperationError(
+            "torch.sort on EncryptedTensor: the indices are not computed (the permutation of n encrypted values "
+            "needs n^2 comparisons); take torch.sort(x).values, or fhetorch.ckks.sort(x) for the values")
+
+    def __getitem__(self, i):
+        if i in (0, -2):
+            return self.values
+        return self.indices
+
+    def __iter__(self):
+        yield self.values
+        yield self.indices
+
+    def __len__(self):
+        return 2
+
+    def __repr__(self):
+        return f"SortResult(values={self.values!r}, indices=<not computed>)"
+
+
 def _sum(x, dim=None, keepdim=False, **kwargs):
     if kwargs:
         raise UnsupportedOperationError(f"torch.sum on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
@@ -583,6 +655,8 @@ TORCH_FUNCTIONS = {
     **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _matmul),
     torch.Tensor.__rmatmul__: lambda a, b: _matmul(b, a),
     **dict.fromkeys((torch.sum, torch.Tensor.sum), _sum),
+    **dict.fromkeys((torch.sort, torch.Tensor.sort), _torch_sort),
+    **dict.fromkeys((torch.msort, torch.Tensor.msort), _msort),
     **dict.fromkeys((torch.flatten, torch.Tensor.flatten), _image.flatten),
     F.linear: _linear_layer,
     F.conv2d: _image.conv2d,
@@ -591,5 +665,5 @@ TORCH_FUNCTIONS = {
     F.pad: _pad,
 }
 _SUPPORTED = {"torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.roll", "torch.matmul",
-              "torch.sum", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
+              "torch.sum", "torch.sort (values)", "torch.msort", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
               "F.pad (channels)"}

@@ -19,11 +19,12 @@ from .._ckks.ciphertext import Ciphertext
 from ..circuits import approximations
 from ..circuits import bootstrap as _bootstrap
 from ..circuits.approximations import LEE_DEGREES, LEE_EPS
+from ..circuits.sort import SORT_DEGREES, SORT_EPS
 from ..circuits.chebyshev import Chebyshev, interpolate
 from ..circuits.polynomial import (PolyCost, PowerBasis, composite_cost, cost, evaluate, evaluate_composite,
                                    plain_composite)
 from ..errors import ContextError
-from .encrypted_tensor import EncryptedTensor
+from .encrypted_tensor import EncryptedTensor, sort_values
 
 
 class EncryptedPowerBasis(PowerBasis):
@@ -254,6 +255,24 @@ def lut(x: EncryptedTensor, fn, interval=(-1.0, 1.0), bits: int | None = None):
     return x.lut(fn, interval, bits)
 
 
+def sort(x: EncryptedTensor, *, descending: bool = False, interval=(-1.0, 1.0), degrees=SORT_DEGREES,
+         eps: float = SORT_EPS) -> EncryptedTensor:
+    """The values of a 1-D EncryptedTensor (n a power of two, one ciphertext) sorted ascending
+    (descending=True: descending) by a bitonic network of composite-sign comparisons
+    (fhetorch/circuits/sort.py; docs/circuits.md, "Sorting"). Values must lie in `interval`;
+    degrees and eps choose the composite sign (default: >= 12 bits at 2^14 values). Keys: the
+    default +-2^i rotations and ctx.keygen(bootstrap=True) when the levels run out.
+
+    Raises ContextError for anything but an EncryptedTensor, ShapeError for a tensor that is not
+    1-D, whose length is not a power of two or that spans several ciphertexts, EncodingError for
+    a complex tensor, ApproximationError for bad degrees, eps or interval, MissingKeyError
+    without the rotation or bootstrapping keys, LevelError when the levels run out on a preset
+    without bootstrapping."""
+    if not isinstance(x, EncryptedTensor):
+        raise ContextError(f"sort: expected an EncryptedTensor, got {type(x).__name__} (torch.sort sorts tensors)")
+    return sort_values(x, descending=descending, interval=interval, degrees=degrees, eps=eps)
+
+
 def _context(ctx, what: str):
     if ctx is None:
         raise ContextError(f"{what}: a Ciphertext needs its context: {what}(ct, ..., ctx=ctx); an EncryptedTensor "
@@ -262,4 +281,4 @@ def _context(ctx, what: str):
 
 
 __all__ = ["ChebyshevFunction", "Composite", "EncryptedPowerBasis", "HEFunction", "bootstrap", "bootstrap_pair",
-           "chebyshev", "from_coefficients", "lut", "power_basis", "relu", "sign", "sigmoid"]
+           "chebyshev", "from_coefficients", "lut", "power_basis", "relu", "sign", "sigmoid", "sort"]

@@ -1,4 +1,4 @@
-// Element functions of the element-wise ops (add, sub, mul, neg, axpby, mul_const,
+// Element functions of the element-wise ops (add, sub, mul, neg, axpby, mul_const, lincomb,
 // tensor_product, automorphism, keyswitch_inner, to_rns, crt_digits), shared by the CPU
 // loops (csrc/cpu/elementwise.cpp) and the CUDA kernels (csrc/cuda/elementwise.cu): the one
 // definition of each op's arithmetic. Torch-free; semantics in csrc/bind/schema.cpp.
@@ -27,6 +27,35 @@ FT_HD int32_t ew_apply(int32_t x, int32_t y, int32_t q, int32_t qinv, int32_t ca
 
 template <EwOp OP>
 FT_HD constexpr bool ew_uses_b() { return OP == EwOp::Add || OP == EwOp::Sub || OP == EwOp::Mul || OP == EwOp::Axpby; }
+
+// ---- lincomb: out = scalar (on polynomial 0 of each group of K) + sum_t x_t * c_t -----------
+
+constexpr int kLincombTerms = 16;  // terms per pass; the op runs ceil(T / 16) passes
+
+// One pass over at most kLincombTerms terms; passed by value to the kernel (__grid_constant__),
+// so the pointer table needs no device copy and the launch can be graph-captured.
+struct LincombArgs {
+  const int32_t* x[kLincombTerms];  // (total,) each, same shape
+  const int32_t* consts;            // (terms, L): this pass's rows
+  const int32_t* scalar;            // (L,) or null: added to polynomial 0 of each group of K
+  const int32_t* acc;               // the previous passes' sum (total,), or null (the first pass)
+  int32_t* out;                     // (total,); may equal acc
+  const int32_t* mod;
+  int64_t total, n;
+  int L, K, terms;
+};
+
+// acc + x * c, canonical: each product is reduced and added exactly, so the sum of canonical
+// products does not depend on the order of the terms.
+FT_HD int32_t lincomb_term(int32_t acc, int32_t x, int32_t c, int32_t q, int32_t qinv) {
+  return add_mod(acc, mont_mul(x, c, q, qinv), q);
+}
+
+// The value the first pass starts from on row `row` (limb l): the scalar on polynomial 0 of
+// each group of K polynomials, 0 elsewhere.
+FT_HD int32_t lincomb_start(const LincombArgs& g, int64_t row, int l) {
+  return g.scalar && (row / g.L) % g.K == 0 ? g.scalar[l] : 0;
+}
 
 // The tensor product of (a0, a1) and (b0, b1) at one coefficient: (a0 b0, a0 b1 + a1 b0, a1 b1).
 FT_HD void tensor_product_element(int32_t a0, int32_t a1, int32_t b0, int32_t b1, int32_t q, int32_t qinv,

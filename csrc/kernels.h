@@ -27,6 +27,9 @@
      i < total, limb l = (i / n) % L. */                                                                            \
   R elementwise(EwOp op, const int32_t* a, const int32_t* ca, const int32_t* b, const int32_t* cb, int32_t* out,  \
                 int64_t total, int64_t nb, int64_t n, int L, const int32_t* mod, const CTX& ctx);                  \
+  /* One pass of lincomb (csrc/elementwise.h, LincombArgs): g.out[i] = start + sum_(t < g.terms) g.x[t][i] *      \
+     g.consts[t * L + l], start = g.acc[i] or lincomb_start; l = (i / n) % L. */                                   \
+  R lincomb(const LincombArgs& g, const CTX& ctx);                                                                 \
   /* a: (batch, 2, L, n), b: (batch, or 1 if b_broadcast, 2, L, n) -> out (batch, 3, L, n). */                     \
   R tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast, int64_t n,  \
                    int L, const int32_t* mod, const CTX& ctx);                                                      \

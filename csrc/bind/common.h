@@ -213,6 +213,44 @@ inline EwGeom check_elementwise(const char* op, const Tensor& a, const Tensor* b
   return {n, b ? b->numel() : 1, as_int(L, op, "L")};
 }
 
+// lincomb: xs (T >= 1 tensors of one shape (..., L, N)), consts (T, L), scalar (L,) or none.
+// Returns the first pass's arguments (terms and x filled by the binding, pass by pass).
+inline LincombArgs check_lincomb(at::TensorList xs, const Tensor& consts, const Tensor& mod,
+                                 const std::optional<Tensor>& scalar) {
+  const char* op = "lincomb";
+  FT_CHECK(!xs.empty(), "fhetorch.lincomb: xs must hold at least one tensor");
+  const Tensor& x0 = xs[0];
+  check_residues(x0, op, "xs");
+  FT_CHECK(x0.dim() >= 1, "fhetorch.lincomb: xs must be (..., L, N)");
+  const int64_t L = limbs_of(x0), n = x0.size(-1), T = static_cast<int64_t>(xs.size());
+  for (size_t t = 1; t < xs.size(); ++t) {
+    check_residues(xs[t], op, "xs");
+    FT_CHECK(xs[t].sizes() == x0.sizes(), "fhetorch.lincomb: xs[", t, "] has shape ", xs[t].sizes(), ", xs[0] ",
+             x0.sizes(), "; every term must have one shape");
+    check_devices(op, {&x0, &xs[t]});
+  }
+  check_mod(mod, L, op);
+  check_residues(consts, op, "consts");
+  FT_CHECK(consts.sizes() == at::IntArrayRef({T, L}), "fhetorch.lincomb: consts must be (T, L) = (", T, ", ", L,
+           ") for ", T, " terms of ", L, " limbs, got ", consts.sizes());
+  const Tensor* sc = scalar ? &*scalar : nullptr;
+  if (sc) {
+    check_residues(*sc, op, "scalar");
+    FT_CHECK(sc->dim() == 1 && sc->size(0) == L, "fhetorch.lincomb: scalar must be (L,) with L = ", L, ", got ",
+             sc->sizes());
+  }
+  check_devices(op, {&x0, &consts, &mod, sc});
+  LincombArgs g{};
+  g.consts = ptr(consts);
+  g.scalar = sc ? ptr(*sc) : nullptr;
+  g.mod = ptr(mod);
+  g.total = x0.numel();
+  g.n = n;
+  g.L = as_int(L, op, "L");
+  g.K = x0.dim() >= 3 ? as_int(x0.size(-3), op, "K") : 1;
+  return g;
+}
+
 struct TensorProductGeom {
   int64_t n, batch;
   int L;

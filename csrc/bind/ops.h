@@ -90,6 +90,25 @@ Tensor mul_const_op(const Tensor& a, const Tensor& c, const Tensor& mod) {
   return elementwise_op<Dev, EwOp::MulConst>("mul_const", a, &c, nullptr, nullptr, mod);
 }
 
+// Passes of kLincombTerms terms; each pass after the first continues from out.
+template <class Dev>
+Tensor lincomb_op(at::TensorList xs, const Tensor& consts, const Tensor& mod, const std::optional<Tensor>& scalar) {
+  LincombArgs g = check_lincomb(xs, consts, mod, scalar);
+  Dev dev(xs[0]);
+  Tensor out = at::empty_like(xs[0]);
+  g.out = out_ptr(out);
+  const int64_t T = static_cast<int64_t>(xs.size());
+  for (int64_t t0 = 0; t0 < T; t0 += kLincombTerms) {
+    LincombArgs pass = g;
+    pass.terms = static_cast<int>(std::min<int64_t>(kLincombTerms, T - t0));
+    for (int t = 0; t < pass.terms; ++t) pass.x[t] = ptr(xs[t0 + t]);
+    pass.consts = g.consts + t0 * g.L;
+    pass.acc = t0 ? g.out : nullptr;
+    dev.run("lincomb", [&](auto& ctx) { return lincomb(pass, ctx); });
+  }
+  return out;
+}
+
 template <class Dev>
 Tensor tensor_product_op(const Tensor& a, const Tensor& b, const Tensor& mod) {
   const TensorProductGeom g = check_tensor_product(a, b, mod);
@@ -263,6 +282,7 @@ void register_ops(torch::Library& m) {
   m.impl("neg", &neg_op<Dev>);
   m.impl("axpby", &axpby_op<Dev>);
   m.impl("mul_const", &mul_const_op<Dev>);
+  m.impl("lincomb", &lincomb_op<Dev>);
   m.impl("tensor_product", &tensor_product_op<Dev>);
   m.impl("automorphism", &automorphism_op<Dev>);
   m.impl("keyswitch_inner", &keyswitch_inner_op<Dev>);

@@ -42,6 +42,14 @@ TORCH_LIBRARY(fhetorch, m) {
   // a * ca[l] + b * cb[l] with per-limb Montgomery constants; b broadcast as in add.
   m.def("axpby(Tensor a, Tensor ca, Tensor b, Tensor cb, Tensor mod) -> Tensor");
   m.def("mul_const(Tensor a, Tensor c, Tensor mod) -> Tensor");  // a * c[l]
+  // sum_t xs[t] * consts[t, l] in one pass over the data (up to 16 terms per kernel; more run
+  // as passes that continue from the partial sum): xs T >= 1 tensors of one shape (..., L, N),
+  // consts (T, L) per-term per-limb Montgomery constants. scalar (L,) (one number's residues,
+  // Montgomery form) is added to polynomial 0 of each group of K = xs[0].size(-3) polynomials
+  // (K = 1 for a 2-D xs): component 0 of each ciphertext, i.e. add_scalar. Canonical output;
+  // equal to mul_const of the first term then axpby (ca = consts[t], cb = 1) per further term,
+  // then add, bit for bit.
+  m.def("lincomb(Tensor[] xs, Tensor consts, Tensor mod, Tensor? scalar=None) -> Tensor");
   // Ciphertext tensor product: a (..., 2, L, N), b (..., 2, L, N) or (2, L, N)
   // -> (..., 3, L, N) = (a0 b0, a0 b1 + a1 b0, a1 b1).
   m.def("tensor_product(Tensor a, Tensor b, Tensor mod) -> Tensor");

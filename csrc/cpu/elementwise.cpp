@@ -43,6 +43,28 @@ void elementwise(EwOp op, const int32_t* a, const int32_t* ca, const int32_t* b,
   });
 }
 
+// Row by row, term by term over the row's part of the range (out is the accumulator).
+void lincomb(const LincombArgs& g, const Threads& th) {
+  th.par(g.total, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1;) {
+      const int64_t row = i / g.n, row_end = std::min(i1, (row + 1) * g.n);
+      const int l = static_cast<int>(row % g.L);
+      const int32_t q = g.mod[2 * l], qinv = g.mod[2 * l + 1];
+      if (g.acc) {
+        if (g.acc != g.out) std::copy(g.acc + i, g.acc + row_end, g.out + i);
+      } else {
+        std::fill(g.out + i, g.out + row_end, lincomb_start(g, row, l));
+      }
+      for (int t = 0; t < g.terms; ++t) {
+        const int32_t* x = g.x[t];
+        const int32_t c = g.consts[t * g.L + l];
+        for (int64_t j = i; j < row_end; ++j) g.out[j] = lincomb_term(g.out[j], x[j], c, q, qinv);
+      }
+      i = row_end;
+    }
+  });
+}
+
 void tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast, int64_t n,
                     int L, const int32_t* mod, const Threads& th) {
   const int64_t plane = static_cast<int64_t>(L) * n;

@@ -1,4 +1,4 @@
-// Element-wise launchers: add/sub/mul/neg/axpby/mul_const, tensor product, automorphism,
+// Element-wise launchers: add/sub/mul/neg/axpby/mul_const, lincomb, tensor product, automorphism,
 // keyswitch inner product, hoisted_mac, to_rns, crt_digits. The arithmetic is the element
 // functions of csrc/elementwise.h and csrc/hoisted_mac.h, which the CPU loops
 // (csrc/cpu/elementwise.cpp) call too. One thread per 4 elements (16-byte loads and stores)
@@ -85,6 +85,57 @@ cudaError_t launch_vec(void (*kv)(A), void (*ks)(A), const A& args, int64_t item
 template <EwOp OP>
 cudaError_t ew(const EwArgs& g, bool vec, cudaStream_t stream) {
   return launch_vec<EwArgs>(ew_kernel<OP, true>, ew_kernel<OP, false>, g, g.total, vec, stream);
+}
+
+// ---- lincomb: one pass over up to kLincombTerms terms ------------------------------------
+
+struct LincombLaunch {
+  LincombArgs g;
+  LimbOf limb;
+};
+
+// VEC: elements 4t..4t+3 (one row). The loads of kLincombLoads terms are issued before their
+// sums (unrolled loops guarded by the term count), so the reads overlap; loading all 16 at once
+// needed 152 registers a thread on sm_90 (one block per SM), groups of 8 need 58.
+constexpr int kLincombLoads = 8;
+template <bool VEC>
+__global__ void __launch_bounds__(kBlock) lincomb_kernel(const __grid_constant__ LincombLaunch a) {
+  const LincombArgs& g = a.g;
+  const int64_t i = VEC ? 4 * thread_index() : thread_index();
+  if (i >= g.total) return;
+  const int64_t row = a.limb.row(i);
+  const int l = a.limb.of_row(row);
+  const int32_t q = ldg(g.mod + 2 * l), qinv = ldg(g.mod + 2 * l + 1);
+  if (VEC) {
+    int4 acc;
+    if (g.acc) {
+      acc = *reinterpret_cast<const int4*>(g.acc + i);  // may be out: a plain load
+    } else {
+      const int32_t s = lincomb_start(g, row, l);
+      acc = make_int4(s, s, s, s);
+    }
+#pragma unroll
+    for (int t0 = 0; t0 < kLincombTerms; t0 += kLincombLoads) {
+      if (t0 >= g.terms) break;
+      int4 x[kLincombLoads];
+#pragma unroll
+      for (int t = 0; t < kLincombLoads; ++t)
+        if (t0 + t < g.terms) x[t] = ldg4(g.x[t0 + t] + i);
+#pragma unroll
+      for (int t = 0; t < kLincombLoads; ++t) {
+        if (t0 + t < g.terms) {
+          const int32_t c = ldg(g.consts + (t0 + t) * g.L + l);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) elem(acc, k) = lincomb_term(elem(acc, k), elem(x[t], k), c, q, qinv);
+        }
+      }
+    }
+    st4(g.out + i, acc);
+  } else {
+    int32_t acc = g.acc ? g.acc[i] : lincomb_start(g, row, l);
+    for (int t = 0; t < g.terms; ++t) acc = lincomb_term(acc, ldg(g.x[t] + i), ldg(g.consts + t * g.L + l), q, qinv);
+    g.out[i] = acc;
+  }
 }
 
 // ---- tensor product: a (batch, 2, plane), b (batch or 1, 2, plane) -> (batch, 3, plane) ----
@@ -220,6 +271,14 @@ cudaError_t elementwise(EwOp op, const int32_t* a, const int32_t* ca, const int3
     case EwOp::MulConst: return ew<EwOp::MulConst>(g, vec, s.stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t lincomb(const LincombArgs& g, const Stream& s) {
+  if (g.total <= 0) return cudaSuccess;
+  bool vec = g.n % 4 == 0 && aligned16(g.out) && (!g.acc || aligned16(g.acc));
+  for (int t = 0; t < g.terms; ++t) vec = vec && aligned16(g.x[t]);
+  const LincombLaunch a{g, make_limb_of(g.n, g.L)};
+  return launch_vec<LincombLaunch>(lincomb_kernel<true>, lincomb_kernel<false>, a, g.total, vec, s.stream);
 }
 
 cudaError_t tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast,

@@ -151,11 +151,19 @@ def add_scalar(ctx, a: Ciphertext, c: complex, what: str = "add") -> Ciphertext:
     if c.imag != 0:
         return add_values(ctx, a, torch.full((a.slots,), c, dtype=torch.complex128))
     b = ctx.basis(a.level)
-    k = _round_scaled(c.real, a.scale, what)
+    # one pass: every component times 1, the constant added to component 0
+    data = _ops.lincomb([a.data.contiguous()], b.scalar_table([1]), b.mod, encode_scalar(ctx, a, c.real, what))
+    return a.replace(data=data)
+
+
+def encode_scalar(ctx, a: Ciphertext, c: float, what: str = "add") -> torch.Tensor:
+    """The real constant c at a's level and scale: the per-limb Montgomery residues of
+    round(c * a.scale) that add_scalar adds to component 0 (lincomb's `scalar`), checked
+    against the level's modulus like a plaintext tensor's coefficients."""
+    check_ciphertext_scale(a, what)
+    k = _round_scaled(c, a.scale, what)
     ctx.check_fits(abs(k), a.level, a.scale, what, "constant")
-    c0 = a.component(0).contiguous()
-    const = b.scalar(k)[:, None].expand(c0.shape).contiguous()
-    return _with_c0(a, _ops.add(c0, const, b.mod))
+    return ctx.basis(a.level).scalar(k)
 
 
 SCALAR_LIMIT = 2.0**120  # scalar constants become per-limb residues, so any integer size works
@@ -323,11 +331,11 @@ def mul_scalar(ctx, a: Ciphertext, c: complex) -> Ciphertext:
     s = _target_scale_factor(ctx, a)
     k_re, k_im = _round_scaled(c.real, s, "multiply"), _round_scaled(c.imag, s, "multiply")
     ctx.check_fits(abs(complex(k_re, k_im)) * a.scale, a.level, a.scale, "multiply", "constant")
-    re = _ops.mul_const(a.data, b.scalar(k_re), b.mod)
-    if c.imag != 0:
-        im = _ops.mul_const(mul_i(ctx, a).data, b.scalar(k_im), b.mod)
-        re = _ops.add(re, im, b.mod)
-    return rescale(ctx, a.replace(data=re, scale=a.scale * s))
+    if c.imag == 0:
+        data = _ops.mul_const(a.data, b.scalar(k_re), b.mod)
+    else:
+        data = _ops.lincomb([a.data, mul_i(ctx, a).data], b.scalar_table([k_re, k_im]), b.mod)
+    return rescale(ctx, a.replace(data=data, scale=a.scale * s))
 
 
 def mul_i(ctx, a: Ciphertext) -> Ciphertext:

@@ -30,8 +30,8 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 __all__ = [
-    "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "tensor_product", "automorphism",
-    "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
+    "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "lincomb", "tensor_product",
+    "automorphism", "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
     "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
     "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft",
@@ -117,6 +117,17 @@ def mul_const(a: Tensor, c: Tensor, mod: Tensor) -> Tensor:
 
 for _name in ("add", "sub", "mul", "neg", "axpby", "mul_const"):
     _fake(f"fhetorch::{_name}")(_same)
+
+
+def lincomb(xs: Sequence[Tensor], consts: Tensor, mod: Tensor, scalar: Tensor | None = None) -> Tensor:
+    """sum_t xs[t] * consts[t, l] in one pass: xs of one shape (..., L, N), consts (T, L) per-limb
+    Montgomery constants; scalar (L,) is added to polynomial 0 of each group of xs[0].size(-3)."""
+    return _ops.lincomb(list(xs), consts, mod, scalar)
+
+
+@_fake("fhetorch::lincomb")
+def _(xs, consts, mod, scalar=None):
+    return torch.empty_like(xs[0])
 
 
 def tensor_product(a: Tensor, b: Tensor, mod: Tensor) -> Tensor:

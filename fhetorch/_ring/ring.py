@@ -82,6 +82,7 @@ class Basis:
         self.runs = runs(limbs)
         self._ring = ring
         self._scalars: dict[int, torch.Tensor] = {}
+        self._scalar_tables: dict[tuple, torch.Tensor] = {}
         self.mod, self.n_inv_mont, self.n_inv, self.r2 = (self._select(t) for t in
                                                           (ring.mod, ring.n_inv_mont, ring.n_inv, ring.r2))
 
@@ -143,10 +144,20 @@ class Basis:
             t = self._scalars[c] = self.const([c % q for q in self.primes])
         return t
 
+    def scalar_table(self, cs) -> torch.Tensor:
+        """The integers cs as a (len(cs), L) table of per-limb Montgomery constants (row t is
+        scalar(cs[t]); the consts of _ops.lincomb). Cached for the life of this basis, as scalar."""
+        key = tuple(int(c) for c in cs)
+        t = self._scalar_tables.get(key)
+        if t is None:
+            t = self._scalar_tables[key] = torch.tensor([[mont(c % q, q) for q in self.primes] for c in key],
+                                                        dtype=torch.int32, device=self.mod.device)
+        return t
+
     @property
     def scalars(self) -> list:
-        """The cached scalar constants (for memory reports)."""
-        return list(self._scalars.values())
+        """The cached scalar constants and tables (for memory reports)."""
+        return list(self._scalars.values()) + list(self._scalar_tables.values())
 
     @cached_property
     def garner(self) -> torch.Tensor:

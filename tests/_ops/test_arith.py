@@ -243,3 +243,70 @@ def test_keyswitch_inner(n_digits, Lq_key, Lq, K, offsets, batch):
                      for s in range(2)], axis=-3)
     assert_exact(out, want, ext, f"keyswitch_inner (Lq={Lq}, K={K}, q_start={q_start}, digits {digit_start}+{beta}, "
                                  f"batch {batch})")
+
+
+# --- lincomb: sum_t x_t * c_t (+ a scalar on polynomial 0 of each group) in one pass --------------
+def _lincomb_inputs(shape, T, with_scalar):
+    L = shape[-2]
+    primes = pick_primes(L)
+    xs = [rand_residues(shape, primes) for _ in range(T)]
+    cs = [[random.choice([0, 1, q - 1, random.randrange(q)]) for q in primes] for _ in range(T)]
+    scalar = torch.tensor([random.randrange(q) for q in primes], dtype=torch.int32) if with_scalar else None
+    return primes, xs, torch.tensor(cs, dtype=torch.int32), scalar
+
+
+def _lincomb_reference(primes, xs, consts, scalar):
+    """Python integers: scalar on polynomial 0 of each group of K = size(-3) polynomials, plus
+    sum_t x_t * c_t * 2^-32, mod q."""
+    L = len(primes)
+    q, rinv = limb_col(primes, L), limb_col([pow(R, -1, p) for p in primes], L)
+    want = sum(obj(x) * limb_col(consts[t].tolist(), L) for t, x in enumerate(xs)) * rinv
+    if scalar is not None:
+        add = np.zeros(xs[0].shape, dtype=object)
+        if xs[0].dim() >= 3:
+            add[..., 0, :, :] = limb_col(scalar.tolist(), L)
+        else:
+            add[...] = limb_col(scalar.tolist(), L)
+        want = want + add
+    return want % q
+
+
+# T = 1, T in one pass, T at the cap (16 terms a pass), just above it and over several passes
+@pytest.mark.parametrize("T", [1, 7, 16, 17, 35])
+@pytest.mark.parametrize("shape,with_scalar", [((3, 256), False), ((2, 3, 128), True), ((2, 2, 3, 64), True),
+                                               ((3, 2, 1, 64), False), ((5, 7), True)])
+def test_lincomb(shape, T, with_scalar):
+    primes, xs, consts, scalar = _lincomb_inputs(shape, T, with_scalar)
+    mod = mod_table(primes)
+    got = _ops.lincomb(xs, consts, mod, scalar)
+    assert_exact(got, _lincomb_reference(primes, xs, consts, scalar), primes, f"lincomb T={T}")
+    # the composition it replaces: mul_const, one axpby per further term, then the scalar added
+    one = torch.tensor([R % q for q in primes], dtype=torch.int32)
+    acc = _ops.mul_const(xs[0], consts[0].contiguous(), mod)
+    for t in range(1, T):
+        acc = _ops.axpby(xs[t], consts[t].contiguous(), acc, one, mod)
+    if scalar is not None:
+        c0 = acc[..., 0, :, :] if acc.dim() >= 3 else acc
+        c0.copy_(_ops.add(c0.contiguous(), scalar[:, None].expand(c0.shape).contiguous(), mod))
+    assert torch.equal(got, acc), f"lincomb T={T}: differs from mul_const + axpby + add"
+
+
+def test_lincomb_errors():
+    primes, xs, consts, scalar = _lincomb_inputs((2, 3, 64), 3, True)
+    mod = mod_table(primes)
+    cases = [
+        (([], consts[:0], mod), "at least one"),
+        (([xs[0], xs[1][:, :, :32].contiguous(), xs[2]], consts, mod), "every term must have one shape"),
+        (([xs[0], xs[1][0].contiguous(), xs[2]], consts, mod), "every term must have one shape"),
+        ((xs, consts[:2].contiguous(), mod), "consts must be \\(T, L\\) = \\(3, 3\\)"),
+        ((xs, consts[:, :2].contiguous(), mod), "consts must be \\(T, L\\)"),
+        ((xs, consts.reshape(-1), mod), "consts must be \\(T, L\\)"),
+        ((xs, consts, mod, scalar[:2].contiguous()), "scalar must be \\(L,\\)"),
+        ((xs, consts, mod[:2].contiguous()), "mod must be \\(L, 2\\)"),
+        (([xs[0].long()] + xs[1:], consts, mod), "int32"),
+        (([xs[0].transpose(-1, -2)] + xs[1:], consts, mod), "contiguous"),
+        ((xs, consts.long(), mod), "int32"),
+    ]
+    for args, want in cases:
+        with pytest.raises(RuntimeError, match=want):
+            _ops.lincomb(*args)

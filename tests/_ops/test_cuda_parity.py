@@ -230,6 +230,38 @@ def test_elementwise_unaligned_and_odd_n(rng):
         both("mul_const", seed, a, ca, mod, what=f"n={n}")
 
 
+def lincomb_both(seed, xs, consts, mod, scalar=None, what=""):
+    args = (xs, consts, mod, scalar)
+    cpu_out = ops.lincomb(*args)
+    gpu_out = ops.lincomb([to_gpu(x) for x in xs], *(None if a is None else to_gpu(a) for a in args[1:]))
+    check("lincomb", cpu_out, gpu_out, seed, what)
+
+
+# T = 1, one pass, the cap (16 terms a pass), just above it, several passes; ciphertext batches
+@pytest.mark.parametrize("log_n,L,batch,T", [(10, 1, (2,), 1), (12, 3, (2, 2), 7), (12, 17, (2,), 16),
+                                             (16, 35, (2, 2), 15), (13, 3, (3,), 17), (11, 5, (2,), 40)])
+def test_lincomb(rng, log_n, L, batch, T):
+    gen, seed = rng
+    n = 1 << log_n
+    primes = primes_for(log_n, L)
+    mod = mod_table(primes)
+    xs = [residues(gen, batch, primes, n) for _ in range(T)]
+    consts_ = torch.stack([consts(gen, primes) for _ in range(T)])
+    lincomb_both(seed, xs, consts_, mod, what=f"T={T}")
+    lincomb_both(seed, xs, consts_, mod, consts(gen, primes), what=f"T={T} with a scalar")
+
+
+def test_lincomb_unaligned_and_odd_n(rng):
+    """The one-element-per-thread path: an unaligned term, or N not a multiple of 4."""
+    gen, seed = rng
+    primes = primes_for(10, 3)
+    mod = mod_table(primes)
+    for n, off in [(1 << 10, True), (6, False), (7, True)]:
+        xs = [residues(gen, (2, 2), primes, n, offset=off and t == 1) for t in range(18)]
+        consts_ = torch.stack([consts(gen, primes) for _ in range(18)])
+        lincomb_both(seed, xs, consts_, mod, consts(gen, primes), what=f"n={n} offset={off}")
+
+
 @pytest.mark.parametrize("log_n,L,batch", [(10, 1, (1,)), (12, 3, (3,)), (12, 17, (2, 2)), (16, 48, (2,))])
 def test_tensor_product(rng, log_n, L, batch):
     gen, seed = rng
@@ -383,6 +415,12 @@ def test_device_mismatch_is_an_error(rng):
         ops.add(x, x, cpu.mod)
     with pytest.raises(RuntimeError, match="tensors on"):
         ops.bconv(x, gpu.mod, cpu.mod, torch.zeros(2, 2, dtype=torch.int32, device=GPU))
+    with pytest.raises(RuntimeError, match="tensors on"):
+        ops.lincomb([x, x], torch.zeros(2, 2, dtype=torch.int32), gpu.mod)
+    with pytest.raises(RuntimeError, match="tensors on"):
+        ops.lincomb([x, x.cpu()], torch.zeros(2, 2, dtype=torch.int32, device=GPU), gpu.mod)
+    with pytest.raises(RuntimeError, match="tensors on"):
+        ops.lincomb([x], torch.zeros(1, 2, dtype=torch.int32, device=GPU), gpu.mod, cpu.mod[:, 0].contiguous())
 
 
 _BAD_SHAPES = r"""

@@ -48,6 +48,8 @@ def cases(batch: tuple) -> list:
         ("neg", (x, bl.mod)),
         ("axpby", (x, bl.one, x, bl.one, bl.mod)),
         ("mul_const", (x, bl.one, bl.mod)),
+        ("lincomb", ([x, x, x], torch.stack([bl.one, c_add, bl.one]), bl.mod)),
+        ("lincomb", ([ct] * 17, torch.stack([c_add] * 17), bl.mod, bl.one)),
         ("tensor_product", (ct, ct, bl.mod)),
         ("automorphism", (x, 5)),
         ("keyswitch_inner", (d, key.key_q, key.key_p, 0, 0, ext.mod)),

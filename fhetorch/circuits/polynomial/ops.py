@@ -65,28 +65,24 @@ class CiphertextOps:
         return ev.drop_level(self.ctx, a, a.level - level)
 
     def lincomb(self, terms, c0: float):
-        """sum c_i a_i + c0, all a_i at one level. Integer c_i (nominal a_i): no level; else one rescale."""
+        """sum c_i a_i + c0, all a_i at one level. Integer c_i (nominal a_i): no level; else one rescale.
+        One pass over the terms (_ops.lincomb); with integer c_i, c0 is added in the same pass."""
         ctx = self.ctx
         level = terms[0][1].level
         assert all(a.level == level for _, a in terms)
         terms = [(c, ev.relinearize(ctx, a)) for c, a in terms]
+        first = terms[0][1]
+        xs = [a.data for _, a in terms]
         b = ctx.basis(level)
         if all(is_free_constant(c) for c, _ in terms) and all(self.nominal(a) for _, a in terms):
-            acc = None
-            for c, a in terms:  # one pass per term: acc = a * c + acc
-                k = b.scalar(int(c))
-                acc = _ops.mul_const(a.data, k, b.mod) if acc is None else _ops.axpby(a.data, k, acc, b.one, b.mod)
-            return self.add_const(terms[0][1].replace(data=acc), c0)
+            scalar = None if c0 == 0 else ev.encode_scalar(ctx, first, float(c0))
+            return first.replace(data=_ops.lincomb(xs, b.scalar_table([int(c) for c, _ in terms]), b.mod, scalar))
         if level < 1:
             raise LevelError("polynomial: a scalar multiplication needs a level but the operand is at level 0; "
                              "bootstrap first or start from a higher level")
         # each term's constant at the scale that puts c_i a_i, rescaled, on level-1's nominal scale
-        acc, scale = None, None
-        for c, a in terms:
-            s = ev._target_scale_factor(ctx, a)
-            k = b.scalar(ev._round_scaled(c, s, "polynomial"))
-            acc = _ops.mul_const(a.data, k, b.mod) if acc is None else _ops.axpby(a.data, k, acc, b.one, b.mod)
-            scale = a.scale * s if scale is None else scale
+        ks = [ev._round_scaled(c, ev._target_scale_factor(ctx, a), "polynomial") for c, a in terms]
+        scale = first.scale * ev._target_scale_factor(ctx, first)
         self.rescales += 1
-        out = ev.rescale(ctx, terms[0][1].replace(data=acc, scale=scale))
+        out = ev.rescale(ctx, first.replace(data=_ops.lincomb(xs, b.scalar_table(ks), b.mod), scale=scale))
         return self.add_const(out, c0)

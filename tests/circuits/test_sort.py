@@ -126,6 +126,9 @@ def test_torch_sort_values_and_indices(bctx, ctx_n12, assert_close, seed):
 
 
 def test_errors(ctx_n12, make_context):
+    # a bootstrappable preset whose sort is not validated (n16-bts35 diverged on the H100) is refused
+    with pytest.raises(fhe.ParameterError, match="not validated for sorting"):
+        S.BitonicSort(fhe.ckks.Context("n16-bts35"), 16)
     ex = ctx_n12.encrypt(torch.rand(6, dtype=torch.float64))
     with pytest.raises(fhe.ShapeError, match="power of two"):
         fhe.ckks.sort(ex)

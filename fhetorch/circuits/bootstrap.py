@@ -348,7 +348,7 @@ def dft_baby_steps(params, cfg: BootstrapConfig, slots: int) -> tuple:
     SlotToCoeff's. Fewest rotations alone picks many giants, each a whole key switch; other
     splits trade giants for babies, which only read their keys."""
     special, alpha, top, full = len(params.special_primes), params.alpha, params.max_level, params.n // 2
-    free = {s: top for i in range(full.bit_length() - 1) for s in (1 << i, full - (1 << i))}
+    free = {s for i in range(full.bit_length() - 1) for s in (1 << i, full - (1 << i))}
     options = []  # per stage: [((n1, centered), {step: key level}, modelled time)]
     for ks, n, level in _stage_offsets(params, cfg, slots):
         key_level = top if level > cfg.stc_input_level else level
@@ -362,11 +362,10 @@ def dft_baby_steps(params, cfg: BootstrapConfig, slots: int) -> tuple:
                     found[steps] = ((n1, centered), b, gi)
         fewest = min(b + gi for _, b, gi in found.values())
         limbs = params.limbs(level).stop
-        kept = sorted((v for v in found.values() if v[1] + v[2] <= fewest + 2),
-                      key=lambda v: (v[1] + v[2], v[0][1], v[0][0]))
-        steps_of = {v: k for k, v in found.items()}
-        options.append([(choice, {s: key_level for s in steps_of[(choice, b, gi)]},
-                         limbs * (BABY_WEIGHT * b + GIANT_WEIGHT * gi)) for choice, b, gi in kept])
+        kept = sorted(((v, steps) for steps, v in found.items() if v[1] + v[2] <= fewest + 2),
+                      key=lambda vs: (vs[0][1] + vs[0][2], vs[0][0][1], vs[0][0][0]))
+        options.append([(choice, {s: key_level for s in steps}, limbs * (BABY_WEIGHT * b + GIANT_WEIGHT * gi))
+                        for (choice, b, gi), steps in kept])
 
     def key_bytes(plan):
         keys = {}

@@ -1,6 +1,6 @@
 """Sort suite: the bitonic sort of n encrypted values (fhetorch/circuits/sort.py).
 
-For each preset (default n16-bts40 at 2^14 values, the default composite sign;
+For each preset (default n16-bts35 and n16-bts40 at 2^14 values, the default composite sign;
 --quick or a CPU: toy-n13-bts, 4 values, the shallow sign (7, 3) at eps 2^-3, which fits the
 top level without bootstrapping): keygen (the sparse packing's own bootstrapping keys), one
 sort for precision (max |encrypted - sorted plaintext| in bits, and against the plaintext
@@ -111,7 +111,7 @@ def run(args, device: torch.device) -> dict:
     if quick:
         configs = [("toy-n13-bts", 4, {"degrees": (7, 3), "eps": 2.0**-3})]
     else:
-        presets = args.shapes if args.shapes != ["48x12", "24x12", "preset"] else ["n16-bts40"]
+        presets = args.shapes if args.shapes != ["48x12", "24x12", "preset"] else ["n16-bts35", "n16-bts40"]
         configs = [(p, 2**14, {}) for p in presets]
     doc = {"suite": "sort", **common.environment(device), "anchors": ANCHORS, "h100_figures": H100}
     doc["config"] = {"repeat": min(args.repeat, 3), "quick": quick}

@@ -27,7 +27,10 @@ returns an encryption of the same message at level `user_levels` of a bootstrapp
 
 `bootstrap_pair(a, b)` bootstraps two real ciphertexts as one complex a + i b (Cheddar), and
 splits the result by conjugation; SlotToCoeff then takes a scale twice as large (the 1/2 of
-(z + conj z) / 2 is free as a scale label).
+(z + conj z) / 2 is free as a scale label). "Real" holds only up to noise, and a polynomial
+magnifies the noise's imaginary part by its slope (a composite sign near a tie: ~2^12), which
+a + i b would carry into b. So the pair is formed from the real parts,
+Re a + i Re b = (a + i b + conj(a - i b)) / 2: one conjugation at the inputs' level.
 
 A `Bootstrapper` holds one context's bootstrapping state (the EvalMod interpolants, the DFTs'
 encoded diagonals per slot count, level and scale); the user-facing Context owns one
@@ -144,7 +147,7 @@ class Bootstrapper:
             return False
         return all(ctx.has_galois_key(galois_element(s, ctx.n), lvl) for s, lvl in self.rotations(slots).items())
 
-    def input_factor(self, slots: int, level: int = 0) -> float:
+    def input_factor(self, slots: int, level: int = 0, ratio: int | None = None) -> float:
         """What the input's message is multiplied by before ModRaise so that Q_0 / (Delta_0 * it)
         is the message ratio: smaller ratios magnify EvalMod's errors less, larger ones keep
         eps = m / Q_0 in sin's linear range, where sin(2 pi eps) / 2 pi falls short of eps by
@@ -152,9 +155,15 @@ class Bootstrapper:
         coefficient is its value). At level 0 an integer >= 1 (an exact multiplication); from
         a higher level also a fraction, which the drop to level 0 applies at no cost: presets
         whose Q_0 / Delta_0 (2^10 at toy-n13-bts and n16-bts40) is below the ratio a small
-        packing wants reach it only so (docs/circuits.md, "Precision of small packings")."""
-        ratio_bits = self.cfg.message_ratio + max(0, math.ceil((15 - math.log2(slots)) / 2))
+        packing wants reach it only so (docs/circuits.md, "Precision of small packings").
+        `ratio` overrides cfg.message_ratio: the default suits inputs whose message spreads over
+        many coefficients (random-like values); inputs with most of it in a few coefficients
+        (constants, alternating or block patterns) lose bits to the sine's cubic term unless the
+        ratio is larger (docs/circuits.md, "Precision of structured inputs")."""
+        ratio_bits = (self.cfg.message_ratio if ratio is None else int(ratio)) + max(0, math.ceil((15 - math.log2(slots)) / 2))
         ideal = self.q0 / self.ctx.nominal_scale(0) / 2**ratio_bits
+        if ratio is not None:  # only ever a smaller integer: a fraction below the default's would
+            return min(max(1, int(ideal)), self.input_factor(slots, level))  # overflow SlotToCoeff's constant
         return ideal if ideal < 1 and level > 0 else max(1, int(ideal))
 
     def rotations(self, slots: int) -> dict:
@@ -253,13 +262,13 @@ class Bootstrapper:
             ct = ct.replace(slots=min(ct.slots, slots))  # the wide first stage writes n slots, replicated
         return ct
 
-    def _refresh(self, ct: Ciphertext, halve: bool) -> Ciphertext:
+    def _refresh(self, ct: Ciphertext, halve: bool, ratio: int | None = None) -> Ciphertext:
         ctx = self.ctx
         slots = ct.slots
         packing = self.packing(slots)  # slots, or a larger packing with keys (the values repeated)
         # the data's own slot count; a fraction only in its own circuit: a larger packing's
         # noise, magnified by the message ratio, outweighs the sine's cubic term it would save
-        factor = self.input_factor(slots, ct.level if packing == slots else 0)
+        factor = self.input_factor(slots, ct.level if packing == slots else 0, ratio)
         ct = self._prepare(ct, factor)
         # SlotToCoeff's constant assumes level 0's nominal scale; another input scale (a level-0
         # input off it, the rounding of a fractional factor), and the pair's 1/2, are scale labels
@@ -276,17 +285,19 @@ class Bootstrapper:
         assert out.level == self.cfg.user_levels, (out.level, self.cfg.user_levels)
         return out.replace(slots=slots)
 
-    def bootstrap(self, ct: Ciphertext) -> Ciphertext:
-        """A fresh encryption of ct's message at level cfg.user_levels."""
-        return self._refresh(ct, halve=False)
+    def bootstrap(self, ct: Ciphertext, *, ratio: int | None = None) -> Ciphertext:
+        """A fresh encryption of ct's message at level cfg.user_levels (`ratio`: input_factor)."""
+        return self._refresh(ct, halve=False, ratio=ratio)
 
-    def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple:
-        """Two real-valued ciphertexts refreshed by one bootstrapping of a + i b."""
+    def bootstrap_pair(self, a: Ciphertext, b: Ciphertext, *, ratio: int | None = None) -> tuple:
+        """Two real-valued ciphertexts refreshed by one bootstrapping of Re a + i Re b (`ratio`:
+        input_factor)."""
         ctx = self.ctx
         if a.slots != b.slots:
             raise SlotError(f"bootstrap_pair: the ciphertexts pack {a.slots} and {b.slots} slots; use one layout")
-        c = ev.add(ctx, ev.relinearize(ctx, a), ev.mul_i(ctx, ev.relinearize(ctx, b)))  # at their common level
-        out = self._refresh(c, halve=True)
+        a, ib = ev.relinearize(ctx, a), ev.mul_i(ctx, ev.relinearize(ctx, b))
+        c = ev.add(ctx, ev.add(ctx, a, ib), ev.conj(ctx, ev.sub(ctx, a, ib)))  # 2 (Re a + i Re b), see above
+        out = self._refresh(c.replace(scale=c.scale * 2), halve=True, ratio=ratio)
         return self._split(out)
 
 

@@ -6,8 +6,8 @@ distances d = size / 2, ..., 1, slot i meets slot i ^ d; the lower slot of the p
 minimum when bit `size` of i is 0 (an ascending block), else the maximum. log2 n (log2 n + 1) / 2
 stages, every pair of a stage at once (SIMD).
 
-One stage, values y in [-1/2, 1/2] (the declared interval mapped there once), so differences
-lie in [-1, 1], the sign's interval:
+One stage, values y in [-1/2, 1/2] / (1 + margin) (the declared interval mapped there once), so
+differences lie inside the sign's [-1, 1] with room for noise and drift (`margin`, below):
     D = y - rot(y, d)                   # at a lower slot i: y_i - y_(i+d); no level
     S = sign(D)                         # the composite (its depth)
     V = (low sigma / 2) D * S + (low / 2) D    # low: the 0/1 mask of lower slots, sigma = +-1
@@ -22,6 +22,13 @@ value u and x together (`bootstrap_pair(u, x)`, one bootstrapping of u + i x), a
 and its masked copies are formed again from the refreshed x. Control flow depends only on
 levels, so the whole sort is deterministic, sync-free after its plaintexts are encoded (kept
 per level by the BitonicSort), and capturable in a CUDA graph.
+
+Margin: a composite sign diverges just outside [-1, 1] (each stage like T_d(1 + delta) ~ 1 +
+d^2 delta, compounded), and 2^14 uniform values have extremes within 1e-4 of the interval's ends:
+bootstrap noise alone pushed such a difference over 1 and the sort overflowed (n16-bts35 at a
+larger message ratio, on the H100). So the interval maps onto [-1/2, 1/2] / (1 + margin), margin
+= max(2^-6, 4 error_bound / (b - a)): room for the noise and for the drift of the extremes (at
+most the noise-free bound); the sign's resolution eps shrinks by the same 1.6 %.
 
 Precision (any input in the interval): the pair sum is kept, and each exchange moves each
 value by e = (|D| - D p(D)) / 2, |e| <= E / 2 with E = max over |t| <= 1 of |t| |1 - p(t)|
@@ -39,17 +46,20 @@ import torch
 
 from .._ckks import evaluator as ev
 from .._ckks.ciphertext import Ciphertext
-from ..errors import ApproximationError, LevelError, ParameterError, ShapeError
+from ..errors import ApproximationError, LevelError, ShapeError
 from .approximations import composite_sign_series
 from .polynomial import cost, evaluate, plain_composite
 
 # the 12-bit setting at 2^14 values (docs/circuits.md, "Sorting": the plaintext simulation)
 SORT_DEGREES = (15, 15, 15, 27)
 SORT_EPS = 2.0**-12
-# bootstrappable presets whose sort has been checked against the plaintext network; at
-# n16-bts35 a 2^14-value sort diverged on the H100 (error 0.075 after its first pair bootstrap,
-# then overflow; docs/circuits.md), so it is refused until understood
-SORT_PRESETS = ("n16-bts40", "toy-n13-bts")
+# the bootstraps' message ratio per preset (Bootstrapper.input_factor; others: the preset's own):
+# the sign's values and partly sorted values are structured (most of the message in a few
+# coefficients), which n16-bts40's default (6) serves badly: 11.1 -> 12.1 bits at 2^14 values on
+# the H100; n16-bts35's precision is bound by its noise instead (ratio 8: 10.2 -> 9.9 bits)
+SORT_MESSAGE_RATIO = {"n16-bts40": 8}
+# the least room between the mapped values' differences and the sign's interval ends (module docstring)
+SORT_MARGIN = 2.0**-6
 
 
 def network(n: int) -> list:
@@ -100,9 +110,16 @@ def abs_error(stages, points: int = 200001) -> float:
 
 def error_bound(n: int, stages, interval=(-1.0, 1.0)) -> float:
     """The bound of max |sort(x) - sorted(x)| for any x in `interval` without CKKS noise:
-    stages of the network * E / 2 * (b - a) (module docstring)."""
+    stages of the network * E / 2 * (b - a) (module docstring; the margin's 1.6 % included)."""
     a, b = check_interval(interval)
-    return len(network(n)) * abs_error(stages) / 2 * (b - a)
+    bound = len(network(n)) * abs_error(stages) / 2 * (b - a)
+    return bound * (1 + margin(bound, a, b))
+
+
+def margin(bound: float, a: float, b: float) -> float:
+    """The room left at the sign's interval ends: max(SORT_MARGIN, 4 bound / (b - a)) for a
+    noise-free error bound `bound` of the network (module docstring)."""
+    return max(SORT_MARGIN, 4 * bound / (b - a))
 
 
 def plain_sort(x: torch.Tensor, stages, *, descending: bool = False, interval=(-1.0, 1.0)) -> torch.Tensor:
@@ -114,13 +131,14 @@ def plain_sort(x: torch.Tensor, stages, *, descending: bool = False, interval=(-
     x = torch.as_tensor(x, dtype=torch.float64)
     n = x.numel()
     check_slots(n, n, "plain_sort")
-    y = (x - (a + b) / 2) / (b - a)
+    w = (b - a) * (1 + margin(len(network(n)) * abs_error(stages) / 2 * (b - a), a, b))
+    y = (x - (a + b) / 2) / w
     for size, d in network(n):
         c, h = stage_masks(n, size, d, descending)
         D = y - torch.roll(y, -d)
         V = c * D * plain_composite(D, stages) + h * D
         y = y - V + torch.roll(V, d)
-    return y * (b - a) + (a + b) / 2
+    return y * w + (a + b) / 2
 
 
 @dataclass
@@ -135,25 +153,26 @@ class SortCounts:
 class BitonicSort:
     """The bitonic sort of one context's n-slot ciphertexts with a composite sign:
 
-        bs = BitonicSort(ctx, n)              # degrees=SORT_DEGREES, eps=SORT_EPS, interval=(-1, 1)
+        bs = BitonicSort(ctx, n)              # degrees=SORT_DEGREES, eps=SORT_EPS, interval=(-1, 1), message_ratio=None
+                                              # (None: SORT_MESSAGE_RATIO's for the preset)
         out = bs(ct)                          # a Ciphertext, values ascending (descending=True: descending)
 
     It keeps the stage masks encoded per level, so repeated calls encode nothing (CUDA graphs).
 
     Raises ShapeError when n is not a power of two or exceeds ctx.slots, ApproximationError for
-    bad degrees, eps or interval, ParameterError for a bootstrappable preset not in SORT_PRESETS."""
+    bad degrees, eps or interval."""
 
     def __init__(self, ctx, n: int, *, degrees=SORT_DEGREES, eps: float = SORT_EPS, interval=(-1.0, 1.0),
-                 descending: bool = False):
+                 descending: bool = False, message_ratio: int | None = None):
         check_slots(int(n), ctx.slots)
-        if getattr(ctx, "bootstrap_config", None) is not None and ctx.params.name not in SORT_PRESETS:
-            raise ParameterError(f"sort: preset {ctx.params.name!r} is not validated for sorting (n16-bts35 diverged "
-                                 f"at 2^14 values); use one of {list(SORT_PRESETS)}")
         self.ctx, self.n, self.descending = ctx, int(n), bool(descending)
+        self.ratio = SORT_MESSAGE_RATIO.get(ctx.params.name) if message_ratio is None else int(message_ratio)
         self.interval = check_interval(interval)
         self.stages, self.sign_error = composite_sign_series(tuple(degrees), float(eps))
         self.depths = [cost(s).depth for s in self.stages]
         self.network = network(self.n)
+        a, b = self.interval
+        self.width = (b - a) * (1 + margin(len(self.network) * abs_error(self.stages) / 2 * (b - a), a, b))
         self._masks: dict = {}  # (size, d, level, scale) -> (Plaintext low sigma / 2, Plaintext low / 2)
         self.counts = SortCounts()
 
@@ -184,13 +203,14 @@ class BitonicSort:
         if self.n == 1:
             return ct
         a, b = self.interval
+        w = self.width
         y = self._refresh(ct, 1)
-        y = ev.mul_scalar(ctx, y, 1.0 / (b - a))  # [a, b] -> [-1/2, 1/2]: one level
+        y = ev.mul_scalar(ctx, y, 1.0 / w)  # [a, b] -> [-1/2, 1/2] / (1 + margin): one level
         if a + b:
-            y = ev.add_scalar(ctx, y, -(a + b) / (2 * (b - a)))
+            y = ev.add_scalar(ctx, y, -(a + b) / (2 * w))
         for size, d in self.network:
             y = self._stage(y, size, d)
-        y = ev.mul_scalar(ctx, y, b - a) if float(b - a).is_integer() else ev.mul_scalar(ctx, self._refresh(y, 1), b - a)
+        y = ev.mul_scalar(ctx, self._refresh(y, 1), w)  # one level
         return ev.add_scalar(ctx, y, (a + b) / 2) if a + b else y
 
     def _refresh(self, x: Ciphertext, need: int) -> Ciphertext:
@@ -198,7 +218,7 @@ class BitonicSort:
             return x
         self._check_bootstrappable(need, x.level)
         self.counts.bootstraps += 1
-        return self.ctx.bootstrapper.bootstrap(x)
+        return self.ctx.bootstrapper.bootstrap(x, ratio=self.ratio)
 
     def _masked(self, x: Ciphertext, size: int, d: int) -> tuple:
         """(D, low sigma / 2 * D, low / 2 * D) from x: one rotation, two plaintext products."""
@@ -238,7 +258,7 @@ class BitonicSort:
     def _pair(self, u: Ciphertext, x: Ciphertext) -> tuple:
         self._check_bootstrappable(2, u.level)
         self.counts.pair_bootstraps += 1
-        return self.ctx.bootstrapper.bootstrap_pair(u, x)
+        return self.ctx.bootstrapper.bootstrap_pair(u, x, ratio=self.ratio)
 
     # --- the level plan, without ciphertexts --------------------------------------------------
     def plan(self, top: int, start: int | None = None) -> SortCounts:
@@ -265,6 +285,8 @@ class BitonicSort:
                 lvl, counts.pair_bootstraps, counts.rotations = top, counts.pair_bootstraps + 1, counts.rotations + 1
                 m1 = top - 1
             lvl = min(lvl, m1) - 1
+        if lvl < 1:  # the map back onto [a, b] (one level)
+            counts.bootstraps += 1
         return counts
 
 
@@ -276,10 +298,10 @@ def sort(ctx, ct: Ciphertext, *, descending: bool = False, interval=(-1.0, 1.0),
     (bootstrap_slots=[n] for the faster sparse circuit).
 
     Raises ShapeError when the slot count is not a power of two, ApproximationError for bad
-    degrees, eps or interval, ParameterError for a bootstrappable preset not in SORT_PRESETS, MissingKeyError without the rotation or bootstrapping keys,
+    degrees, eps or interval, MissingKeyError without the rotation or bootstrapping keys,
     LevelError when the levels run out on a preset without bootstrapping."""
     return BitonicSort(ctx, ct.slots, degrees=degrees, eps=eps, interval=interval, descending=descending)(ct)
 
 
-__all__ = ["BitonicSort", "SORT_DEGREES", "SORT_EPS", "SORT_PRESETS", "SortCounts", "abs_error", "error_bound", "network",
+__all__ = ["BitonicSort", "SORT_DEGREES", "SORT_EPS", "SORT_MARGIN", "SORT_MESSAGE_RATIO", "SortCounts", "abs_error", "error_bound", "network",
            "plain_sort", "sort", "stage_masks"]

@@ -112,6 +112,18 @@ def test_bootstrap_pair(bctx, assert_close):
     assert_close(bctx.decrypt(ub), b, 2**-16, "bootstrap pair, second")
 
 
+def test_bootstrap_pair_takes_real_parts(bctx, assert_close):
+    """A real value's noise has an imaginary part that polynomials magnify (a sign's slope near 0);
+    a + i b would carry Im a into b. The pair refreshes Re a and Re b: here Im a = 0.3 (a stand-in
+    for magnified noise) leaves b as precise as without it."""
+    a, b, noise = _rand(SPARSE), _rand(SPARSE), 0.3j * _rand(SPARSE)
+    za = bctx.encrypt_vector((a + noise).to(bctx.device), level=1, slots=SPARSE)
+    zb = bctx.encrypt_vector(b.to(torch.complex128).to(bctx.device), level=1, slots=SPARSE)
+    ua, ub = bctx.bootstrapper.bootstrap_pair(za, zb)
+    assert_close(bctx.decrypt_vector(ua).real.cpu(), a, 2**-16, "pair: Re a")
+    assert_close(bctx.decrypt_vector(ub).real.cpu(), b, 2**-16, "pair: b beside an imaginary a")
+
+
 def test_chain_longer_than_the_levels(bctx, assert_close):
     """x <- (x^2 + x) / 2, 3 levels per step: 3 times more levels than the chain holds,
     possible only because bootstrapping refreshes the ciphertext."""

@@ -285,9 +285,15 @@ class Bootstrapper:
         assert out.level == self.cfg.user_levels, (out.level, self.cfg.user_levels)
         return out.replace(slots=slots)
 
-    def bootstrap(self, ct: Ciphertext, *, ratio: int | None = None) -> Ciphertext:
-        """A fresh encryption of ct's message at level cfg.user_levels (`ratio`: input_factor)."""
-        return self._refresh(ct, halve=False, ratio=ratio)
+    def bootstrap(self, ct: Ciphertext, *, ratio: int | None = None, real: bool = False) -> Ciphertext:
+        """A fresh encryption of ct's message at level cfg.user_levels (`ratio`: input_factor).
+        real=True returns the real part only (one conjugation more): the output's noise has an
+        imaginary part as large as its real one, which a steep polynomial applied next would
+        magnify into the real part (the sort's composite sign, docs/circuits.md)."""
+        if not real:
+            return self._refresh(ct, halve=False, ratio=ratio)
+        out = self._refresh(ct, halve=True, ratio=ratio)  # the values / 2
+        return ev.add(self.ctx, out, ev.conj(self.ctx, out))
 
     def bootstrap_pair(self, a: Ciphertext, b: Ciphertext, *, ratio: int | None = None) -> tuple:
         """Two real-valued ciphertexts refreshed by one bootstrapping of Re a + i Re b (`ratio`:

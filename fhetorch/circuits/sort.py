@@ -218,7 +218,7 @@ class BitonicSort:
             return x
         self._check_bootstrappable(need, x.level)
         self.counts.bootstraps += 1
-        return self.ctx.bootstrapper.bootstrap(x, ratio=self.ratio)
+        return self.ctx.bootstrapper.bootstrap(x, ratio=self.ratio, real=True)  # no imaginary noise for the sign to magnify
 
     def _masked(self, x: Ciphertext, size: int, d: int) -> tuple:
         """(D, low sigma / 2 * D, low / 2 * D) from x: one rotation, two plaintext products."""

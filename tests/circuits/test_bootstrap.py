@@ -124,6 +124,19 @@ def test_bootstrap_pair_takes_real_parts(bctx, assert_close):
     assert_close(bctx.decrypt_vector(ub).real.cpu(), b, 2**-16, "pair: b beside an imaginary a")
 
 
+def test_bootstrap_real_drops_the_imaginary_part(bctx, assert_close):
+    """real=True: the real part of the values, at the nominal scale (the noise's imaginary part,
+    as large as its real one, would otherwise reach a steep polynomial)."""
+    v = _rand(SPARSE, complex_=True)
+    ct = bctx.encrypt_vector(v.to(bctx.device), level=0, slots=SPARSE)
+    out = bctx.bootstrapper.bootstrap(ct, real=True)
+    got = bctx.decrypt_vector(out).cpu()
+    assert out.level == bctx.bootstrap_config.user_levels
+    assert abs(out.scale / bctx.nominal_scale(out.level) - 1) < 1e-9
+    assert_close(got.real, v.real, 2**-16, "bootstrap real: Re")
+    assert_close(got.imag, torch.zeros(SPARSE, dtype=torch.float64), 2**-16, "bootstrap real: Im")
+
+
 def test_chain_longer_than_the_levels(bctx, assert_close):
     """x <- (x^2 + x) / 2, 3 levels per step: 3 times more levels than the chain holds,
     possible only because bootstrapping refreshes the ciphertext."""

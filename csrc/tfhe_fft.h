@@ -12,6 +12,16 @@
 // the twiddles, as the negacyclic NTT folds psi): slot k of the output holds a(zeta^(e_k)),
 // zeta = exp(i pi / N), e_k given by fhetorch._tfhe.fft.fft_exponents. Products are pointwise.
 //
+// Twiddles in Linzer and Feig's form: w = exp(i phi) is stored as (s, t), w = s (1 + i t), s ~ cos phi,
+// t ~ sin phi / s (fhetorch._tfhe.fft.fft_twiddles; one complex128 slot per twiddle, its two doubles
+// s and t). The forward butterfly x +- w y = x +- s y' with y' = (y.re - t y.im, y.im + t y.re) is
+// six fmas (two for y', four for the outputs) where a complex product and four adds took eight.
+// Rounding y' costs u |w y| whatever t's size (each part is formed exactly and rounded once, to
+// within u |y'| = u |w y| / s, and s scales it back), so no cotangent form is needed; only
+// cos phi = 0 cannot be stored, and no forward twiddle has it (node 1's is exp(i pi/4), t = 1, and
+// the deeper angles are finer multiples of pi / N). The inverse reads the same rows: conj(w) d =
+// s (d.re + t d.im, d.im - t d.re), two fmas and two multiplies, as many operations as before.
+//
 // Bit identity: every float64 operation is one of tfhe_dadd / dsub / dmul / dfma below, each a
 // single IEEE round-to-nearest operation on both devices (CUDA: the __d*_rn / __fma_rn
 // intrinsics, which nvcc never contracts, whatever -fmad; CPU: plain operators compiled with
@@ -136,13 +146,13 @@ FT_HD TfheComplex tfhe_load_complex(const double* p) {
 #endif
 }
 
-// w y (two roundings per part: the cross product, then the fma).
-FT_HD TfheComplex tfhe_cmul(TfheComplex w, TfheComplex y) {
-  return TfheComplex{tfhe_dfma(w.re, y.re, -tfhe_dmul(w.im, y.im)), tfhe_dfma(w.re, y.im, tfhe_dmul(w.im, y.re))};
-}
-// conj(w) y.
-FT_HD TfheComplex tfhe_cmul_conj(TfheComplex w, TfheComplex y) {
-  return TfheComplex{tfhe_dfma(w.re, y.re, tfhe_dmul(w.im, y.im)), tfhe_dfma(w.re, y.im, -tfhe_dmul(w.im, y.re))};
+// A twiddle w = s (1 + i t) (Linzer and Feig's form; one slot of fft_twiddles, its doubles s, t).
+struct TfheTwiddle {
+  double s, t;
+};
+FT_HD TfheTwiddle tfhe_load_twiddle(const double* p) {  // 16-byte aligned, read-only
+  const TfheComplex v = tfhe_load_complex(p);
+  return TfheTwiddle{v.re, v.im};
 }
 // acc + a b, four fmas in a fixed order.
 FT_HD TfheComplex tfhe_cmac(TfheComplex acc, TfheComplex a, TfheComplex b) {
@@ -152,8 +162,8 @@ FT_HD TfheComplex tfhe_cmac(TfheComplex acc, TfheComplex a, TfheComplex b) {
 }
 
 // The ring of the FFT product: N = 2^log_n (M = N/2 complex slots) and the twiddles, (M,)
-// complex (interleaved doubles): twiddles[h] for h in [1, M) is zeta^(e(2h)) of the heap node
-// h (fhetorch._tfhe.fft.fft_twiddles); entry 0 is not read.
+// complex128 slots (interleaved doubles): slot h in [1, M) holds (s, t) of zeta^(e(2h)), the twiddle
+// of heap node h (TfheTwiddle; fhetorch._tfhe.fft.fft_twiddles); slot 0 is not read.
 struct TfheFftRing {
   int log_n;
   const double* twiddles;
@@ -176,21 +186,24 @@ FT_HD uint32_t tfhe_fft_value(uint32_t k, int log_m) {  // the inverse: the valu
   return ((k & ((1u << (log_m - 3)) - 1u)) << 3) | (k >> (log_m - 3));
 }
 
-// One butterfly on the pair (x, y) = (value x, value x | 2^b) under twiddle w. Forward: (x, y) ->
-// (x + w y, x - w y); inverse: (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller divides by M
-// at the end, exactly). Every schedule of the transform (the generic rounds below, the CUDA
-// rotation's register rounds) runs this same sequence of operations, so the grouping of stages
-// into rounds and the team's size change no result.
+// One butterfly on the pair (x, y) = (value x, value x | 2^b) under twiddle w = s (1 + i t).
+// Forward: (x, y) -> (x + w y, x - w y), six fmas: y' = (1 + i t) y, then x +- s y'. Inverse:
+// (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller divides by M at the end, exactly), four
+// adds, then d' = (1 - i t) d by two fmas and s d' by two multiplies. Every schedule of the transform
+// (the generic rounds below, the CUDA rotation's register rounds) runs this same sequence of
+// operations, so the grouping of stages into rounds and the team's size change no result.
 template <bool INV>
-FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheComplex w) {
+FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheTwiddle w) {
   if (INV) {
     const TfheComplex d{tfhe_dsub(x.re, y.re), tfhe_dsub(x.im, y.im)};
     x = TfheComplex{tfhe_dadd(x.re, y.re), tfhe_dadd(x.im, y.im)};
-    y = tfhe_cmul_conj(w, d);
+    const double dr = tfhe_dfma(w.t, d.im, d.re), di = tfhe_dfma(-w.t, d.re, d.im);  // (1 - i t) d
+    y = TfheComplex{tfhe_dmul(w.s, dr), tfhe_dmul(w.s, di)};
   } else {
-    const TfheComplex wy = tfhe_cmul(w, y);
-    y = TfheComplex{tfhe_dsub(x.re, wy.re), tfhe_dsub(x.im, wy.im)};
-    x = TfheComplex{tfhe_dadd(x.re, wy.re), tfhe_dadd(x.im, wy.im)};
+    const double pr = tfhe_dfma(-w.t, y.im, y.re), pi = tfhe_dfma(w.t, y.re, y.im);  // y' = (1 + i t) y
+    const TfheComplex a = x;
+    x = TfheComplex{tfhe_dfma(w.s, pr, a.re), tfhe_dfma(w.s, pi, a.im)};
+    y = TfheComplex{tfhe_dfma(-w.s, pr, a.re), tfhe_dfma(-w.s, pi, a.im)};
   }
 }
 
@@ -201,7 +214,7 @@ FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheComplex w) {
 // TW: where the twiddles are read from (TfheGlobalTwiddles: read-only global data; a CUDA kernel may
 // pass a loader of its shared-memory copy).
 struct TfheGlobalTwiddles {
-  FT_HD static TfheComplex at(const double* tw, uint32_t h) { return tfhe_load_complex(tw + 2 * h); }
+  FT_HD static TfheTwiddle at(const double* tw, uint32_t h) { return tfhe_load_twiddle(tw + 2 * h); }
 };
 template <bool INV, int R, int ROWS = 1, class TW = TfheGlobalTwiddles>
 FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, const double* tw) {
@@ -213,7 +226,7 @@ FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, cons
 #pragma unroll
     for (int u = 0; u < E; ++u) {
       if ((u >> lb) & 1) continue;
-      const TfheComplex w = TW::at(tw, base + static_cast<uint32_t>(u >> (lb + 1)));
+      const TfheTwiddle w = TW::at(tw, base + static_cast<uint32_t>(u >> (lb + 1)));
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) tfhe_fft_butterfly<INV>(v[r * E + u], v[r * E + (u | (1 << lb))], w);
     }

@@ -192,7 +192,8 @@ TORCH_LIBRARY(fhetorch, m) {
   // complex128 values: slot k holds a(zeta^(e_k)), zeta = exp(i pi / N), for the exponents e_k
   // of fhetorch._tfhe.fft.fft_exponents (odd, one of each conjugate pair; the slot order is the
   // transform's own: only pointwise products are meant). twiddles (N/2,) complex128:
-  // fhetorch._tfhe.fft.fft_twiddles, computed on the host. Coefficients are converted to
+  // fhetorch._tfhe.fft.fft_twiddles, computed on the host (each slot's two doubles a twiddle's
+  // (s, t), w = s (1 + i t): csrc/tfhe_fft.h). Coefficients are converted to
   // float64 (exact up to 2^53; above, the nearest double: the key's conversion error) and
   // results rounded to int64 mod 2^64; the rounding error of a product is modelled in
   // docs/tfhe.md. Any leading batch dimensions, one launch; CPU and CUDA agree bit for bit.

@@ -101,9 +101,9 @@ __device__ __forceinline__ void row_barrier(int r) {
 // rotation, they stay out of L1, which the key's lines need (twiddle loads from L1 or L2 were the
 // largest stall, Nsight Compute).
 struct SharedTwiddles {
-  __device__ static TfheComplex at(const double* tw, uint32_t h) {
+  __device__ static TfheTwiddle at(const double* tw, uint32_t h) {  // (s, t): tfhe_fft_butterfly
     const double2 v = reinterpret_cast<const double2*>(tw)[h];
-    return TfheComplex{v.x, v.y};
+    return TfheTwiddle{v.x, v.y};
   }
 };
 
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
   constexpr int M = P::M, N = 2 * M;
   extern __shared__ __align__(16) double2 rsmem[];
   int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
-  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M complex)
+  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M slots of (s, t))
   int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M);  // a_i's rotations, then the body's
   const int64_t b = blockIdx.x;
   const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t

@@ -26,8 +26,9 @@ class TFHERing:
 
     @property
     def twiddles(self) -> torch.Tensor:
-        """(N/2,) complex128: the float64 FFT's twiddles at N (fft.fft_twiddles), on the ring's
-        device; made on first use (a host computation: make it before a PBS is captured)."""
+        """(N/2,) complex128 slots, each a twiddle's (s, t) pair: the float64 FFT's twiddles at N
+        (fft.fft_twiddles), on the ring's device; made on first use (a host computation: make it
+        before a PBS is captured)."""
         if self._twiddles is None:
             self._twiddles = fft_twiddles(self.log_n, self.device)
         return self._twiddles

@@ -99,7 +99,7 @@ def test_fft_product_error_matches_model(gen, log_n, rows, digit_log):
           f"max 2^{math.log2(worst):.2f}, var / model {var / model:.3f}")
     assert worst <= fft.fft_product_error_bound(log_n, rows, 2.0 ** digit_log)
     assert worst <= 7 * math.sqrt(model)  # a Gaussian tail: p < 1e-6 over these samples
-    assert 0.85 <= var / model <= 1.2  # measured 1.01-1.03 (docs/tfhe.md)
+    assert 0.85 <= var / model <= 1.2  # measured 0.97-1.01 (docs/tfhe.md)
 
 
 def _split_22(k):

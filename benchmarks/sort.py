@@ -1,7 +1,7 @@
 """Sort suite: the bitonic sort of n encrypted values (fhetorch/circuits/sort.py).
 
 For each preset (default n16-bts35 and n16-bts40 at 2^14 values, the default composite sign;
---quick or a CPU: toy-n13-bts, 4 values, the shallow sign (7, 3) at eps 2^-3, which fits the
+--quick or a CPU: toy-n13-bts, 2 values, the shallow sign (7, 3) at eps 2^-3, which fits the
 top level without bootstrapping): keygen (the sparse packing's own bootstrapping keys), one
 sort for precision (max |encrypted - sorted plaintext| in bits, and against the plaintext
 simulation plain_sort), then latency: eager (median of min(repeat, 3)) and, on CUDA, the whole
@@ -109,7 +109,7 @@ def bench_preset(name: str, n: int, sign: dict, args, device, results: list) -> 
 def run(args, device: torch.device) -> dict:
     quick = args.quick or device.type != "cuda"
     if quick:
-        configs = [("toy-n13-bts", 4, {"degrees": (7, 3), "eps": 2.0**-3})]
+        configs = [("toy-n13-bts", 2, {"degrees": (7, 3), "eps": 2.0**-3})]
     else:
         presets = args.shapes if args.shapes != ["48x12", "24x12", "preset"] else ["n16-bts35", "n16-bts40"]
         configs = [(p, 2**14, {}) for p in presets]

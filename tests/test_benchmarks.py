@@ -96,6 +96,6 @@ def test_sort_suite_quick_on_cpu(tmp_path):
                        "--json", str(path)]) == 0
     doc = json.loads(path.read_text())
     info = doc["presets"]["toy-n13-bts"]
-    assert doc["suite"] == "sort" and info["n"] == 4 and info["counts"] == info["plan"]
+    assert doc["suite"] == "sort" and info["n"] == 2 and info["counts"] == info["plan"]
     assert info["vs_plain"] < 1e-4 and info["max_err"] <= info["error_bound"] + 1e-4
     assert [r["case"] for r in doc["results"]] == ["sort"] and doc["results"][0]["median_us"] > 0

@@ -23,12 +23,13 @@ and its masked copies are formed again from the refreshed x. Control flow depend
 levels, so the whole sort is deterministic, sync-free after its plaintexts are encoded (kept
 per level by the BitonicSort), and capturable in a CUDA graph.
 
-Margin: a composite sign diverges just outside [-1, 1] (each stage like T_d(1 + delta) ~ 1 +
-d^2 delta, compounded), and 2^14 uniform values have extremes within 1e-4 of the interval's ends:
-bootstrap noise alone pushed such a difference over 1 and the sort overflowed (n16-bts35 at a
-larger message ratio, on the H100). So the interval maps onto [-1/2, 1/2] / (1 + margin), margin
-= max(2^-6, 4 error_bound / (b - a)): room for the noise and for the drift of the extremes (at
-most the noise-free bound); the sign's resolution eps shrinks by the same 1.6 %.
+Margin: a composite sign is wrong just outside [-1, 1] (the default's first stage changes sign at
+1 + 1e-4; later stages grow like T_d(1 + delta) ~ 1 + d^2 delta), and 2^14 uniform values have
+extremes within 1e-4 of the interval's ends, so noise can push such a difference over 1
+(test_margin_absorbs_noise_at_the_interval_ends: 2^-8 of it costs the whole range without the
+margin). So the interval maps onto [-1/2, 1/2] / (1 + margin), margin = max(2^-6, 4 error_bound /
+(b - a)) (`width`): room for the noise and for the drift of the extremes (at most the noise-free
+bound); the sign's resolution eps shrinks by the same 1.6 %.
 
 Precision (any input in the interval): the pair sum is kept, and each exchange moves each
 value by e = (|D| - D p(D)) / 2, |e| <= E / 2 with E = max over |t| <= 1 of |t| |1 - p(t)|
@@ -56,7 +57,7 @@ SORT_EPS = 2.0**-12
 # the bootstraps' message ratio per preset (Bootstrapper.input_factor; others: the preset's own):
 # the sign's values and partly sorted values are structured (most of the message in a few
 # coefficients), which n16-bts40's default (6) serves badly: 11.1 -> 12.1 bits at 2^14 values on
-# the H100; n16-bts35's precision is bound by its noise instead (ratio 8: 10.2 -> 9.9 bits)
+# the H100; n16-bts35's precision is bound by its noise instead (ratio 8: 10.2 -> 9.6 bits)
 SORT_MESSAGE_RATIO = {"n16-bts40": 8}
 # the least room between the mapped values' differences and the sign's interval ends (module docstring)
 SORT_MARGIN = 2.0**-6
@@ -112,14 +113,14 @@ def error_bound(n: int, stages, interval=(-1.0, 1.0)) -> float:
     """The bound of max |sort(x) - sorted(x)| for any x in `interval` without CKKS noise:
     stages of the network * E / 2 * (b - a) (module docstring; the margin's 1.6 % included)."""
     a, b = check_interval(interval)
-    bound = len(network(n)) * abs_error(stages) / 2 * (b - a)
-    return bound * (1 + margin(bound, a, b))
+    return len(network(n)) * abs_error(stages) / 2 * width(n, stages, (a, b))
 
 
-def margin(bound: float, a: float, b: float) -> float:
-    """The room left at the sign's interval ends: max(SORT_MARGIN, 4 bound / (b - a)) for a
-    noise-free error bound `bound` of the network (module docstring)."""
-    return max(SORT_MARGIN, 4 * bound / (b - a))
+def width(n: int, stages, interval) -> float:
+    """What the sort divides the centred values by: (b - a) (1 + margin), margin = max(SORT_MARGIN,
+    4 x the noise-free bound / (b - a)) (module docstring, "Margin")."""
+    a, b = interval
+    return (b - a) * (1 + max(SORT_MARGIN, 4 * len(network(n)) * abs_error(stages) / 2))
 
 
 def plain_sort(x: torch.Tensor, stages, *, descending: bool = False, interval=(-1.0, 1.0)) -> torch.Tensor:
@@ -131,7 +132,7 @@ def plain_sort(x: torch.Tensor, stages, *, descending: bool = False, interval=(-
     x = torch.as_tensor(x, dtype=torch.float64)
     n = x.numel()
     check_slots(n, n, "plain_sort")
-    w = (b - a) * (1 + margin(len(network(n)) * abs_error(stages) / 2 * (b - a), a, b))
+    w = width(n, stages, (a, b))
     y = (x - (a + b) / 2) / w
     for size, d in network(n):
         c, h = stage_masks(n, size, d, descending)
@@ -171,8 +172,7 @@ class BitonicSort:
         self.stages, self.sign_error = composite_sign_series(tuple(degrees), float(eps))
         self.depths = [cost(s).depth for s in self.stages]
         self.network = network(self.n)
-        a, b = self.interval
-        self.width = (b - a) * (1 + margin(len(self.network) * abs_error(self.stages) / 2 * (b - a), a, b))
+        self.width = width(self.n, self.stages, self.interval)
         self._masks: dict = {}  # (size, d, level, scale) -> (Plaintext low sigma / 2, Plaintext low / 2)
         self.counts = SortCounts()
 
@@ -304,4 +304,4 @@ def sort(ctx, ct: Ciphertext, *, descending: bool = False, interval=(-1.0, 1.0),
 
 
 __all__ = ["BitonicSort", "SORT_DEGREES", "SORT_EPS", "SORT_MARGIN", "SORT_MESSAGE_RATIO", "SortCounts", "abs_error", "error_bound", "network",
-           "plain_sort", "sort", "stage_masks"]
+           "plain_sort", "sort", "stage_masks", "width"]

@@ -51,9 +51,16 @@ from ..errors import ApproximationError, LevelError, ShapeError
 from .approximations import composite_sign_series
 from .polynomial import cost, evaluate, plain_composite
 
-# the 12-bit setting at 2^14 values (docs/circuits.md, "Sorting": the plaintext simulation)
+# the 12-bit setting at 2^14 values (docs/circuits.md, "Sorting": the plaintext simulation): sign
+# depth 4 + 4 + 4 + 5 = 17, a stage 18 levels
 SORT_DEGREES = (15, 15, 15, 27)
 SORT_EPS = 2.0**-12
+# the composite sign per preset where another one is better (others: SORT_DEGREES, SORT_EPS). At
+# n16-bts40 a sign of depth 16 makes a stage 17 levels, whose steps pack 12-level windows three per
+# two stages: 156 bootstraps at 2^14 values instead of 207, 6.43 -> 5.09 s, and 12.0 -> 12.1 bits on
+# the H100 (12.2 in the simulation against 12.5). At n16-bts35 the same sign gave 6.1 bits (its
+# pair bootstraps then take the first stage's output from the lowest levels; not yet understood)
+SORT_SIGN = {"n16-bts40": ((31, 31, 63), 2.0**-12)}
 # the bootstraps' message ratio per preset (Bootstrapper.input_factor; others: the preset's own):
 # the sign's values and partly sorted values are structured (most of the message in a few
 # coefficients), which n16-bts40's default (6) serves badly: 11.1 -> 12.1 bits at 2^14 values on
@@ -154,8 +161,9 @@ class SortCounts:
 class BitonicSort:
     """The bitonic sort of one context's n-slot ciphertexts with a composite sign:
 
-        bs = BitonicSort(ctx, n)              # degrees=SORT_DEGREES, eps=SORT_EPS, interval=(-1, 1), message_ratio=None
-                                              # (None: SORT_MESSAGE_RATIO's for the preset)
+        bs = BitonicSort(ctx, n)              # degrees=None, eps=None, interval=(-1, 1), message_ratio=None
+                                              # (None: the preset's, SORT_SIGN / SORT_MESSAGE_RATIO, else
+                                              # SORT_DEGREES, SORT_EPS and the bootstrapper's ratio)
         out = bs(ct)                          # a Ciphertext, values ascending (descending=True: descending)
 
     It keeps the stage masks encoded per level, so repeated calls encode nothing (CUDA graphs).
@@ -163,9 +171,10 @@ class BitonicSort:
     Raises ShapeError when n is not a power of two or exceeds ctx.slots, ApproximationError for
     bad degrees, eps or interval."""
 
-    def __init__(self, ctx, n: int, *, degrees=SORT_DEGREES, eps: float = SORT_EPS, interval=(-1.0, 1.0),
+    def __init__(self, ctx, n: int, *, degrees=None, eps: float | None = None, interval=(-1.0, 1.0),
                  descending: bool = False, message_ratio: int | None = None):
         check_slots(int(n), ctx.slots)
+        degrees, eps = sort_sign(ctx.params.name, degrees, eps)
         self.ctx, self.n, self.descending = ctx, int(n), bool(descending)
         self.ratio = SORT_MESSAGE_RATIO.get(ctx.params.name) if message_ratio is None else int(message_ratio)
         self.interval = check_interval(interval)
@@ -290,8 +299,15 @@ class BitonicSort:
         return counts
 
 
-def sort(ctx, ct: Ciphertext, *, descending: bool = False, interval=(-1.0, 1.0), degrees=SORT_DEGREES,
-         eps: float = SORT_EPS) -> Ciphertext:
+def sort_sign(preset: str, degrees=None, eps: float | None = None) -> tuple:
+    """(degrees, eps) of the composite sign: the given ones, else the preset's (SORT_SIGN), else
+    SORT_DEGREES and SORT_EPS. Raises nothing (BitonicSort checks them)."""
+    d, e = SORT_SIGN.get(preset, (SORT_DEGREES, SORT_EPS))
+    return (d if degrees is None else degrees), (e if eps is None else eps)
+
+
+def sort(ctx, ct: Ciphertext, *, descending: bool = False, interval=(-1.0, 1.0), degrees=None,
+         eps: float | None = None) -> Ciphertext:
     """The ct.slots values of ct sorted (ascending; descending=True: descending) by a bitonic
     network with composite-sign comparisons; values must lie in `interval`. Keys: the +-2^i
     rotations (default keygen) and, when the levels run out, ctx.keygen(bootstrap=True)
@@ -303,5 +319,5 @@ def sort(ctx, ct: Ciphertext, *, descending: bool = False, interval=(-1.0, 1.0),
     return BitonicSort(ctx, ct.slots, degrees=degrees, eps=eps, interval=interval, descending=descending)(ct)
 
 
-__all__ = ["BitonicSort", "SORT_DEGREES", "SORT_EPS", "SORT_MARGIN", "SORT_MESSAGE_RATIO", "SortCounts", "abs_error", "error_bound", "network",
-           "plain_sort", "sort", "stage_masks", "width"]
+__all__ = ["BitonicSort", "SORT_DEGREES", "SORT_EPS", "SORT_MARGIN", "SORT_MESSAGE_RATIO", "SORT_SIGN", "SortCounts", "abs_error", "error_bound", "network",
+           "plain_sort", "sort", "sort_sign", "stage_masks", "width"]

@@ -593,8 +593,8 @@ def _msort(x):
     return sort_values(x)
 
 
-def sort_values(x: EncryptedTensor, *, descending: bool = False, interval=(-1.0, 1.0), degrees=_sort.SORT_DEGREES,
-                eps: float = _sort.SORT_EPS) -> EncryptedTensor:
+def sort_values(x: EncryptedTensor, *, descending: bool = False, interval=(-1.0, 1.0), degrees=None,
+                eps: float | None = None) -> EncryptedTensor:
     """The values of a 1-D EncryptedTensor sorted by the bitonic circuit (fhetorch/circuits/sort.py).
 
     Raises ShapeError for a tensor that is not 1-D, whose length is not a power of two or that

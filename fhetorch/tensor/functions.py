@@ -19,7 +19,6 @@ from .._ckks.ciphertext import Ciphertext
 from ..circuits import approximations
 from ..circuits import bootstrap as _bootstrap
 from ..circuits.approximations import LEE_DEGREES, LEE_EPS
-from ..circuits.sort import SORT_DEGREES, SORT_EPS
 from ..circuits.chebyshev import Chebyshev, interpolate
 from ..circuits.polynomial import (PolyCost, PowerBasis, composite_cost, cost, evaluate, evaluate_composite,
                                    plain_composite)
@@ -255,12 +254,13 @@ def lut(x: EncryptedTensor, fn, interval=(-1.0, 1.0), bits: int | None = None):
     return x.lut(fn, interval, bits)
 
 
-def sort(x: EncryptedTensor, *, descending: bool = False, interval=(-1.0, 1.0), degrees=SORT_DEGREES,
-         eps: float = SORT_EPS) -> EncryptedTensor:
+def sort(x: EncryptedTensor, *, descending: bool = False, interval=(-1.0, 1.0), degrees=None,
+         eps: float | None = None) -> EncryptedTensor:
     """The values of a 1-D EncryptedTensor (n a power of two, one ciphertext) sorted ascending
     (descending=True: descending) by a bitonic network of composite-sign comparisons
     (fhetorch/circuits/sort.py; docs/circuits.md, "Sorting"). Values must lie in `interval`;
-    degrees and eps choose the composite sign (default: >= 12 bits at 2^14 values). Keys: the
+    degrees and eps choose the composite sign (default: the preset's, >= 12 bits at 2^14 values in the
+    plaintext simulation; circuits.sort.SORT_SIGN). Keys: the
     default +-2^i rotations and ctx.keygen(bootstrap=True) when the levels run out.
 
     Raises ContextError for anything but an EncryptedTensor, ShapeError for a tensor that is not

@@ -47,13 +47,31 @@ def test_network_counts_and_exact_sign_sorts(seed):
         assert float((y - torch.sort(x, descending=descending).values).abs().max()) < 1e-12
 
 
-def test_default_composite_gives_12_bits_at_2_14_values(seed):
-    """The plaintext simulation that chose SORT_DEGREES / SORT_EPS: >= 12 bits on uniform values."""
-    stages, _ = S.composite_sign_series(S.SORT_DEGREES, S.SORT_EPS)
+@pytest.mark.parametrize("sign", [(S.SORT_DEGREES, S.SORT_EPS), *S.SORT_SIGN.values()])
+def test_default_composite_gives_12_bits_at_2_14_values(seed, sign):
+    """The plaintext simulation that chose SORT_DEGREES / SORT_EPS and the presets' SORT_SIGN:
+    >= 12 bits on uniform values (the depth-16 sign: 12.1-12.5 over 16 seeds)."""
+    stages, _ = S.composite_sign_series(*sign)
     x = torch.rand(2**14, dtype=torch.float64) * 2 - 1
     err = float((S.plain_sort(x, stages) - torch.sort(x).values).abs().max())
     assert -math.log2(err) >= 12.0, err
     assert err <= S.error_bound(2**14, stages)
+
+
+def test_preset_sign_and_its_level_plan():
+    """n16-bts40 sorts with its own sign (depth 16): three 12-level windows per two stages, 52 + 104
+    bootstraps at 2^14 values where the general default (depth 17) needs 1 + 206; a given sign wins."""
+    assert S.sort_sign("toy-n12") == (S.SORT_DEGREES, S.SORT_EPS)
+    assert S.sort_sign("n16-bts40") == S.SORT_SIGN["n16-bts40"]
+    assert S.sort_sign("n16-bts40", (7, 3), 0.125) == ((7, 3), 0.125)
+    ctx = fhe.ckks.Context("n16-bts40", "cpu")  # no keys: the plan needs levels only
+    top = ctx.bootstrap_config.user_levels
+    bs = S.BitonicSort(ctx, 2**14)
+    assert bs.stage_depth == 17
+    plan = bs.plan(top, ctx.max_level)
+    assert (plan.bootstraps, plan.pair_bootstraps) == (52, 104)
+    general = S.BitonicSort(ctx, 2**14, degrees=S.SORT_DEGREES, eps=S.SORT_EPS).plan(top, ctx.max_level)
+    assert (general.bootstraps, general.pair_bootstraps) == (1, 206)
 
 
 def test_plain_sort_bound_holds_on_adversarial_inputs(seed):

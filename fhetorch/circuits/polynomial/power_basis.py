@@ -37,7 +37,13 @@ class PowerBasis:
         self.interval = tuple(float(v) for v in interval)
         if not self.interval[0] < self.interval[1]:
             raise ApproximationError(f"PowerBasis: the interval must have a < b, got {interval}")
-        self.x = ct if ops is not None else ev.relinearize(ctx, ct)
+        x = ct if ops is not None else ev.relinearize(ctx, ct)
+        if isinstance(self.ops, CiphertextOps) and self.ops.nominal(x):
+            # within SCALE_RTOL of nominal counts as nominal; make it exact, because each squaring
+            # doubles a scale's relative deviation and T_(2^k) would leave the tolerance, costing a
+            # level the plan did not count (2^-32 off at the input is 2^-29 at T_8)
+            x = x.replace(scale=ctx.nominal_scale(x.level))
+        self.x = x
         self._T: dict = {}  # i -> {level: value}
 
     # level bookkeeping (no work)

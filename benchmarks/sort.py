@@ -52,7 +52,7 @@ def bench_preset(name: str, n: int, sign: dict, args, device, results: list) -> 
         ctx.keygen()
     common.sync(device)
     mults = composite_cost(list(bs.stages)).mults
-    info = {"preset": name, "n": n, "degrees": list(sign.get("degrees", ())), "eps": sign.get("eps"),
+    info = {"preset": name, "n": n, "degrees": list(bs.degrees), "eps": bs.eps,
             "stage_depth": bs.stage_depth, "sign_mults": mults, "sign_error": bs.sign_error,
             "error_bound": bs.error_bound(), "keygen_s": time.perf_counter() - t0, "key_bytes": ctx.key_bytes(),
             "plan": plan.__dict__, "h100_model": h100_model(plan, mults)}

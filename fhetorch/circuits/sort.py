@@ -178,7 +178,8 @@ class BitonicSort:
         self.ctx, self.n, self.descending = ctx, int(n), bool(descending)
         self.ratio = SORT_MESSAGE_RATIO.get(ctx.params.name) if message_ratio is None else int(message_ratio)
         self.interval = check_interval(interval)
-        self.stages, self.sign_error = composite_sign_series(tuple(degrees), float(eps))
+        self.degrees, self.eps = tuple(int(d) for d in degrees), float(eps)  # the sign it runs (sort_sign)
+        self.stages, self.sign_error = composite_sign_series(self.degrees, self.eps)
         self.depths = [cost(s).depth for s in self.stages]
         self.network = network(self.n)
         self.width = width(self.n, self.stages, self.interval)

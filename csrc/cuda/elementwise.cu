@@ -54,6 +54,7 @@ struct EwArgs {
 // VEC: elements 4t..4t+3 (all in one row since n % 4 == 0); else element t.
 template <EwOp OP, bool VEC>
 __global__ void __launch_bounds__(kBlock) ew_kernel(EwArgs g) {
+  pdl_enter();
   const int64_t i = VEC ? 4 * thread_index() : thread_index();
   if (i >= g.total) return;
   const int64_t row = g.limb.row(i);
@@ -78,8 +79,7 @@ template <class A>
 cudaError_t launch_vec(void (*kv)(A), void (*ks)(A), const A& args, int64_t items, bool vec, cudaStream_t stream) {
   const unsigned grid = grid_for(vec ? (items + 3) / 4 : items, kBlock);
   if (grid == 0) return cudaErrorInvalidConfiguration;
-  (vec ? kv : ks)<<<grid, kBlock, 0, stream>>>(args);
-  return cudaGetLastError();
+  return launch_kernel(vec ? kv : ks, grid, kBlock, 0, stream, args);
 }
 
 template <EwOp OP>
@@ -100,6 +100,7 @@ struct LincombLaunch {
 constexpr int kLincombLoads = 8;
 template <bool VEC>
 __global__ void __launch_bounds__(kBlock) lincomb_kernel(const __grid_constant__ LincombLaunch a) {
+  pdl_enter();
   const LincombArgs& g = a.g;
   const int64_t i = VEC ? 4 * thread_index() : thread_index();
   if (i >= g.total) return;
@@ -152,6 +153,7 @@ struct TpArgs {
 
 template <bool VEC>
 __global__ void __launch_bounds__(kBlock) tp_kernel(TpArgs g) {
+  pdl_enter();
   const int64_t it = VEC ? 4 * thread_index() : thread_index();
   if (it >= g.batch * g.plane) return;
   const int64_t k = it / g.plane, e = it - k * g.plane;
@@ -188,6 +190,7 @@ struct AutArgs {
 
 template <bool VEC>
 __global__ void __launch_bounds__(kBlock) aut_kernel(AutArgs g) {
+  pdl_enter();
   const int64_t i = VEC ? 4 * thread_index() : thread_index();
   if (i >= g.total) return;
   const int64_t base = (i >> g.log_n) << g.log_n;
@@ -206,11 +209,13 @@ __global__ void __launch_bounds__(kBlock) aut_kernel(AutArgs g) {
 // ---- one thread per (limb, coefficient) of a ciphertext's plane; the batch inside -----------
 
 __global__ void __launch_bounds__(kBlock) keyswitch_inner_kernel(const __grid_constant__ InnerArgs g) {
+  pdl_enter();
   const int64_t t = thread_index();
   if (t < static_cast<int64_t>(g.Lext) * g.n) keyswitch_inner_element(g, static_cast<int>(t / g.n), t % g.n);
 }
 
 __global__ void __launch_bounds__(kBlock) hoisted_mac_kernel(const __grid_constant__ MacArgs g) {
+  pdl_enter();
   const int64_t t = thread_index();
   if (t < static_cast<int64_t>(g.Lext) << g.log_n) hoisted_mac_element(g, t);
 }
@@ -228,6 +233,7 @@ struct RowArgs {
 };
 
 __global__ void __launch_bounds__(kBlock) to_rns_kernel(RowArgs g) {
+  pdl_enter();
   const int64_t t = thread_index();
   if (t >= g.total) return;
   const int64_t row = t / g.n, c = t - row * g.n;
@@ -237,6 +243,7 @@ __global__ void __launch_bounds__(kBlock) to_rns_kernel(RowArgs g) {
 }
 
 __global__ void __launch_bounds__(128) crt_digits_kernel(RowArgs g) {
+  pdl_enter();
   const int64_t t = thread_index();
   if (t >= g.total) return;
   const int64_t off = (t / g.n) * g.L * g.n + t % g.n;
@@ -248,8 +255,7 @@ cudaError_t launch(void (*kernel)(A), const A& args, int64_t threads, int block,
   if (threads <= 0) return cudaSuccess;
   const unsigned grid = grid_for(threads, block);
   if (grid == 0) return cudaErrorInvalidConfiguration;
-  kernel<<<grid, block, 0, stream>>>(args);
-  return cudaGetLastError();
+  return launch_kernel(kernel, grid, static_cast<unsigned>(block), 0, stream, args);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(cons
   static_assert(P::SMEM <= kStaticSmemWords, "a program's shared memory must fit the static limit");
   static_assert(sizeof(typename P::Args) <= kMaxParamBytes, "a program's arguments must fit the parameter limit");
   __shared__ __align__(16) uint32_t sm[P::SMEM];
+  pdl_enter();
   const typename P::Blk b = P::setup(a, blockIdx.x, sm);
   typename P::State st{};
   const int ns = P::num_steps(a, b);
@@ -54,8 +55,7 @@ struct CudaExec {
     if (blocks <= 0) return cudaSuccess;
     const unsigned grid = grid_for(blocks, 1);
     if (grid == 0) return cudaErrorInvalidConfiguration;
-    program_kernel<P><<<grid, P::THREADS, 0, stream>>>(a);
-    return cudaGetLastError();
+    return launch_kernel(program_kernel<P>, grid, P::THREADS, 0, stream, a);
   }
 };
 

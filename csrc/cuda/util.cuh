@@ -3,7 +3,9 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
+#include <utility>
 #include <cuda_runtime.h>
 
 #include "../arith.h"
@@ -83,6 +85,46 @@ cudaError_t allow_dynamic_smem(int64_t bytes, int dev) {
       cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (err == cudaSuccess && dev < kDevices) raised[dev].store(static_cast<int>(bytes));
   return err;
+}
+
+// Programmatic dependent launch (sm_90): a kernel started by launch_kernel() may be scheduled
+// onto the SMs while the kernel before it in the stream is still finishing, so the launch and
+// the ramp-up of the many short dependent kernels of a key switch overlap the previous one's
+// tail. Such a kernel must call pdl_enter() before it touches global memory: it waits until
+// the previous kernel has completed and its writes are visible (PTX griddepcontrol.wait), then
+// lets the next kernel be scheduled. A kernel launched plainly, or after a kernel that never
+// signals, runs exactly as without it. FHETORCH_PDL=0 launches plainly (for A/B timing).
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FHETORCH_PDL");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where
+// pdl_enabled(); the kernel starts with pdl_enter().
+template <class... KArgs, class... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+                          Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // A thread block as a "team" of the shared step functions (csrc/tfhe.h, csrc/tfhe_fft.h):

@@ -106,6 +106,7 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
     # the fused program's digit widths (padded to 4, 8, 12, 16 limbs), unequal digits, B = 1, 2
     (12, 15, 3, 5, 1, 15, (2,)), (12, 13, 3, 12, 0, 13, ()), (14, 17, 2, 16, 0, 17, ()), (16, 14, 4, 4, 1, 14, (2,)),
     (16, 48, 12, 12, 0, 48, ()), (16, 48, 12, 12, 0, 48, (2,)),  # the H100 benchmark's shape: 2 and 1 output chunks
+    (10, 70, 4, 16, 0, 70, (48,)),  # 68 outputs per digit, one chunk wanted: 2 chunks of 34 (at most 64)
 ])
 @pytest.mark.parametrize("fused", [True, False])
 def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch, fused):

@@ -1,4 +1,4 @@
-// The key-switching inner product that ends mod_up_keyswitch_inner (after mod_up_fused_core.cuh's
+// The key-switching inner product that ends mod_up_keyswitch_inner (after mod_up_core.cuh's
 // ModUp into the compact converted rows), with the addend: one thread per 4 coefficients of
 // ext limb i computes, for every ciphertext of the batch, sum_j d_j[i] * key_j[c][i] for
 // c = 0, 1 (a digit's own limb read from the input, or a1 * b1) plus addend * c_add (or the
@@ -8,7 +8,7 @@
 #pragma once
 #include <cstdint>
 
-#include "mod_up_fused_core.cuh"
+#include "mod_up_core.cuh"
 
 namespace fhetorch::cuda {
 
@@ -94,18 +94,15 @@ struct KeyswitchInner {
 };
 
 // mod_up (key null: out (B, beta, Lext, N), scratch t) or mod_up_keyswitch_inner (out
-// (B, 2, Lext, N), scratch t and d), on any executor (program.cuh); fused: whether ModUp may
-// run its fused program (mod_up_fused_core.cuh).
+// (B, 2, Lext, N), scratch t and d), on any executor (program.cuh).
 template <class Exec>
-cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t* out, int32_t* t, int32_t* d,
-                       bool fused = fused_mod_up_enabled()) {
+cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t* out, int32_t* t, int32_t* d) {
   if (g.B <= 0) return cudaSuccess;
   if (!table_rows_fit(g.psi_rows, g.L + g.K)) return cudaErrorInvalidValue;
   MuArgs a{};
   a.g = g;
   a.t = t;
   a.Lext = g.L + g.K;
-  a.fused = fused;
   if (key) {
     a.key = *key;
     a.out = out;

@@ -9,9 +9,6 @@
 //     (ciphertext, digit j, ext limb i) for i outside digit j.
 // mod_up writes the lifted digits in full (B, beta, Lext, N); mod_up_keyswitch_inner keeps
 // only the converted rows (compact) and ends with the inner product (keyswitch_inner.cuh).
-// This file holds the arguments and the row maps of the unfused steps; the pipeline itself
-// (mod_up_pipeline) is in mod_up_fused_core.cuh, which by default runs step 1's last phase,
-// step 2 and step 3's first phase as one program.
 // Values between phases are lazy ([0, 2q)) exactly as in ntt_core.cuh; every store of a
 // result is canonical, so outputs equal the CPU's bit for bit. Ext limb i reads row
 // table_row(psi_rows, i) of psi_ext / psi_inv_ext (csrc/table_rows.h).
@@ -31,20 +28,13 @@ using ntt_detail::NttPhase;
 using ntt_detail::reduce_2q;
 using ntt_detail::row_ctx;
 
-// The fused program's grid: a block per (ciphertext, digit, column group, output chunk).
-struct MuFusedGrid {
-  int cols, chunks, outs;  // column groups per row, output chunks per digit, outputs per chunk
-};
-
 struct MuArgs {
   ModUpArgs g;
   int32_t* t;         // (B, L, N) INTT outputs, standard form
   int32_t* d;         // lifted digits: full (B, beta, Lext, N), or compact (B, conv rows, N)
   int32_t* copy_own;  // mod_up: the full output, whose digits' own rows are the input's; else null
   int Lext, compact;
-  BcGrid grid;        // steps 2-3 unfused: the BConv launch
-  MuFusedGrid fgrid;  // fused (mod_up_fused_core.cuh): its launch
-  int fused;          // whether the pipeline may run the fused program
+  BcGrid grid;
   KeyArgs key;        // mod_up_keyswitch_inner: the key and addend
   int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
 };
@@ -168,6 +158,23 @@ struct MuBcMap {
     return a.g.mats + (static_cast<int64_t>(digit(a, g)) * a.Lext + out_limb(a, g, o)) * a.g.alpha_max;
   }
 };
+
+// Steps 1-3 for every ciphertext of the batch (a.t, a.d set by the caller).
+template <int LOG_N, class Exec>
+cudaError_t mod_up_pipeline(Exec& ex, MuArgs& a) {
+  int widest = 0, narrowest = a.g.L;
+  for (int j = 0; j < a.g.beta; ++j) {
+    widest = mod_up_size(a.g, j) > widest ? mod_up_size(a.g, j) : widest;
+    narrowest = mod_up_size(a.g, j) < narrowest ? mod_up_size(a.g, j) : narrowest;
+  }
+  a.grid = bconv_grid(a.g.B * a.g.beta, int64_t(1) << LOG_N, a.Lext - narrowest);
+  FT_TRY((ex.template run<NttPhase<LOG_N, false, true, MuInttRows<LOG_N, false>>>(a)));
+  FT_TRY((ex.template run<NttPhase<LOG_N, true, true, MuInttRows<LOG_N, true>>>(a)));
+  if (mu_conv_rows(a) == 0) return cudaSuccess;
+  FT_TRY((run_bconv<MuBcMap>(ex, a, widest)));
+  FT_TRY((ex.template run<NttPhase<LOG_N, true, false, MuConvRows<LOG_N>>>(a)));
+  return ex.template run<NttPhase<LOG_N, false, false, MuConvRows<LOG_N>>>(a);
+}
 
 // Scratch words run_mod_up needs: t, then (with a key) the compact converted rows.
 inline int64_t mod_up_scratch_t(const ModUpArgs& g) { return g.B * g.L << g.log_n; }

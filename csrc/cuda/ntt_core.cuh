@@ -46,12 +46,11 @@ constexpr int kCap = 4;  // rounds of up to 4 stages (16 coefficients per thread
 
 FT_HD int swz(int e) { return e ^ ((e >> 5) & 31); }
 
-// LOG_T_: log2 of the tile (the fused ModUp, mod_up_fused_core.cuh, takes smaller tiles).
-template <int LOG_N, bool LARGE, int CAP, int LOG_T_ = (LOG_N < 12 ? LOG_N : 12)>
+template <int LOG_N, bool LARGE, int CAP>
 struct Geo {
   static constexpr int N = 1 << LOG_N;
   static constexpr int P = LARGE ? LOG_N / 2 : LOG_N - LOG_N / 2;  // log2 sub-transform size
-  static constexpr int LOG_T = LOG_T_;
+  static constexpr int LOG_T = LOG_N < 12 ? LOG_N : 12;
   static constexpr int T = 1 << LOG_T;
   static constexpr int LOG_C = LOG_T - P;                 // log2 columns / chunks per tile
   static constexpr int JPOS = LARGE ? LOG_C : 0;          // tile bit of j bit 0
@@ -68,7 +67,6 @@ struct Geo {
   static constexpr int THREADS = T >> RMAX;
   static constexpr int STEPS = NROUNDS + 2;  // load, rounds, store
   static_assert(P >= 5 && P <= 9 && LOG_C >= 2, "unsupported transform size");
-  static_assert(LOG_T >= 10, "deposit() spreads a warp's lanes over 10 tile bits");
   static_assert(NROUNDS <= 3 && RMAX <= 4 && chunk_lo(NROUNDS) == P, "unsupported round split");
 
   FT_HD static int x_of(int e, int blk) {

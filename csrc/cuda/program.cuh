@@ -9,8 +9,6 @@
 //   State      per-thread registers that live across steps;
 //   THREADS, MIN_BLOCKS (for __launch_bounds__), SMEM (32-bit words of static shared
 //   memory), P::blocks(args) (a 1-D grid);
-//   optionally dyn_smem_bytes(args): the block's shared memory is then dynamic, of that many
-//   bytes (above the 48 KB static limit, up to kMaxDynSmemBytes), and SMEM is ignored;
 //   num_steps(args, blk) and step(args, blk, s, tid, state): a __syncthreads() separates
 //   consecutive steps.
 // Everything is __host__ __device__, so a pipeline of programs, templated on its executor,
@@ -22,51 +20,21 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "util.cuh"
 #include "../keyswitch.h"
 
-// Returns from the enclosing function with the error of `expr` if it is not cudaSuccess.
-#define FT_TRY(expr)                        \
-  do {                                      \
-    const cudaError_t ft_e_ = (expr);       \
-    if (ft_e_ != cudaSuccess) return ft_e_; \
-  } while (0)
-
 namespace fhetorch::cuda {
 
 constexpr int kStaticSmemWords = 12288;  // 48 KB: the static shared-memory limit
 constexpr size_t kMaxParamBytes = 4096;  // the kernel parameter limit of every CUDA version
-constexpr int64_t kMaxDynSmemBytes = 227 * 1024;  // the opt-in limit per block of sm_90 (H100, H200)
-
-// Whether P sizes its shared memory at launch (P::dyn_smem_bytes(args)).
-template <class P, class = void>
-struct HasDynSmem : std::false_type {};
-template <class P>
-struct HasDynSmem<P, std::void_t<decltype(P::dyn_smem_bytes(std::declval<const typename P::Args&>()))>>
-    : std::true_type {};
-
-// Bytes of dynamic shared memory a launch of P takes (0: P's static SMEM words).
-template <class P>
-FT_HD int64_t dyn_smem_bytes(const typename P::Args& a) {
-  if constexpr (HasDynSmem<P>::value) return P::dyn_smem_bytes(a);
-  else return 0;
-}
 
 template <class P>
 __global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(const __grid_constant__ typename P::Args a) {
+  static_assert(P::SMEM <= kStaticSmemWords, "a program's shared memory must fit the static limit");
   static_assert(sizeof(typename P::Args) <= kMaxParamBytes, "a program's arguments must fit the parameter limit");
-  uint32_t* sm;
-  if constexpr (HasDynSmem<P>::value) {
-    extern __shared__ __align__(16) uint32_t program_dyn_smem[];
-    sm = program_dyn_smem;
-  } else {
-    static_assert(P::SMEM <= kStaticSmemWords, "a program's shared memory must fit the static limit");
-    __shared__ __align__(16) uint32_t program_static_smem[P::SMEM];
-    sm = program_static_smem;
-  }
+  __shared__ __align__(16) uint32_t sm[P::SMEM];
   pdl_enter();
   const typename P::Blk b = P::setup(a, blockIdx.x, sm);
   typename P::State st{};
@@ -87,14 +55,7 @@ struct CudaExec {
     if (blocks <= 0) return cudaSuccess;
     const unsigned grid = grid_for(blocks, 1);
     if (grid == 0) return cudaErrorInvalidConfiguration;
-    const int64_t smem = dyn_smem_bytes<P>(a);
-    if (smem > kMaxDynSmemBytes) return cudaErrorInvalidConfiguration;
-    if (smem > 0) {
-      int dev = 0;
-      FT_TRY(cudaGetDevice(&dev));
-      FT_TRY(allow_dynamic_smem<program_kernel<P>>(smem, dev));
-    }
-    return launch_kernel(program_kernel<P>, grid, P::THREADS, static_cast<size_t>(smem), stream, a);
+    return launch_kernel(program_kernel<P>, grid, P::THREADS, 0, stream, a);
   }
 };
 
@@ -108,15 +69,12 @@ struct HostExec {
   cudaError_t run(const typename P::Args& a) {
     const int64_t blocks = P::blocks(a);
     if (blocks <= 0) return cudaSuccess;
-    const int64_t dyn = dyn_smem_bytes<P>(a);
-    if (dyn > kMaxDynSmemBytes) return cudaErrorInvalidConfiguration;
     ++launches;
-    const int64_t words = HasDynSmem<P>::value ? dyn / 4 : P::SMEM;
-    std::vector<uint32_t> sm(static_cast<size_t>(words) + 4);
+    std::vector<uint32_t> sm(P::SMEM + 4);
     uint32_t* base = sm.data() + ((16 - reinterpret_cast<uintptr_t>(sm.data()) % 16) % 16) / 4;  // 16-byte aligned
     std::vector<typename P::State> st(P::THREADS);
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      std::fill(base, base + words, kPoison);
+      std::fill(base, base + P::SMEM, kPoison);
       const typename P::Blk b = P::setup(a, blk, base);
       for (auto& s : st) s = typename P::State{};
       const int ns = P::num_steps(a, b);
@@ -146,3 +104,10 @@ cudaError_t dispatch_log_n(int log_n, F&& f) {
 }
 
 }  // namespace fhetorch::cuda
+
+// Returns from the enclosing function with the error of `expr` if it is not cudaSuccess.
+#define FT_TRY(expr)                        \
+  do {                                      \
+    const cudaError_t ft_e_ = (expr);       \
+    if (ft_e_ != cudaSuccess) return ft_e_; \
+  } while (0)

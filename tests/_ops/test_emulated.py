@@ -2,9 +2,8 @@
 against the CPU ops, bit for bit, on fresh random inputs: the NTT's two phases (every size
 2^10 .. 2^17, forward and inverse, unaligned rows), the base conversion of the bconv op
 (register and memory paths, odd N), and the fused key-switching pipelines (mod_up,
-mod_up_keyswitch_inner with addends and the tensor-product mode, each with ModUp's fused
-program and with its unfused steps, FHETORCH_FUSED_MODUP; switch_modulus with its addend
-forms), single and batched, on dense tables and on the ring's full tables read through
+mod_up_keyswitch_inner with addends and the tensor-product mode, switch_modulus with its
+addend forms), single and batched, on dense tables and on the ring's full tables read through
 table row maps (csrc/table_rows.h); the samplers' thread bodies (one ChaCha20 block per
 thread for several elements) against the CPU's one block per element. Needs nvcc (no GPU); marked slow. The element-wise CUDA
 kernels share their arithmetic with the CPU (csrc/elementwise.h) and are not emulated.
@@ -14,7 +13,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
@@ -64,18 +62,9 @@ def _ll(v):
     return ctypes.c_longlong(int(v))
 
 
-def mod_up_launches(bounds, fused, key):
-    """The launches of the CUDA ModUp: the fused program replaces 3 of the 5 unfused ones where
-    every digit has at most 16 limbs (csrc/cuda/mod_up_fused_core.cuh), plus the inner product."""
-    widest = max(hi - lo for lo, hi in zip(bounds, bounds[1:]))
-    return (3 if fused and widest <= 16 else 5) + (1 if key else 0)
-
-
-def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False,
-                   fused=True):
+def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False):
     """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host; with
-    full_tables, on the ring's tables through the row of each ext limb (what fhetorch._rlwe passes);
-    fused: whether ModUp may run its fused program, or "env": as FHETORCH_FUSED_MODUP says."""
+    full_tables, on the ring's tables through the row of each ext limb (what fhetorch._rlwe passes)."""
     pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
     rows = None
     if full_tables:
@@ -91,10 +80,8 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
                               _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
                               _p(key.key_q) if key else None, _p(key.key_p) if key else None,
                               key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La,
-                              _rows(rows), -1 if fused == "env" else int(fused))
-    if fused == "env":
-        fused = not os.environ.get("FHETORCH_FUSED_MODUP", "").startswith("0")
-    assert launches == mod_up_launches(bounds, fused, key), f"{launches} launches, fused={fused}"
+                              _rows(rows))
+    assert launches > 0
     return out
 
 
@@ -103,13 +90,8 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
     (10, 4, 1, 1, 0, 4, ()), (14, 6, 2, 3, 0, 6, ()), (15, 6, 2, 3, 0, 6, ()), (16, 6, 2, 3, 1, 6, ()),
     (17, 4, 2, 2, 0, 4, ()), (11, 10, 2, 2, 0, 10, ()), (10, 7, 1, 1, 1, 7, ()),
     (10, 6, 2, 2, 1, 6, (3,)), (11, 8, 3, 3, 0, 8, (2, 2)),  # batches of ciphertexts
-    # the fused program's digit widths (padded to 4, 8, 12, 16 limbs), unequal digits, B = 1, 2
-    (12, 15, 3, 5, 1, 15, (2,)), (12, 13, 3, 12, 0, 13, ()), (14, 17, 2, 16, 0, 17, ()), (16, 14, 4, 4, 1, 14, (2,)),
-    (16, 48, 12, 12, 0, 48, ()), (16, 48, 12, 12, 0, 48, (2,)),  # the H100 benchmark's shape: 2 and 1 output chunks
-    (10, 70, 4, 16, 0, 70, (48,)),  # 68 outputs per digit, one chunk wanted: 2 chunks of 34 (at most 64)
 ])
-@pytest.mark.parametrize("fused", [True, False])
-def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch, fused):
+def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
@@ -117,9 +99,8 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch, fu
     args = mod_up_args(plan)
     a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
     want = _ops.mod_up(a, *args)
-    expect_equal(emulate_mod_up(emu, a, plan, K, fused=fused), want, "emulated mod_up", seed)
-    expect_equal(emulate_mod_up(emu, a, plan, K, full_tables=True, fused=fused), want, "emulated mod_up, table rows",
-                 seed)
+    expect_equal(emulate_mod_up(emu, a, plan, K), want, "emulated mod_up", seed)
+    expect_equal(emulate_mod_up(emu, a, plan, K, full_tables=True), want, "emulated mod_up, table rows", seed)
     key = rand_key(ring, n_q, K, -(-n_q // alpha))
     e = plan.ext
     # the modes alternate between dense tables and the ring's through the row map
@@ -127,42 +108,15 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch, fu
         addend = rand_res((*batch, 2, La, ring.n), e.primes[:La]) if La else None
         c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
         want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add)
-        got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, full_tables=k % 2 == 1, fused=fused)
+        got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, full_tables=k % 2 == 1)
         expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}, table rows: {k % 2 == 1}", seed)
     bl = ring.basis(tuple(lvl))
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
     for k, y in enumerate((rand_res((*batch, 2, L, ring.n), bl.primes), rand_res((2, L, ring.n), bl.primes))):
         want = _ops.mod_up_keyswitch_inner(x, *args, key.key_q, key.key_p, start, plan.digit_start, None, c_add, y)
-        got = emulate_mod_up(emu, x, plan, K, key, start, None, c_add, y, full_tables=k == 0, fused=fused)
+        got = emulate_mod_up(emu, x, plan, K, key, start, None, c_add, y, full_tables=k == 0)
         expect_equal(got, want, f"emulated tensor-product mode, b={tuple(y.shape)}, table rows: {k == 0}", seed)
-
-
-_ENV_SWITCH = """
-import ctypes, sys
-from fhetorch import _ops
-from fhetorch._rlwe import keyswitch as ks
-from tests._ops.inputs import expect_equal, make_ring, mod_up_args, rand_res
-from tests._ops.test_emulated import emulate_mod_up
-lib = ctypes.CDLL(sys.argv[1])
-lib.emu_mod_up.restype = ctypes.c_longlong
-ring = make_ring(10, 5, 2)
-plan = ks.mod_up_tables(ring, range(5), range(5, 7), 2)
-a = rand_res((5, ring.n), ring.basis(tuple(range(5))).primes)
-expect_equal(emulate_mod_up(lib, a, plan, 2, fused="env"), _ops.mod_up(a, *mod_up_args(plan)), "mod_up", 0)
-"""
-
-
-@pytest.mark.parametrize("value", [None, "0", "1"])
-def test_emulated_mod_up_env_switch(emu, value):
-    """FHETORCH_FUSED_MODUP picks the pipeline (read by the C++ side; the launch count tells which ran)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {k: v for k, v in os.environ.items() if k != "FHETORCH_FUSED_MODUP"}
-    if value is not None:
-        env["FHETORCH_FUSED_MODUP"] = value
-    r = subprocess.run([sys.executable, "-c", _ENV_SWITCH, emu._name], cwd=root, env=env, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
 
 
 @pytest.mark.parametrize("log_n,src,dst,batch,Ka", [

@@ -1,10 +1,9 @@
 // Host emulation of the CUDA block programs: the NTT's two phases (csrc/cuda/ntt_core.cuh),
 // base conversion (bconv_core.cuh) and the fused key-switching pipelines (mod_up_core.cuh,
-// mod_up_fused_core.cuh, keyswitch_inner_core.cuh, switch_modulus_core.cuh): the same
-// programs and pipelines, run by program.cuh's HostExec (block by block and, within a block,
-// step by step with every thread of a step before the next: the __syncthreads() semantics;
-// dynamic shared memory as a poisoned host buffer). Built as a shared library with nvcc
-// (host code only, no GPU needed) and driven from tests/_ops/test_emulated.py through
+// keyswitch_inner_core.cuh, switch_modulus_core.cuh): the same programs and pipelines, run by
+// program.cuh's HostExec (block by block and, within a block, step by step with every thread
+// of a step before the next: the __syncthreads() semantics). Built as a shared library with
+// nvcc (host code only, no GPU needed) and driven from tests/_ops/test_emulated.py through
 // ctypes against the CPU ops. Scratch starts poisoned, so a read of a word no program wrote
 // shows up in the results.
 #include <cstring>
@@ -68,13 +67,11 @@ extern "C" {
 // Each returns the number of kernel launches emulated, or -1 if the pipeline refused. Every
 // table row map (psi_rows, ...) is a host array of one entry per limb, or null (row l).
 // mod_up with key_q null; else mod_up_keyswitch_inner (b non-null: tensor-product mode).
-// fused: 1 lets ModUp run its fused program, 0 runs the unfused steps, -1 reads
-// FHETORCH_FUSED_MODUP as the GPU build does.
 long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int32_t* out, long long B, int L, int K,
                      int log_n, const int32_t* pre, const int32_t* mod_ext, const int32_t* psi_ext,
                      const int32_t* psi_inv_ext, const int32_t* mats, int alpha_max, const int* bounds, int beta,
                      const int32_t* key_q, const int32_t* key_p, int Lq_key, int q_start, int digit_start,
-                     const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows, int fused) {
+                     const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows) {
   ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
                             bounds, beta);
   if (!table_rows(psi_rows, L + K, g.psi_rows)) return -1;
@@ -83,8 +80,7 @@ long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int
   const int64_t out_words = B * (key_q ? 2 : beta) * (L + K) << log_n;
   std::fill(out, out + out_words, static_cast<int32_t>(HostExec::kPoison));
   HostExec ex;
-  const bool on = fused < 0 ? fused_mod_up_enabled() : fused != 0;
-  return result(run_mod_up(ex, g, key_q ? &key : nullptr, out, t.data(), d.data(), on), ex);
+  return result(run_mod_up(ex, g, key_q ? &key : nullptr, out, t.data(), d.data()), ex);
 }
 
 // ntt / intt of `rows` rows (ntt_core.cuh's two phases; 2^10 <= N <= 2^17).

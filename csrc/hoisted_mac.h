@@ -29,55 +29,84 @@ struct MacArgs {
   const int32_t* pt[kMacBabies][kMacGiants];  // (Lext, n) diagonal of (baby, giant), or null
 };
 
-// All outputs of ciphertext bb at ext limb i, coefficient x (item = i * n + x). Every
-// product is reduced at once (mont_mul, add_mod): lazy 64-bit sums of centred products with
-// one reduction per sum measured slower on the H100 (docs/benchmarks.md).
-FT_HD void hoisted_mac_one(const MacArgs& g, int64_t bb, int64_t item) {
-  // Offsets inside one tensor fit 32 bits (the binding checks the sizes), so the index
-  // arithmetic of the loops stays 32-bit; pointers advance by whole strides.
+// All outputs of ciphertext bb at ext limb i, coefficients x .. x + V - 1 (item = i * n + x, V
+// dividing n). Mem reads and writes memory: Mem::load<V> / store<V> move V consecutive words
+// (the GPU's 16-byte accesses for V = 4: the keys, c, the diagonals and the outputs are the bytes
+// this op is bound by), Mem::load1 one word (the rotated digits are gathers). Every product is
+// reduced at once (mont_mul, add_mod) to a canonical value, so any V gives the same results; lazy
+// 64-bit sums of centred products with one reduction per sum measured slower on the H100
+// (docs/benchmarks.md).
+template <int V, class Mem>
+FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
   const uint32_t n = static_cast<uint32_t>(g.n);
   const int i = static_cast<int>(item >> g.log_n);
   const uint32_t x = static_cast<uint32_t>(item) & (n - 1u);
-  const int32_t q = g.mod[2 * i], qinv = g.mod[2 * i + 1];
+  const int32_t q = Mem::load1(g.mod + 2 * i), qinv = Mem::load1(g.mod + 2 * i + 1);
   const bool in_q = i < g.L;
   const int K = g.Lext - g.L;
-  const int32_t cp = in_q ? g.c_p[i] : 0;
-  const uint32_t d_stride = static_cast<uint32_t>(g.Lext) * n;  // digit to digit in d
+  const int32_t cp = in_q ? Mem::load1(g.c_p + i) : 0;
+  const uint32_t d_stride = static_cast<uint32_t>(g.Lext) * n;
   const int64_t plane = static_cast<int64_t>(g.Lext) * n;
   const int32_t* d_row = g.d + bb * g.beta * plane + static_cast<int64_t>(i) * n;
   const int32_t* c0_row = g.c + (2 * bb * g.L + (in_q ? i : 0)) * static_cast<int64_t>(n);
-  int32_t acc[kMacGiants][2];
+  int32_t acc[kMacGiants][2][V];
 #pragma unroll
-  for (int k = 0; k < kMacGiants; ++k) acc[k][0] = acc[k][1] = 0;
+  for (int k = 0; k < kMacGiants; ++k)
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[k][0][v] = acc[k][1][v] = 0;
   for (int b = 0; b < g.babies; ++b) {
-    int32_t u0 = 0, u1 = 0;
+    int32_t u0[V], u1[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) u0[v] = u1[v] = 0;
     const uint32_t gal = g.galois[b];
     if (gal == 1u) {
       if (in_q) {
-        u0 = mont_mul(c0_row[x], cp, q, qinv);
-        u1 = mont_mul(c0_row[static_cast<int64_t>(g.L) * n + x], cp, q, qinv);
+        int32_t c0[V], c1[V];
+        Mem::template load<V>(c0_row + x, c0);
+        Mem::template load<V>(c0_row + static_cast<int64_t>(g.L) * n + x, c1);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          u0[v] = mont_mul(c0[v], cp, q, qinv);
+          u1[v] = mont_mul(c1[v], cp, q, qinv);
+        }
       }
     } else {
-      const uint32_t src = automorphism_source(x, gal, g.log_n);
+      uint32_t src[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) src[v] = automorphism_source(x + v, gal, g.log_n);
       const uint32_t rows = in_q ? static_cast<uint32_t>(g.lq_key[b]) : static_cast<uint32_t>(K);
-      const uint32_t stride = rows * n;  // component 0 -> 1 of a key digit
+      const uint32_t stride = rows * n;
       const int32_t* k0 = in_q ? g.key_q[b] + static_cast<int64_t>(2 * g.digit_start * g.lq_key[b] + g.q_start + i) * n
                                : g.key_p[b] + static_cast<int64_t>(2 * g.digit_start * K + (i - g.L)) * n;
       const int32_t* dj = d_row;
       for (int j = 0; j < g.beta; ++j, dj += d_stride, k0 += 2 * stride) {
-        const int32_t dv = dj[src];
-        u0 = add_mod(u0, mont_mul(dv, k0[x], q, qinv), q);
-        u1 = add_mod(u1, mont_mul(dv, k0[stride + x], q, qinv), q);
+        int32_t ka[V], kb[V], dv[V];
+        Mem::template load<V>(k0 + x, ka);
+        Mem::template load<V>(k0 + stride + x, kb);
+#pragma unroll
+        for (int v = 0; v < V; ++v) dv[v] = Mem::load1(dj + src[v]);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          u0[v] = add_mod(u0[v], mont_mul(dv[v], ka[v], q, qinv), q);
+          u1[v] = add_mod(u1[v], mont_mul(dv[v], kb[v], q, qinv), q);
+        }
       }
-      if (in_q) u0 = add_mod(u0, mont_mul(c0_row[src], cp, q, qinv), q);
+      if (in_q) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) u0[v] = add_mod(u0[v], mont_mul(Mem::load1(c0_row + src[v]), cp, q, qinv), q);
+      }
     }
 #pragma unroll
     for (int k = 0; k < kMacGiants; ++k) {
       const int32_t* p = g.pt[b][k];
       if (k < g.giants && p != nullptr) {
-        const int32_t v = p[item];
-        acc[k][0] = add_mod(acc[k][0], mont_mul(v, u0, q, qinv), q);
-        acc[k][1] = add_mod(acc[k][1], mont_mul(v, u1, q, qinv), q);
+        int32_t pv[V];
+        Mem::template load<V>(p + item, pv);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[v], u0[v], q, qinv), q);
+          acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[v], u1[v], q, qinv), q);
+        }
       }
     }
   }
@@ -85,16 +114,30 @@ FT_HD void hoisted_mac_one(const MacArgs& g, int64_t bb, int64_t item) {
 #pragma unroll
   for (int k = 0; k < kMacGiants; ++k) {
     if (k < g.giants) {
-      out[(2 * k) * plane] = acc[k][0];
-      out[(2 * k + 1) * plane] = acc[k][1];
+      Mem::template store<V>(out + (2 * k) * plane, acc[k][0]);
+      Mem::template store<V>(out + (2 * k + 1) * plane, acc[k][1]);
     }
   }
 }
 
+
+// Plain memory accesses (the CPU loop).
+struct PlainMem {
+  static FT_HD int32_t load1(const int32_t* p) { return *p; }
+  template <int V>
+  static FT_HD void load(const int32_t* p, int32_t* o) {
+    for (int v = 0; v < V; ++v) o[v] = p[v];
+  }
+  template <int V>
+  static FT_HD void store(int32_t* p, const int32_t* v) {
+    for (int k = 0; k < V; ++k) p[k] = v[k];
+  }
+};
+
 // Every ciphertext of the batch at one item: the keys and diagonals they share are re-read
 // by the same thread, from cache.
 FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
-  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_one(g, bb, item);
+  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_run<1, PlainMem>(g, bb, item);
 }
 
 }  // namespace fhetorch

@@ -216,126 +216,36 @@ __global__ void __launch_bounds__(kBlock) keyswitch_inner_kernel(const __grid_co
   if (t < static_cast<int64_t>(g.Lext) * g.n) keyswitch_inner_element(g, static_cast<int>(t / g.n), t % g.n);
 }
 
-__global__ void __launch_bounds__(kBlock) hoisted_mac_kernel(const __grid_constant__ MacArgs g) {
-  pdl_enter();
-  const int64_t t = thread_index();
-  if (t < static_cast<int64_t>(g.Lext) << g.log_n) hoisted_mac_element(g, t);
-}
-
-// V consecutive words at p (16-byte aligned for V = 4, 8-byte for V = 2), read-only.
-template <int V>
-__device__ __forceinline__ void load_v(const int32_t* p, int32_t* o) {
-  if constexpr (V == 4) {
-    const int4 t = ldg4(p);
-    o[0] = t.x, o[1] = t.y, o[2] = t.z, o[3] = t.w;
-  } else if constexpr (V == 2) {
-    const int2 t = __ldg(reinterpret_cast<const int2*>(p));
-    o[0] = t.x, o[1] = t.y;
-  } else {
-    o[0] = ldg(p);
-  }
-}
-template <int V>
-__device__ __forceinline__ void store_v(int32_t* p, const int32_t* v) {
-  if constexpr (V == 4) st4(p, make_int4(v[0], v[1], v[2], v[3]));
-  else if constexpr (V == 2) *reinterpret_cast<int2*>(p) = make_int2(v[0], v[1]);
-  else p[0] = v[0];
-}
-
-// hoisted_mac_one for the V coefficients x .. x + V - 1 of one limb: the keys, c, the diagonals
-// and the outputs move in V-word accesses (the kernel is bound by those bytes: a baby step reads a
-// whole key and its diagonals), the rotated digits are gathers. Every element gets the same
-// canonical mod-q products and sums as on the CPU, so the results are identical.
-template <int V>
-__device__ __forceinline__ void hoisted_mac_vec(const MacArgs& g, int64_t bb, int64_t item) {
-  const uint32_t n = static_cast<uint32_t>(g.n);
-  const int i = static_cast<int>(item >> g.log_n);
-  const uint32_t x = static_cast<uint32_t>(item) & (n - 1u);
-  const int32_t q = ldg(g.mod + 2 * i), qinv = ldg(g.mod + 2 * i + 1);
-  const bool in_q = i < g.L;
-  const int K = g.Lext - g.L;
-  const int32_t cp = in_q ? ldg(g.c_p + i) : 0;
-  const uint32_t d_stride = static_cast<uint32_t>(g.Lext) * n;
-  const int64_t plane = static_cast<int64_t>(g.Lext) * n;
-  const int32_t* d_row = g.d + bb * g.beta * plane + static_cast<int64_t>(i) * n;
-  const int32_t* c0_row = g.c + (2 * bb * g.L + (in_q ? i : 0)) * static_cast<int64_t>(n);
-  int32_t acc[kMacGiants][2][V];
-#pragma unroll
-  for (int k = 0; k < kMacGiants; ++k)
-#pragma unroll
-    for (int v = 0; v < V; ++v) acc[k][0][v] = acc[k][1][v] = 0;
-  for (int b = 0; b < g.babies; ++b) {
-    int32_t u0[V], u1[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) u0[v] = u1[v] = 0;
-    const uint32_t gal = g.galois[b];
-    if (gal == 1u) {
-      if (in_q) {
-        int32_t c0[V], c1[V];
-        load_v<V>(c0_row + x, c0);
-        load_v<V>(c0_row + static_cast<int64_t>(g.L) * n + x, c1);
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-          u0[v] = mont_mul(c0[v], cp, q, qinv);
-          u1[v] = mont_mul(c1[v], cp, q, qinv);
-        }
-      }
+// Read-only loads through the non-coherent cache, V-word accesses (16-byte aligned rows for V = 4,
+// 8-byte for V = 2): hoisted_mac_run's memory on the GPU.
+struct LdgMem {
+  static __device__ __forceinline__ int32_t load1(const int32_t* p) { return ldg(p); }
+  template <int V>
+  static __device__ __forceinline__ void load(const int32_t* p, int32_t* o) {
+    if constexpr (V == 4) {
+      const int4 t = ldg4(p);
+      o[0] = t.x, o[1] = t.y, o[2] = t.z, o[3] = t.w;
+    } else if constexpr (V == 2) {
+      const int2 t = __ldg(reinterpret_cast<const int2*>(p));
+      o[0] = t.x, o[1] = t.y;
     } else {
-      uint32_t src[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) src[v] = automorphism_source(x + v, gal, g.log_n);
-      const uint32_t rows = in_q ? static_cast<uint32_t>(g.lq_key[b]) : static_cast<uint32_t>(K);
-      const uint32_t stride = rows * n;
-      const int32_t* k0 = in_q ? g.key_q[b] + static_cast<int64_t>(2 * g.digit_start * g.lq_key[b] + g.q_start + i) * n
-                               : g.key_p[b] + static_cast<int64_t>(2 * g.digit_start * K + (i - g.L)) * n;
-      const int32_t* dj = d_row;
-      for (int j = 0; j < g.beta; ++j, dj += d_stride, k0 += 2 * stride) {
-        int32_t ka[V], kb[V], dv[V];
-        load_v<V>(k0 + x, ka);
-        load_v<V>(k0 + stride + x, kb);
-#pragma unroll
-        for (int v = 0; v < V; ++v) dv[v] = ldg(dj + src[v]);
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-          u0[v] = add_mod(u0[v], mont_mul(dv[v], ka[v], q, qinv), q);
-          u1[v] = add_mod(u1[v], mont_mul(dv[v], kb[v], q, qinv), q);
-        }
-      }
-      if (in_q) {
-#pragma unroll
-        for (int v = 0; v < V; ++v) u0[v] = add_mod(u0[v], mont_mul(ldg(c0_row + src[v]), cp, q, qinv), q);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kMacGiants; ++k) {
-      const int32_t* p = g.pt[b][k];
-      if (k < g.giants && p != nullptr) {
-        int32_t pv[V];
-        load_v<V>(p + item, pv);
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-          acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[v], u0[v], q, qinv), q);
-          acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[v], u1[v], q, qinv), q);
-        }
-      }
+      o[0] = ldg(p);
     }
   }
-  int32_t* out = g.out + 2 * bb * g.giants * plane + item;
-#pragma unroll
-  for (int k = 0; k < kMacGiants; ++k) {
-    if (k < g.giants) {
-      store_v<V>(out + (2 * k) * plane, acc[k][0]);
-      store_v<V>(out + (2 * k + 1) * plane, acc[k][1]);
-    }
+  template <int V>
+  static __device__ __forceinline__ void store(int32_t* p, const int32_t* v) {
+    if constexpr (V == 4) st4(p, make_int4(v[0], v[1], v[2], v[3]));
+    else if constexpr (V == 2) *reinterpret_cast<int2*>(p) = make_int2(v[0], v[1]);
+    else p[0] = v[0];
   }
-}
+};
 
 template <int V>
 __global__ void __launch_bounds__(kBlock) hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
   pdl_enter();
   const int64_t item = V * thread_index();
   if (item >= (static_cast<int64_t>(g.Lext) << g.log_n)) return;
-  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_vec<V>(g, bb, item);
+  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_run<V, LdgMem>(g, bb, item);
 }
 
 // Whether every row hoisted_mac reads or writes allows V-word accesses: tensors whose row
@@ -453,7 +363,7 @@ cudaError_t hoisted_mac(const MacArgs& g, const Stream& s) {
   const int v = mac_rows_aligned(g) ? mac_vec_width() : 1;
   if (v == 4) return launch(hoisted_mac_vec_kernel<4>, g, items / 4, kBlock, s.stream);
   if (v == 2) return launch(hoisted_mac_vec_kernel<2>, g, items / 2, kBlock, s.stream);
-  return launch(hoisted_mac_kernel, g, items, kBlock, s.stream);
+  return launch(hoisted_mac_vec_kernel<1>, g, items, kBlock, s.stream);
 }
 
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,

@@ -37,14 +37,17 @@ struct ModUpArgs {
   TableRows psi_rows;          // the psi_ext / psi_inv_ext row of each ext limb (count 0: row i)
 };
 
-// The key of mod_up_keyswitch_inner and its addend (relinearisation's P * (d0, d1)).
+// The key of mod_up_keyswitch_inner, its addend (relinearisation's P * (d0, d1), a rotation's
+// P * sigma(c0)) and the running sum it is added to (a linear transform's giant steps).
 struct KeyArgs {
   const int32_t* key_q;  // (digits, 2, Lq_key, n)
   const int32_t* key_p;  // (digits, 2, K, n)
   int Lq_key, q_start, digit_start;
-  const int32_t* addend;  // (B, 2, La, n), or null (tensor-product mode: computed, La = L)
+  const int32_t* addend;  // (B, Ka, La, n), or null (tensor-product mode: computed, La = L, Ka = 2)
   const int32_t* c_add;   // (La,), or null when La = 0
   int La;
+  int Ka = 2;                   // components of the addend: 2, or 1 (component 0 only)
+  const int32_t* acc = nullptr;  // (B, 2, L + K, n) added to the whole result, or null
 };
 
 // Modulus switch of B polynomials (..., Ls, n) -> (..., Ld, n). The addend is added per

@@ -436,7 +436,7 @@ inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, 
 // mod_up_keyswitch_inner's key and addend; out (..., 2, L + K, N) with a's batch.
 inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_q, const Tensor& key_p,
                          int64_t q_start, int64_t digit_start, const std::optional<Tensor>& addend,
-                         const std::optional<Tensor>& c_add, bool tensor_mode) {
+                         const std::optional<Tensor>& c_add, bool tensor_mode, const std::optional<Tensor>& acc) {
   const char* op = "mod_up_keyswitch_inner";
   check_residues(key_q, op, "key_q");
   check_residues(key_p, op, "key_p");
@@ -461,10 +461,12 @@ inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_
       check_residues(*addend, op, "addend");
       const int64_t d = addend->dim();
       FT_CHECK(d == a.dim() + 1 && addend->sizes().slice(0, d - 3) == a.sizes().slice(0, a.dim() - 2) &&
-                      addend->size(-3) == 2 && addend->size(-2) <= m.L + m.K && addend->size(-1) == n,
-                  "fhetorch.", op, ": addend must be (..., 2, La, N) with a's batch and La <= L + K");
+                      (addend->size(-3) == 2 || addend->size(-3) == 1) && addend->size(-2) <= m.L + m.K &&
+                      addend->size(-1) == n,
+                  "fhetorch.", op, ": addend must be (..., 2, La, N) or (..., 1, La, N) with a's batch and La <= L + K");
       k.addend = ptr(*addend);
       k.La = static_cast<int>(addend->size(-2));
+      k.Ka = static_cast<int>(addend->size(-3));
       check_devices(op, {&a, &*addend});
     }
   }
@@ -473,6 +475,15 @@ inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_
     FT_CHECK(c_add->numel() == k.La, "fhetorch.", op, ": c_add must have La entries (L with b)");
     check_devices(op, {&a, &*c_add});
     k.c_add = ptr(*c_add);
+  }
+  if (acc) {
+    check_residues(*acc, op, "acc");
+    const int64_t bd = tensor_mode ? 3 : 2;  // a's trailing dimensions that are not its batch
+    FT_CHECK(acc->dim() == a.dim() - bd + 3 && acc->sizes().slice(0, acc->dim() - 3) == a.sizes().slice(0, a.dim() - bd) &&
+                    acc->size(-3) == 2 && acc->size(-2) == m.L + m.K && acc->size(-1) == n,
+                "fhetorch.", op, ": acc must be the result's shape (..., 2, L + K, N)");
+    check_devices(op, {&a, &*acc});
+    k.acc = ptr(*acc);
   }
   return k;
 }

@@ -187,7 +187,8 @@ Tensor mod_up_keyswitch_inner_op(const Tensor& a_in, const Tensor& pre, const Te
                                  const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds,
                                  const Tensor& key_q, const Tensor& key_p, int64_t q_start, int64_t digit_start,
                                  const std::optional<Tensor>& addend, const std::optional<Tensor>& c_add,
-                                 const std::optional<Tensor>& b, at::OptionalIntArrayRef psi_rows) {
+                                 const std::optional<Tensor>& b, at::OptionalIntArrayRef psi_rows,
+                                 const std::optional<Tensor>& acc) {
   const char* op = "mod_up_keyswitch_inner";
   Dev dev(a_in);
   Aligned al;
@@ -195,7 +196,8 @@ Tensor mod_up_keyswitch_inner_op(const Tensor& a_in, const Tensor& pre, const Te
   const Tensor* bp = b ? &al(dev, *b) : nullptr;
   ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
   const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
-  KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value());
+  const std::optional<Tensor> ac = acc ? std::optional<Tensor>(al(dev, *acc)) : std::nullopt;
+  KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value(), ac);
   Tensor out = at::empty(shape_with(a, b ? 3 : 2, {2, mod_ext.size(0), a.size(-1)}), a.options());
   dev.run(op, [&](auto& ctx) { return mod_up_keyswitch_inner(g, k, out_ptr(out), ctx); });
   return out;

@@ -98,10 +98,12 @@ TORCH_LIBRARY(fhetorch, m) {
   // batch) are ciphertexts, the lifted polynomial is a1 * b1 and the addend is
   // (a0 b0, a0 b1 + a1 b0) (then `addend` must be None and c_add (L,) given) -- the same as
   // tensor_product followed by the op on d[..., 2, :, :] with addend d[..., :2, :, :].
-  // psi_rows: as mod_up's.
+  // An addend of one component (..., 1, La, N) adds to component 0 only (a rotation's
+  // P * sigma(c0)). acc (the result's shape) is added to the whole result (a running sum over
+  // the giant steps of a linear transform). psi_rows: as mod_up's.
   m.def("mod_up_keyswitch_inner(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
         "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
-        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None) -> Tensor");
+        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None, Tensor? acc=None) -> Tensor");
   // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
   // NTT domain -> out (..., Ld, N) with, for each polynomial p and destination limb i,
   //   out[p][i] = x[p][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[p][drop_rows]) * pre))[i] * c_sub[i]

@@ -78,18 +78,18 @@ void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out
   keyswitch_inner(InnerArgs{d, key.key_q, key.key_p, out, g.mod_ext, g.B, n, g.beta, Lext, L, g.K, key.Lq_key,
                             key.q_start, key.digit_start},
                   th);
-  // + addend * c_add on the first La limbs; in tensor-product mode the addend is (a0 b0, a0 b1 + a1 b0).
-  const int La = g.b ? L : key.La;
+  // + addend * c_add on the first La limbs of the first Ka components; in tensor-product mode the
+  // addend is (a0 b0, a0 b1 + a1 b0).
+  const int La = g.b ? L : key.La, Ka = g.b ? 2 : key.Ka;
   const int64_t plane = La * n;
-  th.par(g.B * 2 * La, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {  // row = (ciphertext k, component c, limb l)
-      const int64_t bc = row / La;
-      const int l = static_cast<int>(row % La), c = static_cast<int>(bc % 2);
+  th.par(g.B * Ka * La, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {  // row = (ciphertext k, component c < Ka, limb l)
+      const int64_t bk = row / La, k = bk / Ka;
+      const int l = static_cast<int>(row % La), c = static_cast<int>(bk % Ka);
       const int32_t q = g.mod_ext[2 * l], qinv = g.mod_ext[2 * l + 1], c_add = key.c_add[l];
       const int64_t e0 = static_cast<int64_t>(l) * n;
-      int32_t* o = out + bc * Lext * n + e0;
+      int32_t* o = out + (2 * k + c) * Lext * n + e0;
       if (g.b) {
-        const int64_t k = bc / 2;
         const int32_t* a = g.a + 2 * k * plane + e0;
         const int32_t* b = g.b + k * g.b_stride + e0;
         for (int64_t x = 0; x < n; ++x) {
@@ -98,11 +98,22 @@ void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out
           o[x] = add_mod(o[x], mont_mul(c == 0 ? d0 : d1, c_add, q, qinv), q);
         }
       } else {
-        const int32_t* v = key.addend + bc * plane + e0;
+        const int32_t* v = key.addend + bk * plane + e0;
         for (int64_t x = 0; x < n; ++x) o[x] = add_mod(o[x], mont_mul(v[x], c_add, q, qinv), q);
       }
     }
   });
+  if (key.acc) {  // + the running sum, every row
+    th.par(g.B * 2 * Lext, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        const int l = static_cast<int>(row % Lext);
+        const int32_t q = g.mod_ext[2 * l];
+        int32_t* o = out + row * n;
+        const int32_t* s = key.acc + row * n;
+        for (int64_t x = 0; x < n; ++x) o[x] = add_mod(o[x], s[x], q);
+      }
+    });
+  }
 }
 
 void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {

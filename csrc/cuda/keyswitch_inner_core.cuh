@@ -26,7 +26,7 @@ FT_HD const int32_t* mu_key_row(const MuArgs& a, int j, int c, int i, int64_t n)
 
 // Component c of ciphertext bb's addend at limb i < La, coefficients x..x+3 (before c_add).
 FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t n, uint32_t q, uint32_t nqinv) {
-  if (!a.g.b) return ldg4(a.key.addend + ((2 * bb + c) * a.key.La + i) * n + x);
+  if (!a.g.b) return ldg4(a.key.addend + ((a.key.Ka * bb + c) * a.key.La + i) * n + x);
   const int64_t L = a.g.L, o0 = (2 * bb * L + i) * n + x, b0 = bb * a.g.b_stride + static_cast<int64_t>(i) * n + x;
   const int4 a0 = ldg4(a.g.a + o0), a1 = ldg4(a.g.a + o0 + L * n), b0v = ldg4(a.g.b + b0), b1 = ldg4(a.g.b + b0 + L * n);
   int4 r;
@@ -82,12 +82,17 @@ struct KeyswitchInner {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         int4 r;
-        const int4 ad = add ? mu_addend4(a, bb, c, b.i, x, N, q, nqinv) : make_int4(0, 0, 0, 0);
+        const bool add_c = add && (a.g.b || c < a.key.Ka);
+        const int4 ad = add_c ? mu_addend4(a, bb, c, b.i, x, N, q, nqinv) : make_int4(0, 0, 0, 0);
+        const int64_t o = ((2 * bb + c) * a.Lext + b.i) * N + x;
+        const int4 s = a.key.acc ? ldg4(a.key.acc + o) : make_int4(0, 0, 0, 0);
 #pragma unroll
-        for (int m = 0; m < 4; ++m)
-          elem(r, m) = static_cast<int32_t>(add ? add_2q(acc[c][m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, nqinv), q)
-                                                : acc[c][m]);
-        st4(a.out + ((2 * bb + c) * a.Lext + b.i) * N + x, r);
+        for (int m = 0; m < 4; ++m) {
+          uint32_t v = add_c ? add_2q(acc[c][m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, nqinv), q) : acc[c][m];
+          if (a.key.acc) v = add_2q(v, static_cast<uint32_t>(elem(s, m)), q);
+          elem(r, m) = static_cast<int32_t>(v);
+        }
+        st4(a.out + o, r);
       }
     }
   }

@@ -9,6 +9,7 @@ relative error that introduces is far below CKKS precision).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 
@@ -274,6 +275,47 @@ def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ci
     return a.replace(data=data, level=a.level - 1, scale=scale)
 
 
+def mul_sum(ctx, pairs) -> Ciphertext:
+    """sum_i a_i * b_i, relinearised and rescaled once (lazy relinearisation): the tensor
+    products are added first, so T products cost one key switch and one modulus switch
+    instead of T of each (the spines of polynomial evaluation, circuits/polynomial).
+
+    Every operand must be a 2-component ciphertext at one level, slot count and batch, and
+    the products' scales equal (the caller matches them: drop_level). Raises LevelError,
+    SlotError, ShapeError or ScaleError otherwise."""
+    pairs = list(pairs)
+    if len(pairs) == 1:
+        return mul(ctx, *pairs[0])
+    a0, b0 = pairs[0]
+    _need_level(a0, "multiply")
+    for a, b in pairs:
+        _same_batch(a, a0, "mul_sum")
+        _same_batch(b, a0, "mul_sum")
+        for c in (a, b):
+            check_ciphertext_scale(c, "multiply")
+            if c.level != a0.level or c.slots != a0.slots or c.size != 2:
+                raise LevelError(f"mul_sum: every operand must be a relinearised ciphertext at level {a0.level} with "
+                                 f"{a0.slots} slots; got level {c.level}, {c.slots} slots, {c.size} components "
+                                 "(drop_level and relinearize them first)")
+        if not same_scale(a.scale * b.scale, a0.scale * b0.scale):
+            raise ScaleError("mul_sum: the products' scales differ; bring the operands to their nominal scales first")
+    if ctx.relin_key is None:
+        raise MissingKeyError("mul_sum: no relinearisation key; call ctx.keygen() on the client")
+    level = a0.level
+    b = ctx.basis(level)
+    d = [_ops.tensor_product(x.data, y.data, b.mod) for x, y in pairs]
+    d = _ops.lincomb(d, b.scalar_table([1] * len(d)), b.mod)  # (..., 3, L, N)
+    r = ctx.params.limbs(level)
+    ext = tuple(r) + tuple(ctx.params.special_limbs)
+    # as mul: the key-switched d2 plus P * (d0, d1) over Q_l * P, then one switch drops P and rescales
+    u = mod_up_keyswitch_inner(ctx.modulus_tables, d.select(-3, 2), ctx.relin_key, r, ctx.params.special_limbs,
+                               ctx.params.alpha, addend=d.narrow(-3, 0, 2), c_add=_special_product_consts(ctx, level))
+    dst = tuple(ctx.params.limbs(level - 1))
+    scale = a0.scale * b0.scale * _ratio(ctx, tuple(r), dst)
+    _check_rescaled(ctx, a0, scale, "multiply")
+    return a0.replace(data=switch_modulus(ctx.modulus_tables, u, ext, dst), level=level - 1, scale=scale)
+
+
 def _special_product_consts(ctx, level: int) -> torch.Tensor:
     """P mod q for the level's limbs, as Montgomery constants (the level's cached scalar P)."""
     return ctx.basis(level).scalar(ctx.special_basis.product)
@@ -351,14 +393,22 @@ def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
     _need_level(a, "drop_level", levels)
     check_ciphertext_scale(a, "drop_level")
     a = relinearize(ctx, a)
-    for _ in range(levels):
-        k = round(_target_scale_factor(ctx, a))
-        if k < 1:  # a scale far above nominal (an unrescaled product): k = 0 would zero the values
-            raise ScaleError(f"drop_level: the ciphertext's scale 2^{math.log2(a.scale):.1f} is above what level "
-                             f"{a.level - 1} can land on; rescale it first (it holds a product not yet rescaled)")
-        b = ctx.basis(a.level)
-        a = rescale(ctx, a.replace(data=_ops.mul_const(a.data, b.scalar(k), b.mod), scale=a.scale * k))
-    return a
+    if levels == 0:
+        return a
+    # One modulus switch for all the levels: a * k over level l, then the primes of l - levels
+    # replace l's, where the integer k = nominal(l - levels) * prod(dropped) / (scale * prod(added))
+    # (exact rationals: k has about as many bits as the dropped primes, beyond a float's range
+    # for deep drops).
+    src, dst = tuple(ctx.params.limbs(a.level)), tuple(ctx.params.limbs(a.level - levels))
+    added = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
+    dropped = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
+    k = round(Fraction(ctx.nominal_scale(a.level - levels)) * dropped / added / Fraction(a.scale))
+    if k < 1:  # a scale far above nominal (an unrescaled product): k = 0 would zero the values
+        raise ScaleError(f"drop_level: the ciphertext's scale 2^{math.log2(a.scale):.1f} is above what level "
+                         f"{a.level - levels} can land on; rescale it first (it holds a product not yet rescaled)")
+    b = ctx.basis(a.level)
+    data = switch_modulus(ctx.modulus_tables, _ops.mul_const(a.data, b.scalar(k), b.mod), src, dst)
+    return a.replace(data=data, level=a.level - levels, scale=float(Fraction(a.scale) * k * added / dropped))
 
 
 # --- rotations ------------------------------------------------------------------------

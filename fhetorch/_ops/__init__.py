@@ -186,15 +186,16 @@ def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, psi_rows=None):
 def mod_up_keyswitch_inner(a: Tensor, pre: Tensor, mod_ext: Tensor, psi_ext: Tensor, psi_inv_ext: Tensor,
                            mats: Tensor, bounds: Sequence[int], key_q: Tensor, key_p: Tensor, q_start: int,
                            digit_start: int, addend: Tensor | None = None, c_add: Tensor | None = None,
-                           b: Tensor | None = None, psi_rows: Sequence[int] | None = None) -> Tensor:
-    """keyswitch_inner(mod_up(a)) (+ addend * c_add) in one op: (..., 2, L+K, N); with b, of a1 * b1."""
+                           b: Tensor | None = None, psi_rows: Sequence[int] | None = None,
+                           acc: Tensor | None = None) -> Tensor:
+    """keyswitch_inner(mod_up(a)) (+ addend * c_add) (+ acc) in one op: (..., 2, L+K, N); with b, of a1 * b1."""
     return _ops.mod_up_keyswitch_inner(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, _ints(bounds), key_q, key_p,
-                                       int(q_start), int(digit_start), addend, c_add, b, _rows(psi_rows))
+                                       int(q_start), int(digit_start), addend, c_add, b, _rows(psi_rows), acc)
 
 
 @_fake("fhetorch::mod_up_keyswitch_inner")
 def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend=None,
-      c_add=None, b=None, psi_rows=None):
+      c_add=None, b=None, psi_rows=None, acc=None):
     return a.new_empty((*a.shape[:-3 if b is not None else -2], 2, mod_ext.shape[0], a.shape[-1]))
 
 

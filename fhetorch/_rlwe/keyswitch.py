@@ -62,11 +62,13 @@ def keyswitch_inner(tables: ModulusTables, d: torch.Tensor, key, limbs: range, s
 
 def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range,
                            alpha: int, addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None,
-                           b: torch.Tensor | None = None) -> torch.Tensor:
+                           b: torch.Tensor | None = None, acc: torch.Tensor | None = None) -> torch.Tensor:
     """keyswitch_inner(mod_up(a)) over level + P: a (..., L, N) -> (..., 2, L + K, N), one op.
 
     With addend (..., 2, La, N) and c_add (La,) (Montgomery constants), addend * c_add is
-    added to the first La limbs (P * (d0, d1) on the level's limbs). With b (HMult's tensor
+    added to the first La limbs (P * (d0, d1) on the level's limbs); an addend (..., 1, La, N) adds
+    to component 0 only (a rotation's P * sigma(c0)). acc (the result's shape) is added to the
+    whole result (a running sum, in the same pass). With b (HMult's tensor
     product fused in): a and b are ciphertexts (..., 2, L, N) over the level (b may also be
     one ciphertext (2, L, N) for the whole batch), d = a (tensor) b, and the result is
     keyswitch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs (no addend then)."""
@@ -75,7 +77,8 @@ def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: r
     return _ops.mod_up_keyswitch_inner(a.contiguous(), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
                                        tab.bounds, key.key_q, key.key_p, limbs.start, tab.digit_start,
                                        None if addend is None else addend.contiguous(), c_add,
-                                       None if b is None else b.contiguous(), tab.psi_rows)
+                                       None if b is None else b.contiguous(), tab.psi_rows,
+                                       None if acc is None else acc.contiguous())
 
 
 def keyswitch(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range, alpha: int,

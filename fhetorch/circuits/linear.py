@@ -328,15 +328,14 @@ class LinearTransform:
                 accs = part if accs is None else _ops.add(accs, part, ext_mod)
             for gi, g in enumerate(chunk):
                 term = accs.select(-4, gi).contiguous()
-                if g % self.n:  # bring the giant sum down, rotate it, leave it over P*Q
-                    y = switch_modulus(tables, term, ext, tuple(r))
+                if g % self.n:  # bring the giant sum down, rotate it, add it to the total over P*Q
                     gel = self._direct(g, ct.level)
-                    addend = _ops.automorphism(y, gel)  # (sigma(y0), sigma(y1)) -> (sigma(y0), 0)
-                    y1 = addend.select(-3, 1).clone()
-                    addend.select(-3, 1).zero_()
-                    term = mod_up_keyswitch_inner(tables, y1, ctx.galois_keys[gel], r, special, alpha,
-                                                   addend=addend, c_add=c_p)
-                total = term if total is None else _ops.add(total, term, ext_mod)
+                    y = _ops.automorphism(switch_modulus(tables, term, ext, tuple(r)), gel)
+                    # key switch of sigma(y1), + P * sigma(y0) on component 0, + the total: one op
+                    total = mod_up_keyswitch_inner(tables, y.select(-3, 1), ctx.galois_keys[gel], r, special, alpha,
+                                                   addend=y.narrow(-3, 0, 1), c_add=c_p, acc=total)
+                else:
+                    total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))
         data = switch_modulus(tables, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))

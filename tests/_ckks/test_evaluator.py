@@ -177,6 +177,25 @@ def test_rescale(sctx, level, assert_close):
     assert_close(_dec(sctx, r), x * y, _bound(sctx, "mul"), f"rescale from level {t.level}")
 
 
+@pytest.mark.parametrize("terms", [1, 2, 3])
+def test_mul_sum(sctx, terms, assert_close):
+    # sum a_i b_i relinearised once (lazy relinearisation): one level, nominal, as one product's error
+    level = sctx.max_level - 1
+    xs = [_enc(sctx, True, level=level) for _ in range(2 * terms)]
+    pairs = [(xs[2 * i][1], xs[2 * i + 1][1]) for i in range(terms)]
+    r = ev.mul_sum(sctx, pairs)
+    assert r.level == level - 1 and r.size == 2 and _nominal(sctx, r)
+    want = sum(xs[2 * i][0] * xs[2 * i + 1][0] for i in range(terms))
+    assert_close(_dec(sctx, r), want, terms * _bound(sctx, "mul"), f"mul_sum of {terms}")
+
+
+def test_mul_sum_needs_one_level(sctx):
+    (_, a), (_, b) = _enc(sctx), _enc(sctx)
+    (_, c), (_, d) = _enc(sctx, level=sctx.max_level - 1), _enc(sctx, level=sctx.max_level - 1)
+    with pytest.raises(fhe.LevelError, match="mul_sum: every operand"):
+        ev.mul_sum(sctx, [(a, b), (c, d)])
+
+
 @pytest.mark.parametrize("levels", [0, 1, 3, "all"])
 def test_drop_level(sctx, levels, assert_close):
     x, cx = _enc(sctx, True)

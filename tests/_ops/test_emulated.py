@@ -62,7 +62,7 @@ def _ll(v):
     return ctypes.c_longlong(int(v))
 
 
-def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False):
+def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False, acc=None):
     """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host; with
     full_tables, on the ring's tables through the row of each ext limb (what fhetorch._rlwe passes)."""
     pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
@@ -80,7 +80,7 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
                               _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
                               _p(key.key_q) if key else None, _p(key.key_p) if key else None,
                               key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La,
-                              _rows(rows))
+                              _rows(rows), 2 if addend is None else addend.shape[-3], _p(acc))
     assert launches > 0
     return out
 
@@ -110,6 +110,15 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
         want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add)
         got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, full_tables=k % 2 == 1)
         expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}, table rows: {k % 2 == 1}", seed)
+    # a one-component addend (a rotation's sigma(c0)) and a running sum
+    La = random.randint(1, L + K)
+    addend = rand_res((*batch, 1, La, ring.n), e.primes[:La])
+    c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]])
+    acc = rand_res((*batch, 2, L + K, ring.n), e.primes)
+    want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add, None,
+                                       None, acc)
+    got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, acc=acc)
+    expect_equal(got, want, f"emulated mod_up_keyswitch_inner, one-component addend La={La} and acc", seed)
     bl = ring.basis(tuple(lvl))
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])

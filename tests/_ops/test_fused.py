@@ -90,6 +90,18 @@ def test_mod_up_keyswitch_inner_matches_composition(seed, log_n, n_q, K, alpha, 
                      seed)
         got = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add)
         expect_equal(got, want, f"rlwe.mod_up_keyswitch_inner La={La}", seed)
+    # a one-component addend adds to component 0 only; acc is added to the whole result
+    La = random.randint(1, L + K)
+    addend = rand_res((*batch, 1, La, ring.n), e.primes[:La])
+    c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]])
+    acc = rand_res((*batch, 2, L + K, ring.n), e.primes)
+    padded = torch.cat([addend, torch.zeros_like(addend)], dim=-3)
+    want = _ops.add(mod_up_keyswitch_inner_reference(ring, a, key, lvl, sp, alpha, padded, c_add), acc, e.mod)
+    got = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add, acc=acc)
+    expect_equal(got, want, f"one-component addend La={La} and acc", seed)
+    expect_equal(ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, acc=acc),
+                 _ops.add(mod_up_keyswitch_inner_reference(ring, a, key, lvl, sp, alpha, None, None), acc, e.mod),
+                 "acc without an addend", seed)
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=BATCH_IDS)
@@ -283,6 +295,13 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
                                         None if addend is None else addend.to(GPU),
                                         None if c_add is None else c_add.to(GPU))
         expect_equal(got, want, f"cuda mod_up_keyswitch_inner La={La}", seed)
+    addend = rand_res((*batch, 1, L, ring.n), e.primes[:L])  # one component, and a running sum
+    c_add = ring.basis(e.limbs[:L]).const([random.randrange(q) for q in e.primes[:L]])
+    acc = rand_res((*batch, 2, L + K, ring.n), e.primes)
+    want = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add, acc=acc)
+    got = ks.mod_up_keyswitch_inner(gplans, a.to(GPU), gkey, lvl, sp, alpha, addend.to(GPU), c_add.to(GPU),
+                                    acc=acc.to(GPU))
+    expect_equal(got, want, "cuda mod_up_keyswitch_inner, one-component addend and acc", seed)
     bl = ring.basis(tuple(lvl))
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])

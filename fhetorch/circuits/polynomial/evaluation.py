@@ -68,28 +68,40 @@ def _trim(c: np.ndarray) -> np.ndarray:
 
 
 def _recurse(basis: PowerBasis, c: np.ndarray, out_min: int, baby: int):
-    """Value of sum c_i T_i at a level >= out_min, or a float when the series is a constant."""
+    """Value of sum c_i T_i at a level >= out_min, or a float when the series is a constant.
+
+    The remainders of successive divisions form a spine p = q_1 T_(n_1) + q_2 T_(n_2) + ... + leaf,
+    whose products all land at out_min: they are summed as tensor products and relinearised once
+    (ops.mul_sum, lazy relinearisation), one key switch per spine instead of one per product."""
     ops = basis.ops
-    d = c.size - 1
-    if d == 0:
-        return float(c[0])
-    used = [i for i in range(1, d + 1) if c[i] != 0]
-    if d < baby:  # a leaf: one linear combination, if it fits the level budget (T_i are nominal)
-        lv = basis.level(d)
-        if lv - (0 if all(is_free_constant(c[i]) for i in used) else 1) >= out_min:
-            return ops.lincomb([(float(c[i]), basis.T(i, lv)) for i in used], float(c[0]))
-    n = 1 << (d.bit_length() - 1)  # largest power of two <= d
-    q, r = _divide(c, n)
-    qv = _recurse(basis, q, out_min + 1, baby)
-    if isinstance(qv, float):
-        prod = ops.lincomb([(qv, basis.T(n))], 0.0)
-    else:
-        lv = min(ops.level(qv), basis.level(n))
-        prod = ops.mul(ops.drop(qv, lv), basis.T(n, lv))
-    rv = _recurse(basis, r, out_min, baby)
-    if isinstance(rv, float):
-        return ops.add_const(prod, rv)
-    return ops.add(prod, rv)
+    pairs, terms, const = [], [], 0.0  # products (q_k, n_k); other values to add; the constant
+    while True:
+        d = c.size - 1
+        if d == 0:
+            const = float(c[0])
+            break
+        used = [i for i in range(1, d + 1) if c[i] != 0]
+        if d < baby:  # a leaf: one linear combination, if it fits the level budget (T_i are nominal)
+            lv = basis.level(d)
+            if lv - (0 if all(is_free_constant(c[i]) for i in used) else 1) >= out_min:
+                terms.append(ops.lincomb([(float(c[i]), basis.T(i, lv)) for i in used], float(c[0])))
+                break
+        n = 1 << (d.bit_length() - 1)  # largest power of two <= d
+        q, c = _divide(c, n)
+        qv = _recurse(basis, q, out_min + 1, baby)
+        if isinstance(qv, float):
+            terms.append(ops.lincomb([(qv, basis.T(n))], 0.0))
+        else:
+            pairs.append((qv, n))
+    if pairs:  # every operand at the spine's lowest product level
+        lv = min(min(ops.level(qv), basis.level(n)) for qv, n in pairs)
+        terms.insert(0, ops.mul_sum([(ops.drop(qv, lv), basis.T(n, lv)) for qv, n in pairs]))
+    if not terms:
+        return const
+    v = terms[0]
+    for t in terms[1:]:
+        v = ops.add(v, t)
+    return ops.add_const(v, const)
 
 
 def _run(basis: PowerBasis, series: Chebyshev, baby: int):

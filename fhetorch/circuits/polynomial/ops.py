@@ -31,7 +31,7 @@ class CiphertextOps:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.mults = 0  # ciphertext-ciphertext multiplications (relinearised, rescaled)
+        self.mults = 0  # ciphertext-ciphertext multiplications (relinearisations: a mul_sum counts once)
         self.rescales = 0  # rescales of scalar linear combinations
         self.drops = 0  # levels dropped to match operands
 
@@ -46,6 +46,11 @@ class CiphertextOps:
         self.mults += 1
         self.drops += abs(a.level - b.level)
         return ev.mul(self.ctx, a, b)
+
+    def mul_sum(self, pairs):
+        """sum a_i b_i, one relinearisation and rescale; the operands at one level."""
+        self.mults += 1
+        return ev.mul_sum(self.ctx, pairs)
 
     def add(self, a, b):
         self.drops += abs(a.level - b.level)

@@ -41,6 +41,10 @@ class LevelSimulator:
         self.drops += abs(a.level - b.level)
         return self._new(min(a.level, b.level) - 1)
 
+    def mul_sum(self, pairs):
+        self.mults += 1
+        return self._new(min(min(a.level, b.level) for a, b in pairs) - 1)
+
     def add(self, a, b):
         self.drops += abs(a.level - b.level)
         return self._new(min(a.level, b.level))

@@ -406,8 +406,7 @@ def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
     if k < 1:  # a scale far above nominal (an unrescaled product): k = 0 would zero the values
         raise ScaleError(f"drop_level: the ciphertext's scale 2^{math.log2(a.scale):.1f} is above what level "
                          f"{a.level - levels} can land on; rescale it first (it holds a product not yet rescaled)")
-    b = ctx.basis(a.level)
-    data = switch_modulus(ctx.modulus_tables, _ops.mul_const(a.data, b.scalar(k), b.mod), src, dst)
+    data = switch_modulus(ctx.modulus_tables, a.data, src, dst, factor=k)  # k folded into the switch's constants
     return a.replace(data=data, level=a.level - levels, scale=float(Fraction(a.scale) * k * added / dropped))
 
 

@@ -27,7 +27,7 @@ from .tables import ModulusTables, digits, mod_up_tables, switch_modulus_tables 
 
 
 def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tuple,
-                   addend: torch.Tensor | None = None) -> torch.Tensor:
+                   addend: torch.Tensor | None = None, factor: int = 1) -> torch.Tensor:
     """x (..., len(src), N) over limbs src -> x * A / D over limbs dst, NTT form.
 
     D = src - dst (dropped), A = dst - src (added): rescaling (D = top primes, rational
@@ -36,8 +36,9 @@ def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tupl
     addend, over dst, in the same op: (..., k, len(dst), N) with x's leading dimensions is
     added to the first k polynomials of each ciphertext of x (..., c, len(src), N)
     (relinearisation's (d0, d1)); (..., len(dst), N) to the first one (a rotation's sigma(c0)).
+    factor: switch factor * x instead (an integer, folded into the tables' constants).
     """
-    p = tables.switch(src, dst)
+    p = tables.switch(src, dst, factor)
     ring = tables.ring
     return _ops.switch_modulus(x.contiguous(), p.drop_rows, p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv,
                                p.b_dst.mod, ring.psi, p.matrix, p.c_keep, p.c_sub,

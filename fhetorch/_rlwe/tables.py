@@ -59,9 +59,10 @@ class SwitchModulusTables:
                 if t is not None]
 
 
-def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple) -> SwitchModulusTables:
+def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple, factor: int = 1) -> SwitchModulusTables:
     """The tables of switch_modulus from limbs src to limbs dst (built, not cached:
-    ModulusTables keeps them)."""
+    ModulusTables keeps them); with `factor`, of the switch of factor * x (the integer folded
+    into the constants that multiply the kept and the dropped rows: drop_level's)."""
     pos = {i: k for k, i in enumerate(src)}
     drop = tuple(i for i in src if i not in set(dst))
     added = tuple(i for i in dst if i not in pos)
@@ -78,8 +79,8 @@ def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple) -> SwitchModulusTa
         drop_runs=runs(drop_pos), drop_index=torch.tensor(drop_pos, device=dev),
         keep_runs=runs(keep_pos), keep_index=torch.tensor(keep_pos, device=dev, dtype=torch.long),
         pad=(front, len(dst) - front - len(kept_dst)), b_drop=b_drop, b_dst=b_dst,
-        pre=bconv_pre(b_drop, prod_a), matrix=bconv_matrix(b_drop, b_dst),
-        c_keep=b_dst.const([prod_a * pow(prod_d, -1, q) % q for q in b_dst.primes]),
+        pre=bconv_pre(b_drop, prod_a * factor), matrix=bconv_matrix(b_drop, b_dst),
+        c_keep=b_dst.const([prod_a * factor * pow(prod_d, -1, q) % q for q in b_dst.primes]),
         c_sub=b_dst.const([(-pow(prod_d, -1, q)) % q for q in b_dst.primes]),
         drop_rows=drop_pos, keep_rows=[pos.get(i, -1) for i in dst], psi_inv_drop_rows=list(drop),
         psi_dst_rows=list(dst))
@@ -142,12 +143,12 @@ class ModulusTables:
 
     def __init__(self, ring: Ring):
         self.ring = ring
-        self._switch: dict[tuple[tuple, tuple], SwitchModulusTables] = {}
+        self._switch: dict[tuple[tuple, tuple, int], SwitchModulusTables] = {}
         self._mod_up: dict[tuple[range, range, int], ModUpTables] = {}
 
-    def switch(self, src: tuple, dst: tuple) -> SwitchModulusTables:
-        """The table set of switch_modulus from limbs src to limbs dst."""
-        key = (tuple(src), tuple(dst))
+    def switch(self, src: tuple, dst: tuple, factor: int = 1) -> SwitchModulusTables:
+        """The table set of switch_modulus from limbs src to limbs dst (of factor * x)."""
+        key = (tuple(src), tuple(dst), int(factor))
         p = self._switch.get(key)
         if p is None:
             p = self._switch[key] = switch_modulus_tables(self.ring, *key)

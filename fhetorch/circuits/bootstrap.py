@@ -59,6 +59,7 @@ from .bootstrap_config import BootstrapConfig
 from .chebyshev import interpolate
 from .linear import MAC_BABIES, LinearTransform, bsgs_steps, rotation_steps
 from .polynomial import evaluate
+from .polynomial.ops import CiphertextOps
 
 def _pad_groups(groups: list, levels: int, n: int) -> list:
     """Exactly `levels` groups (identity stages fill a short DFT), so the level plan is the same
@@ -243,8 +244,9 @@ class Bootstrapper:
         """sin(2 pi K y) (or arcsin of it / 2 pi) for slot values y in [-1, 1]."""
         ctx = self.ctx
         p = evaluate(ctx, y, self.cos)
-        for _ in range(self.cfg.double_angles):
-            p = ev.add_scalar(ctx, ev.mul_scalar(ctx, ev.mul(ctx, p, p), 2), -1.0)
+        ops = CiphertextOps(ctx)
+        for _ in range(self.cfg.double_angles):  # 2 p^2 - 1: the square, then one pass
+            p = ops.lincomb([(2, ev.mul(ctx, p, p))], -1.0)
         if self.arcsine is not None:
             p = evaluate(ctx, p, self.arcsine)
         return p

@@ -159,6 +159,11 @@ def test_switch_modulus_matches_composition(seed, name, src, dst, batch):
         got = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
         expect_equal(got, want_add, f"{name} + addend {tuple(addend.shape)}", seed)
         expect_equal(ks.switch_modulus(tables, x, src, dst, addend=addend), want_add, f"rlwe.{name} + addend", seed)
+    # factor k folded into the constants = the switch of k * x (drop_level's k has hundreds of bits)
+    k = random.getrandbits(random.choice([20, 300]))
+    xb = ring.basis(src)
+    want_k = switch_modulus_reference(ring, _ops.mul_const(x, xb.scalar(k), xb.mod), src, dst)
+    expect_equal(ks.switch_modulus(tables, x, src, dst, factor=k), want_k, f"rlwe.{name}, factor 2^{k.bit_length()}", seed)
 
 
 def test_switch_modulus_unaligned_and_strided_inputs(seed):

@@ -67,24 +67,56 @@ def _trim(c: np.ndarray) -> np.ndarray:
     return c[: nz[-1] + 1] if nz.size else c[:1]
 
 
+@dataclass(frozen=True)
+class _Leaf:
+    """A leaf sum_(i < baby) c_i T_i not evaluated yet: the caller picks the level it is wanted at
+    (one modulus switch takes it there from its terms' level, instead of a rescale and a drop)."""
+
+    c: np.ndarray
+    level: int  # where it lands on its own: its terms' level, or one below with real coefficients
+
+
+def _leaf(basis: PowerBasis, c: np.ndarray, out_min: int):
+    """_Leaf of sum c_i T_i (deg < baby), or None when it would land below out_min."""
+    d = c.size - 1
+    lv = basis.level(d)
+    level = lv - (0 if all(is_free_constant(c[i]) for i in range(1, d + 1) if c[i] != 0) else 1)
+    return _Leaf(c, level) if level >= out_min else None
+
+
+def _value(basis: PowerBasis, v, level: int | None = None):
+    """v (a _Leaf or a ciphertext) at `level` (default: where it lands on its own)."""
+    if isinstance(v, _Leaf):
+        c = v.c
+        d = c.size - 1
+        lv = basis.level(d)
+        terms = [(float(c[i]), basis.T(i, lv)) for i in range(1, d + 1) if c[i] != 0]
+        return basis.ops.lincomb(terms, float(c[0]), None if level is None or level == lv - 1 else level)
+    return v if level is None else basis.ops.drop(v, level)
+
+
+def _level(ops, v) -> int:
+    return v.level if isinstance(v, _Leaf) else ops.level(v)
+
+
 def _recurse(basis: PowerBasis, c: np.ndarray, out_min: int, baby: int):
-    """Value of sum c_i T_i at a level >= out_min, or a float when the series is a constant.
+    """Value of sum c_i T_i at a level >= out_min: a ciphertext, a _Leaf, or a float when the
+    series is a constant.
 
     The remainders of successive divisions form a spine p = q_1 T_(n_1) + q_2 T_(n_2) + ... + leaf,
     whose products all land at out_min: they are summed as tensor products and relinearised once
-    (ops.mul_sum, lazy relinearisation), one key switch per spine instead of one per product."""
+    (ops.mul_sum, lazy relinearisation), one key switch per spine instead of one per product.
+    Leaves are evaluated at the level they are used at (one modulus switch each)."""
     ops = basis.ops
-    pairs, terms, const = [], [], 0.0  # products (q_k, n_k); other values to add; the constant
+    pairs, terms, leaf, const = [], [], None, 0.0  # products (q_k, n_k); other values; the leaf; constant
     while True:
         d = c.size - 1
         if d == 0:
             const = float(c[0])
             break
-        used = [i for i in range(1, d + 1) if c[i] != 0]
-        if d < baby:  # a leaf: one linear combination, if it fits the level budget (T_i are nominal)
-            lv = basis.level(d)
-            if lv - (0 if all(is_free_constant(c[i]) for i in used) else 1) >= out_min:
-                terms.append(ops.lincomb([(float(c[i]), basis.T(i, lv)) for i in used], float(c[0])))
+        if d < baby:  # a leaf, if it fits the level budget (T_i are nominal)
+            leaf = _leaf(basis, c, out_min)
+            if leaf is not None:
                 break
         n = 1 << (d.bit_length() - 1)  # largest power of two <= d
         q, c = _divide(c, n)
@@ -94,8 +126,12 @@ def _recurse(basis: PowerBasis, c: np.ndarray, out_min: int, baby: int):
         else:
             pairs.append((qv, n))
     if pairs:  # every operand at the spine's lowest product level
-        lv = min(min(ops.level(qv), basis.level(n)) for qv, n in pairs)
-        terms.insert(0, ops.mul_sum([(ops.drop(qv, lv), basis.T(n, lv)) for qv, n in pairs]))
+        lv = min(min(_level(ops, qv), basis.level(n)) for qv, n in pairs)
+        terms.insert(0, ops.mul_sum([(_value(basis, qv, lv), basis.T(n, lv)) for qv, n in pairs]))
+    if leaf is not None:
+        if not terms:
+            return leaf
+        terms.append(_value(basis, leaf, min(leaf.level, min(ops.level(t) for t in terms))))
     if not terms:
         return const
     v = terms[0]
@@ -109,6 +145,8 @@ def _run(basis: PowerBasis, series: Chebyshev, baby: int):
     c = np.asarray(series.coeffs, dtype=np.float64)
     out_min = basis.level(1) - ceil_log2(c.size)
     v = _recurse(basis, c, out_min, baby)
+    if isinstance(v, _Leaf):
+        v = _value(basis, v)
     if isinstance(v, float):
         v = basis.ops.lincomb([(0, basis.T(1))], v)
     return v

@@ -9,9 +9,13 @@ linear combination, and `drop_level` lands on the nominal scale.
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from ... import _ops
 from ..._ckks import evaluator as ev
-from ...errors import LevelError
+from ..._rlwe.keyswitch import switch_modulus
+from ...errors import EncodingError, LevelError
 
 INT_LIMIT = 2**31  # integer constants below this multiply without a level (evaluator.mul_scalar)
 
@@ -69,25 +73,40 @@ class CiphertextOps:
         self.drops += a.level - level
         return ev.drop_level(self.ctx, a, a.level - level)
 
-    def lincomb(self, terms, c0: float):
-        """sum c_i a_i + c0, all a_i at one level. Integer c_i (nominal a_i): no level; else one rescale.
-        One pass over the terms (_ops.lincomb); with integer c_i, c0 is added in the same pass."""
+    def lincomb(self, terms, c0: float, level: int | None = None):
+        """sum c_i a_i + c0, all a_i at one level, in one pass over the terms (_ops.lincomb, c0
+        included). Integer c_i (nominal a_i): no level (dropped to `level` if given); else one
+        modulus switch down to `level` (default: one level down; deeper at no extra cost), each
+        constant scaled so that the result lands exactly on that level's nominal scale."""
         ctx = self.ctx
-        level = terms[0][1].level
-        assert all(a.level == level for _, a in terms)
+        lv = terms[0][1].level
+        assert all(a.level == lv for _, a in terms)
         terms = [(c, ev.relinearize(ctx, a)) for c, a in terms]
         first = terms[0][1]
         xs = [a.data for _, a in terms]
-        b = ctx.basis(level)
+        b = ctx.basis(lv)
         if all(is_free_constant(c) for c, _ in terms) and all(self.nominal(a) for _, a in terms):
             scalar = None if c0 == 0 else ev.encode_scalar(ctx, first, float(c0))
-            return first.replace(data=_ops.lincomb(xs, b.scalar_table([int(c) for c, _ in terms]), b.mod, scalar))
-        if level < 1:
-            raise LevelError("polynomial: a scalar multiplication needs a level but the operand is at level 0; "
-                             "bootstrap first or start from a higher level")
-        # each term's constant at the scale that puts c_i a_i, rescaled, on level-1's nominal scale
-        ks = [ev._round_scaled(c, ev._target_scale_factor(ctx, a), "polynomial") for c, a in terms]
-        scale = first.scale * ev._target_scale_factor(ctx, first)
+            out = first.replace(data=_ops.lincomb(xs, b.scalar_table([int(c) for c, _ in terms]), b.mod, scalar))
+            return out if level is None else self.drop(out, level)
+        target = lv - 1 if level is None else level
+        if target < 0 or target >= lv:
+            raise LevelError("polynomial: a scalar multiplication needs a level but the operand is at level "
+                             f"{lv}{'' if level is None else f' (asked for level {level})'}; bootstrap first or start "
+                             "from a higher level")
+        # the sum's scale before the switch: the switch from lv to target multiplies it by
+        # prod(added) / prod(dropped) onto target's nominal scale (exact rationals: deep targets
+        # give constants beyond a float's exact range)
+        src, dst = tuple(ctx.params.limbs(lv)), tuple(ctx.params.limbs(target))
+        added = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
+        dropped = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
+        scale = Fraction(ctx.nominal_scale(target)) * dropped / added
+        if not all(math.isfinite(float(c)) for c, _ in terms + [(c0, None)]):
+            raise EncodingError(f"polynomial: a coefficient is not finite ({[c for c, _ in terms]}, {c0})")
+        ks = [round(Fraction(float(c)) * scale / Fraction(a.scale)) for c, a in terms]
+        k0 = round(Fraction(float(c0)) * scale)
+        data = _ops.lincomb(xs, b.scalar_table(ks), b.mod, b.scalar(k0) if k0 else None)
         self.rescales += 1
-        out = ev.rescale(ctx, first.replace(data=_ops.lincomb(xs, b.scalar_table(ks), b.mod), scale=scale))
-        return self.add_const(out, c0)
+        self.drops += lv - 1 - target
+        data = switch_modulus(ctx.modulus_tables, data, src, dst)
+        return first.replace(data=data, level=target, scale=ctx.nominal_scale(target))

@@ -59,9 +59,12 @@ class LevelSimulator:
         self.drops += a.level - level
         return self._new(level) if a.level != level else a
 
-    def lincomb(self, terms, c0):
-        level = terms[0][1].level
+    def lincomb(self, terms, c0, level=None):
+        lv = terms[0][1].level
         if all(is_free_constant(c) for c, _ in terms) and all(a.nominal for _, a in terms):
-            return self._new(level)
+            v = self._new(lv)
+            return v if level is None else self.drop(v, level)
+        target = lv - 1 if level is None else level
         self.rescales += 1
-        return self._new(level - 1)
+        self.drops += lv - 1 - target
+        return self._new(target)

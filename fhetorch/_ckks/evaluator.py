@@ -402,11 +402,19 @@ def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
     src, dst = tuple(ctx.params.limbs(a.level)), tuple(ctx.params.limbs(a.level - levels))
     added = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
     dropped = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
-    k = round(Fraction(ctx.nominal_scale(a.level - levels)) * dropped / added / Fraction(a.scale))
+    # A scale within tolerance of nominal uses nominal's k: one k per (level, levels), folded into the
+    # switch's cached constants. Any other scale: its own k, applied in one more pass (no table set per scale).
+    nominal = same_scale(a.scale, ctx.nominal_scale(a.level))
+    k = round(Fraction(ctx.nominal_scale(a.level - levels)) * dropped / added
+              / Fraction(ctx.nominal_scale(a.level) if nominal else a.scale))
     if k < 1:  # a scale far above nominal (an unrescaled product): k = 0 would zero the values
         raise ScaleError(f"drop_level: the ciphertext's scale 2^{math.log2(a.scale):.1f} is above what level "
                          f"{a.level - levels} can land on; rescale it first (it holds a product not yet rescaled)")
-    data = switch_modulus(ctx.modulus_tables, a.data, src, dst, factor=k)  # k folded into the switch's constants
+    if nominal:
+        data = switch_modulus(ctx.modulus_tables, a.data, src, dst, factor=k)
+    else:
+        b = ctx.basis(a.level)
+        data = switch_modulus(ctx.modulus_tables, _ops.mul_const(a.data, b.scalar(k), b.mod), src, dst)
     return a.replace(data=data, level=a.level - levels, scale=float(Fraction(a.scale) * k * added / dropped))
 
 

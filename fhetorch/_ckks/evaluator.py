@@ -240,11 +240,24 @@ def _check_rescaled(ctx, a: Ciphertext, scale: float, what: str):
                          f"level's nominal 2^{_bits(nominal)}: the noise would swamp the values. {hint}")
 
 
+def _switch_products(ctx, src, dst) -> tuple:
+    """(prod(dst - src), prod(src - dst)): the primes a switch from limbs src to dst adds and drops."""
+    added = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
+    return added, ctx.ring.basis(tuple(i for i in src if i not in dst)).product
+
+
 def _ratio(ctx, src, dst) -> float:
     """prod(dst - src) / prod(src - dst), exactly rounded."""
-    num = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
-    den = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
-    return num / den
+    added, dropped = _switch_products(ctx, src, dst)
+    return added / dropped
+
+
+def landing_scale(ctx, level: int, target: int) -> Fraction:
+    """The scale a value at `level` must have for the modulus switch to `target` to land it
+    exactly on target's nominal scale: nominal(target) * prod(dropped) / prod(added), exact
+    (deep switches give scales beyond a float's exact range). Raises nothing."""
+    added, dropped = _switch_products(ctx, tuple(ctx.params.limbs(level)), tuple(ctx.params.limbs(target)))
+    return Fraction(ctx.nominal_scale(target)) * dropped / added
 
 
 def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ciphertext:
@@ -262,17 +275,23 @@ def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ci
     if ctx.relin_key is None:
         return rescale(ctx, relinearize(ctx, mul_raw(ctx, a, b)))
     a, b = _mul_operands(ctx, a, b)
-    r = ctx.params.limbs(a.level)
-    ext = tuple(r) + tuple(ctx.params.special_limbs)
     # The tensor product d, ModUp of d2, the inner product with the key and + P * (d0, d1) on
     # the level's limbs: one op.
-    u = mod_up_keyswitch_inner(ctx.modulus_tables, a.data, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
-                               c_add=_special_product_consts(ctx, a.level), b=b.data)
+    return _relinearize_rescale(ctx, a, a.scale * b.scale, a.data, b=b.data)
+
+
+def _relinearize_rescale(ctx, a: Ciphertext, scale: float, x: torch.Tensor, **d01) -> Ciphertext:
+    """The product at a's level whose d2 (or, with b=, tensor product) is x, relinearised and
+    rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: mod_up_keyswitch_inner's b=
+    or addend=), then one switch drops P and the level's top primes together."""
+    r = ctx.params.limbs(a.level)
+    ext = tuple(r) + tuple(ctx.params.special_limbs)
+    u = mod_up_keyswitch_inner(ctx.modulus_tables, x, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
+                               c_add=_special_product_consts(ctx, a.level), **d01)
     dst = tuple(ctx.params.limbs(a.level - 1))
-    scale = a.scale * b.scale * _ratio(ctx, tuple(r), dst)
+    scale = scale * _ratio(ctx, tuple(r), dst)
     _check_rescaled(ctx, a, scale, "multiply")
-    data = switch_modulus(ctx.modulus_tables, u, ext, dst)
-    return a.replace(data=data, level=a.level - 1, scale=scale)
+    return a.replace(data=switch_modulus(ctx.modulus_tables, u, ext, dst), level=a.level - 1, scale=scale)
 
 
 def mul_sum(ctx, pairs) -> Ciphertext:
@@ -301,19 +320,10 @@ def mul_sum(ctx, pairs) -> Ciphertext:
             raise ScaleError("mul_sum: the products' scales differ; bring the operands to their nominal scales first")
     if ctx.relin_key is None:
         raise MissingKeyError("mul_sum: no relinearisation key; call ctx.keygen() on the client")
-    level = a0.level
-    b = ctx.basis(level)
+    b = ctx.basis(a0.level)
     d = [_ops.tensor_product(x.data, y.data, b.mod) for x, y in pairs]
     d = _ops.lincomb(d, b.scalar_table([1] * len(d)), b.mod)  # (..., 3, L, N)
-    r = ctx.params.limbs(level)
-    ext = tuple(r) + tuple(ctx.params.special_limbs)
-    # as mul: the key-switched d2 plus P * (d0, d1) over Q_l * P, then one switch drops P and rescales
-    u = mod_up_keyswitch_inner(ctx.modulus_tables, d.select(-3, 2), ctx.relin_key, r, ctx.params.special_limbs,
-                               ctx.params.alpha, addend=d.narrow(-3, 0, 2), c_add=_special_product_consts(ctx, level))
-    dst = tuple(ctx.params.limbs(level - 1))
-    scale = a0.scale * b0.scale * _ratio(ctx, tuple(r), dst)
-    _check_rescaled(ctx, a0, scale, "multiply")
-    return a0.replace(data=switch_modulus(ctx.modulus_tables, u, ext, dst), level=level - 1, scale=scale)
+    return _relinearize_rescale(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=d.narrow(-3, 0, 2))
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:
@@ -400,13 +410,10 @@ def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
     # (exact rationals: k has about as many bits as the dropped primes, beyond a float's range
     # for deep drops).
     src, dst = tuple(ctx.params.limbs(a.level)), tuple(ctx.params.limbs(a.level - levels))
-    added = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
-    dropped = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
     # A scale within tolerance of nominal uses nominal's k: one k per (level, levels), folded into the
     # switch's cached constants. Any other scale: its own k, applied in one more pass (no table set per scale).
     nominal = same_scale(a.scale, ctx.nominal_scale(a.level))
-    k = round(Fraction(ctx.nominal_scale(a.level - levels)) * dropped / added
-              / Fraction(ctx.nominal_scale(a.level) if nominal else a.scale))
+    k = round(landing_scale(ctx, a.level, a.level - levels) / Fraction(ctx.nominal_scale(a.level) if nominal else a.scale))
     if k < 1:  # a scale far above nominal (an unrescaled product): k = 0 would zero the values
         raise ScaleError(f"drop_level: the ciphertext's scale 2^{math.log2(a.scale):.1f} is above what level "
                          f"{a.level - levels} can land on; rescale it first (it holds a product not yet rescaled)")
@@ -415,6 +422,7 @@ def drop_level(ctx, a: Ciphertext, levels: int = 1) -> Ciphertext:
     else:
         b = ctx.basis(a.level)
         data = switch_modulus(ctx.modulus_tables, _ops.mul_const(a.data, b.scalar(k), b.mod), src, dst)
+    added, dropped = _switch_products(ctx, src, dst)
     return a.replace(data=data, level=a.level - levels, scale=float(Fraction(a.scale) * k * added / dropped))
 
 

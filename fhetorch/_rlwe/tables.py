@@ -13,7 +13,8 @@ fused ops read the NTT tables of the ring itself, through the table row of each 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import torch
@@ -59,10 +60,15 @@ class SwitchModulusTables:
                 if t is not None]
 
 
-def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple, factor: int = 1) -> SwitchModulusTables:
+def _scaled_constants(b_drop: Basis, b_dst: Basis, scale: int) -> dict:
+    """pre and c_keep of a switch that multiplies x by the integer `scale` (A, or A * factor)."""
+    prod_d = b_drop.product
+    return dict(pre=bconv_pre(b_drop, scale), c_keep=b_dst.const([scale * pow(prod_d, -1, q) % q for q in b_dst.primes]))
+
+
+def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple) -> SwitchModulusTables:
     """The tables of switch_modulus from limbs src to limbs dst (built, not cached:
-    ModulusTables keeps them); with `factor`, of the switch of factor * x (the integer folded
-    into the constants that multiply the kept and the dropped rows: drop_level's)."""
+    ModulusTables keeps them)."""
     pos = {i: k for k, i in enumerate(src)}
     drop = tuple(i for i in src if i not in set(dst))
     added = tuple(i for i in dst if i not in pos)
@@ -79,8 +85,7 @@ def switch_modulus_tables(ring: Ring, src: tuple, dst: tuple, factor: int = 1) -
         drop_runs=runs(drop_pos), drop_index=torch.tensor(drop_pos, device=dev),
         keep_runs=runs(keep_pos), keep_index=torch.tensor(keep_pos, device=dev, dtype=torch.long),
         pad=(front, len(dst) - front - len(kept_dst)), b_drop=b_drop, b_dst=b_dst,
-        pre=bconv_pre(b_drop, prod_a * factor), matrix=bconv_matrix(b_drop, b_dst),
-        c_keep=b_dst.const([prod_a * factor * pow(prod_d, -1, q) % q for q in b_dst.primes]),
+        matrix=bconv_matrix(b_drop, b_dst), **_scaled_constants(b_drop, b_dst, prod_a),
         c_sub=b_dst.const([(-pow(prod_d, -1, q)) % q for q in b_dst.primes]),
         drop_rows=drop_pos, keep_rows=[pos.get(i, -1) for i in dst], psi_inv_drop_rows=list(drop),
         psi_dst_rows=list(dst))
@@ -147,11 +152,19 @@ class ModulusTables:
         self._mod_up: dict[tuple[range, range, int], ModUpTables] = {}
 
     def switch(self, src: tuple, dst: tuple, factor: int = 1) -> SwitchModulusTables:
-        """The table set of switch_modulus from limbs src to limbs dst (of factor * x)."""
+        """The table set of switch_modulus from limbs src to limbs dst; with `factor`, of the
+        switch of factor * x (the integer folded into pre and c_keep, the constants of the dropped
+        and the kept rows: drop_level's; the other tables are the plain switch's)."""
         key = (tuple(src), tuple(dst), int(factor))
         p = self._switch.get(key)
         if p is None:
-            p = self._switch[key] = switch_modulus_tables(self.ring, *key)
+            if factor == 1:
+                p = switch_modulus_tables(self.ring, *key[:2])
+            else:
+                base = self.switch(src, dst)
+                added = [q for q, row in zip(base.b_dst.primes, base.keep_rows) if row < 0]
+                p = replace(base, **_scaled_constants(base.b_drop, base.b_dst, math.prod(added) * int(factor)))
+            self._switch[key] = p
         return p
 
     def mod_up(self, limbs: range, special_limbs: range, alpha: int) -> ModUpTables:
@@ -164,5 +177,7 @@ class ModulusTables:
 
     @property
     def tensors(self) -> list:
-        """The tables' own tensors (their bases are the ring's; for memory reports)."""
-        return [t for p in list(self._switch.values()) + list(self._mod_up.values()) for t in p.tensors]
+        """The tables' own tensors (their bases are the ring's; for memory reports), each once
+        (a factor's switch shares the plain switch's tensors but pre and c_keep)."""
+        return list({id(t): t for p in list(self._switch.values()) + list(self._mod_up.values())
+                     for t in p.tensors}.values())

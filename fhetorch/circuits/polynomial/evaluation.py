@@ -91,7 +91,7 @@ def _value(basis: PowerBasis, v, level: int | None = None):
         d = c.size - 1
         lv = basis.level(d)
         terms = [(float(c[i]), basis.T(i, lv)) for i in range(1, d + 1) if c[i] != 0]
-        return basis.ops.lincomb(terms, float(c[0]), None if level is None or level == lv - 1 else level)
+        return basis.ops.lincomb(terms, float(c[0]), level)
     return v if level is None else basis.ops.drop(v, level)
 
 

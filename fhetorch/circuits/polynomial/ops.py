@@ -94,13 +94,7 @@ class CiphertextOps:
             raise LevelError("polynomial: a scalar multiplication needs a level but the operand is at level "
                              f"{lv}{'' if level is None else f' (asked for level {level})'}; bootstrap first or start "
                              "from a higher level")
-        # the sum's scale before the switch: the switch from lv to target multiplies it by
-        # prod(added) / prod(dropped) onto target's nominal scale (exact rationals: deep targets
-        # give constants beyond a float's exact range)
-        src, dst = tuple(ctx.params.limbs(lv)), tuple(ctx.params.limbs(target))
-        added = ctx.ring.basis(tuple(i for i in dst if i not in src)).product if set(dst) - set(src) else 1
-        dropped = ctx.ring.basis(tuple(i for i in src if i not in dst)).product
-        scale = Fraction(ctx.nominal_scale(target)) * dropped / added
+        scale = ev.landing_scale(ctx, lv, target)  # the sum's scale before the switch to target
         if not all(math.isfinite(float(c)) for c, _ in terms + [(c0, None)]):
             raise EncodingError(f"polynomial: a coefficient is not finite ({[c for c, _ in terms]}, {c0})")
         ks = [round(Fraction(float(c)) * scale / Fraction(a.scale)) for c, a in terms]
@@ -108,5 +102,5 @@ class CiphertextOps:
         data = _ops.lincomb(xs, b.scalar_table(ks), b.mod, b.scalar(k0) if k0 else None)
         self.rescales += 1
         self.drops += lv - 1 - target
-        data = switch_modulus(ctx.modulus_tables, data, src, dst)
+        data = switch_modulus(ctx.modulus_tables, data, tuple(ctx.params.limbs(lv)), tuple(ctx.params.limbs(target)))
         return first.replace(data=data, level=target, scale=ctx.nominal_scale(target))

@@ -85,5 +85,8 @@
      complex shared by the batch. */                                                                               \
   R tfhe_torus_cmux(const TfheTorusGgsw& g, const int64_t* c0, const int64_t* c1, const double* ggsw, int64_t* out, \
                     int64_t B, const CTX& ctx);                                                          \
-  /* The blind rotation with a Fourier key (csrc/tfhe_fft.h, FourierRotateArgs): mod q in and out. */              \
-  R tfhe_fourier_blind_rotate(const FourierRotateArgs& a, const CTX& ctx);
+  /* The blind rotation with a Fourier key (csrc/tfhe_fft.h, FourierRotateArgs): mod q in and out; multi-bit   \
+     where a.grouping > 1. */                                                                                      \
+  R tfhe_fourier_blind_rotate(const FourierRotateArgs& a, const CTX& ctx);                                         \
+  /* out (B, k1, level, k1, N/2) complex: the key bundle of group j of each ciphertext (multi-bit, Fourier). */   \
+  R tfhe_fourier_key_bundle(const FourierRotateArgs& a, int j, double* out, const CTX& ctx);

@@ -558,15 +558,22 @@ struct TfheKeyBundleOperand {
 
 // rot[S] = a_S of group j of ciphertext b, S < 2^G: the subset sum of the group's masks mod q,
 // switched to 2N (one rounding per subset; a_0 = 0). One member per subset; the caller syncs.
+// The same from a group's G masks (mod q) and log2 N; shared with the torus rotation (tfhe_fft.h).
+template <class T>
+FT_HD void tfhe_team_switched_subset_sums(const T& t, const int64_t* mask, int grouping, int64_t q, int log_n,
+                                          int32_t* rot) {
+  for (int u = t.rank; u < (1 << grouping); u += t.size) {
+    int64_t sum = 0;
+    for (int i = 0; i < grouping; ++i)
+      if ((u >> i) & 1) sum = tfhe_add(sum, mask[i], q);
+    rot[u] = static_cast<int32_t>(tfhe_round_pow2(sum, q, log_n + 1));
+  }
+}
+
 template <class T>
 FT_HD void tfhe_team_subset_rotations(const T& t, const BlindRotateArgs& g, int64_t b, int j, int32_t* rot) {
   const int64_t* mask = g.ct + b * (g.n + 1) + static_cast<int64_t>(j) * g.grouping;
-  for (int u = t.rank; u < (1 << g.grouping); u += t.size) {
-    int64_t sum = 0;
-    for (int i = 0; i < g.grouping; ++i)
-      if ((u >> i) & 1) sum = tfhe_add(sum, mask[i], g.r.m.q_full);
-    rot[u] = static_cast<int32_t>(tfhe_round_pow2(sum, g.r.m.q_full, g.r.log_n + 1));
-  }
+  tfhe_team_switched_subset_sums(t, mask, g.grouping, g.r.m.q_full, g.r.log_n, rot);
 }
 
 // The key bundle of group j, its subset rotations in rot.

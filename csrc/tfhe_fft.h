@@ -359,32 +359,47 @@ FT_HD void tfhe_team_ifft_op(const T& t, const TfheFftRing& f, const double* x, 
   tfhe_fft_store_row(t, f, a, 0, out);
 }
 
+// A key of the FFT product: (rows, cols, M) complex in memory (the FFTs of torus polynomials);
+// slot(k).at(r, c) is entry (r, c) at key slot k.
+struct TfheFourierKey {
+  const double* key;
+  int cols;
+  uint32_t m;
+  struct Slot {
+    const double* p;
+    int cols;
+    uint32_t m;
+    FT_HD TfheComplex at(int r, int c) const {
+      return tfhe_load_complex(p + 2 * ((static_cast<int64_t>(r) * cols + c) * m));
+    }
+  };
+  FT_HD Slot slot(uint32_t k) const { return Slot{key + 2 * static_cast<int64_t>(k), cols, m}; }
+};
+
 // Rows [0, rows) of a hold digit polynomials (folded, synced): forward FFT, per slot the
-// multiply-accumulate with key (rows, cols, M) complex (the FFTs of torus polynomials) into the
-// first cols rows (each slot's rows values are read before any is overwritten, by the same
-// member), inverse FFT. Rows [0, cols) then hold M times the products; a: max(rows, cols) rows,
-// cols <= kTfheMaxK1.
+// multiply-accumulate with the key (TfheFourierKey, or a multi-bit group's bundle,
+// TfheFourierBundle) into the first cols rows (each slot's rows values are read before any is
+// overwritten, by the same member), inverse FFT. Rows [0, cols) then hold M times the products;
+// a: max(rows, cols) rows, cols <= kTfheMaxK1.
 // MAXC (at least cols): the accumulators a member holds per slot; a kernel for k + 1 <= 2 passes 2
 // and keeps the other six's registers (the result does not depend on it).
-template <int MAXC = kTfheMaxK1, class T>
-FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const double* key, int rows, int cols,
-                                      double* a) {
+template <int MAXC = kTfheMaxK1, class T, class K>
+FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const K& key, int rows, int cols, double* a) {
   const int log_m = f.log_n - 1;
   const uint32_t m = 1u << log_m;
   tfhe_team_fft<false>(t, a, rows, log_m, f.twiddles);
   for (uint32_t k = static_cast<uint32_t>(t.rank); k < m; k += static_cast<uint32_t>(t.size)) {
     const uint32_t s = tfhe_fft_slot(tfhe_fft_value(k, log_m));  // key slot k
+    const auto ks = key.slot(k);
     TfheComplex acc[MAXC];
 #pragma unroll
     for (int c = 0; c < MAXC; ++c) acc[c] = TfheComplex{0.0, 0.0};
     for (int r = 0; r < rows; ++r) {
       const double* row = a + (static_cast<int64_t>(2 * r) << log_m);
       const TfheComplex d{row[s], row[m + s]};
-      const double* kr = key + 2 * (static_cast<int64_t>(r) * cols * m + k);
 #pragma unroll
       for (int c = 0; c < MAXC; ++c)
-        if (c < cols)
-          acc[c] = tfhe_cmac(acc[c], d, tfhe_load_complex(kr + 2 * c * int64_t(m)));
+        if (c < cols) acc[c] = tfhe_cmac(acc[c], d, ks.at(r, c));
     }
 #pragma unroll
     for (int c = 0; c < MAXC; ++c)
@@ -396,6 +411,12 @@ FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const do
   }
   t.sync();
   tfhe_team_fft<true>(t, a, cols, log_m, f.twiddles);
+}
+
+template <int MAXC = kTfheMaxK1, class T>
+FT_HD void tfhe_team_fft_rows_product(const T& t, const TfheFftRing& f, const double* key, int rows, int cols,
+                                      double* a) {
+  tfhe_team_fft_rows_product<MAXC>(t, f, TfheFourierKey{key, cols, 1u << (f.log_n - 1)}, rows, cols, a);
 }
 
 // The ring product of one batch element: out[c] = sum_r digits[r] key[r, c] in
@@ -518,6 +539,12 @@ struct FourierRotateArgs {
   int64_t* torus;            // B * k1 N torus accumulators where the team's are not its own
   int64_t B, T;
   int n;
+  // Multi-bit (grouping > 1; tfhe_team_fourier_multi_bit_step): bsk is (n / G, 2^G, k1, level, k1,
+  // N/2), the FFTs of the GGSWs of the subset indicators f_S (csrc/tfhe.h, "multi-bit blind rotation").
+  int grouping;              // <= 1: classical
+  const double* roots;       // (2N,) complex: zeta^j = exp(i pi j / N) (fhetorch._tfhe.fft.fft_roots)
+  const int32_t* exps;       // (N/2,): e_k of key slot k, slot k of an FFT holding a(zeta^(e_k))
+  const double* bundles;     // CUDA: the groups' bundles made ahead (tfhe_fourier_key_bundle), else null
 };
 
 // A team's digit scratch: k1 level folded rows of N doubles (the product's k1 outputs reuse the
@@ -608,6 +635,142 @@ FT_HD void tfhe_team_fourier_blind_rotate(const T& t, const FourierRotateArgs& a
   tfhe_team_fourier_rotate_init(t, a, b, acc);
   for (int i = 0; i < a.n; ++i) tfhe_team_fourier_rotate_step<MAXC>(t, a, b, i, acc, s);
   tfhe_team_fourier_rotate_finish(t, a, b, acc);
+}
+
+// ---- the multi-bit blind rotation on the torus -------------------------------------------------
+//
+// The multi-bit step of csrc/tfhe.h (group j of G key bits, the GGSWs of the 2^G subset indicators
+// f_S, exactly one of them 1) with the accumulator on the torus: acc := K x acc with the group's key
+// bundle K = sum_S X^(a_S) GGSW(f_S), a_S the subset sums of the group's masks switched to 2N (a_0 = 0).
+// In FFT form multiplying by X^a is multiplying slot k by zeta^(e_k a), a lookup in the roots table,
+// so each entry of K at slot k is G_0 + sum_(S >= 1) zeta^(e_k a_S) G_S: 2^G - 1 complex
+// multiply-adds (tfhe_cmac, S ascending) on the rows of the group's key. No rotation of acc: the
+// digits are acc's own, and the product replaces acc.
+
+// rot[S] = a_S of group j of ciphertext b, S < 2^G: the subset sum of the group's masks mod q,
+// switched to 2N (one rounding per subset; a_0 = 0). One member per subset; the caller syncs.
+template <class T>
+FT_HD void tfhe_team_fourier_subset_rotations(const T& t, const FourierRotateArgs& a, int64_t b, int j, int32_t* rot) {
+  const int64_t* mask = a.ct + b * (a.n + 1) + static_cast<int64_t>(j) * a.grouping;
+  tfhe_team_switched_subset_sums(t, mask, a.grouping, a.m.q_full, a.g.f.log_n, rot);
+}
+
+// The key bundle of a group as a key of the FFT product (tfhe_team_fft_rows_product): slot(k)
+// looks up the 2^G - 1 monomials' values at slot k once, at(r, c) sums the group's 2^G entries.
+struct TfheFourierBundle {
+  const double* ggsw;   // the group's (2^G, rows, cols, M) complex
+  const double* roots;  // (2N,) complex
+  const int32_t* exps;  // (M,)
+  const int32_t* rot;   // (2^G,) a_S
+  int64_t per_ggsw;     // rows cols M
+  int cols, subsets;
+  uint32_t m;
+  struct Slot {
+    const double* g;
+    int64_t per_ggsw;
+    int cols, subsets;
+    uint32_t m;
+    TfheComplex mono[1 << kTfheMaxGrouping];  // zeta^(e_k a_S), S >= 1
+    FT_HD TfheComplex at(int r, int c) const {
+      const double* p = g + 2 * ((static_cast<int64_t>(r) * cols + c) * m);
+      TfheComplex v = tfhe_load_complex(p);  // S = {}: X^0
+#pragma unroll
+      for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
+        if (u < subsets) v = tfhe_cmac(v, mono[u], tfhe_load_complex(p + 2 * u * per_ggsw));
+      return v;
+    }
+  };
+  FT_HD Slot slot(uint32_t k) const {
+    Slot s{};
+    s.g = ggsw + 2 * static_cast<int64_t>(k);
+    s.per_ggsw = per_ggsw;
+    s.cols = cols;
+    s.subsets = subsets;
+    s.m = m;
+    const int64_t e = exps[k], mask = 4 * static_cast<int64_t>(m) - 1;  // 2N - 1
+#pragma unroll
+    for (int u = 1; u < (1 << kTfheMaxGrouping); ++u)
+      s.mono[u] = u < subsets ? tfhe_load_complex(roots + 2 * ((e * rot[u]) & mask)) : TfheComplex{0.0, 0.0};
+    return s;
+  }
+};
+
+// Complex values of one GGSW of the key: (k1, level, k1, M).
+FT_HD int64_t tfhe_fourier_ggsw_values(const TfheTorusGgsw& g) {
+  return static_cast<int64_t>(g.k1) * g.level * g.k1 << (g.f.log_n - 1);
+}
+
+// The bundle of group j, its subset rotations in rot.
+FT_HD TfheFourierBundle tfhe_fourier_key_bundle(const FourierRotateArgs& a, int j, const int32_t* rot) {
+  TfheFourierBundle k{};
+  k.subsets = 1 << a.grouping;
+  k.per_ggsw = tfhe_fourier_ggsw_values(a.g);
+  k.ggsw = a.bsk + 2 * static_cast<int64_t>(j) * k.subsets * k.per_ggsw;
+  k.roots = a.roots;
+  k.exps = a.exps;
+  k.rot = rot;
+  k.cols = a.g.k1;
+  k.m = 1u << (a.g.f.log_n - 1);
+  return k;
+}
+
+// Group j of ciphertext b: acc := K x acc on the torus, in place (the digits of acc into the folded
+// rows of s, the FFT product with the bundle, each output coefficient rounded into acc). With
+// a.bundles (CUDA: made ahead, bundle_index its row there) the product reads the bundle from memory;
+// either way every value is the same. rot: 2^G words of the team's memory.
+template <int MAXC = kTfheMaxK1, class T>
+FT_HD void tfhe_team_fourier_multi_bit_step(const T& t, const FourierRotateArgs& a, int64_t b, int j, int64_t* acc,
+                                            double* s, int32_t* rot, int64_t bundle_index = -1) {
+  const TfheTorusGgsw& g = a.g;
+  const int log_n = g.f.log_n, log_m = log_n - 1;
+  const uint32_t m = 1u << log_m, n = 2u * m;
+  const int bits = g.base_log * g.level;
+  const uint32_t k1n = static_cast<uint32_t>(g.k1) * n;
+  if (bundle_index < 0) tfhe_team_fourier_subset_rotations(t, a, b, j, rot);
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
+    const uint32_t p = e >> log_n, c = e & (n - 1u);
+    uint64_t v = tfhe_torus_round(acc[e], bits);
+    const uint32_t slot = tfhe_fft_slot(c & (m - 1u)) + (c >= m ? m : 0u);
+    for (int i = g.level - 1; i >= 0; --i) {
+      const int32_t d = tfhe_next_digit(v, g.base_log);
+      s[(static_cast<int64_t>(2 * (static_cast<int>(p) * g.level + i)) << log_m) + slot] = static_cast<double>(d);
+    }
+  }
+  t.sync();  // the digits and rot are complete; every read of acc is done
+  if (bundle_index >= 0)
+    tfhe_team_fft_rows_product<MAXC>(t, g.f, a.bundles + 2 * bundle_index * tfhe_fourier_ggsw_values(g),
+                                     g.k1 * g.level, g.k1, s);
+  else
+    tfhe_team_fft_rows_product<MAXC>(t, g.f, tfhe_fourier_key_bundle(a, j, rot), g.k1 * g.level, g.k1, s);
+  for (int p = 0; p < g.k1; ++p) tfhe_fft_store_row(t, g.f, s, p, acc + (static_cast<int64_t>(p) << log_n));
+  t.sync();
+}
+
+// The whole multi-bit blind rotation of ciphertext b by one team (acc, s as
+// tfhe_team_fourier_blind_rotate's; rot 2^G words).
+template <int MAXC = kTfheMaxK1, class T>
+FT_HD void tfhe_team_fourier_multi_bit_blind_rotate(const T& t, const FourierRotateArgs& a, int64_t b, int64_t* acc,
+                                                    double* s, int32_t* rot) {
+  tfhe_team_fourier_rotate_init(t, a, b, acc);
+  for (int j = 0; j < a.n / a.grouping; ++j) tfhe_team_fourier_multi_bit_step<MAXC>(t, a, b, j, acc, s, rot);
+  tfhe_team_fourier_rotate_finish(t, a, b, acc);
+}
+
+// Slots k0, k0 + stride, ... of the bundle of group j into out (k1, level, k1, M) complex: entry
+// (r, c) at slot k is TfheFourierBundle's at(r, c) (rot: the group's subset rotations,
+// tfhe_team_fourier_subset_rotations).
+FT_HD void tfhe_fourier_bundle_slots(const FourierRotateArgs& a, int j, const int32_t* rot, int64_t k0, int64_t stride,
+                                     double* out) {
+  const TfheFourierBundle key = tfhe_fourier_key_bundle(a, j, rot);
+  const int64_t m = key.m, entries = tfhe_fourier_ggsw_values(a.g) / m;
+  for (int64_t k = k0; k < m; k += stride) {
+    const TfheFourierBundle::Slot sl = key.slot(static_cast<uint32_t>(k));
+    for (int64_t rc = 0; rc < entries; ++rc) {
+      const TfheComplex v = sl.at(static_cast<int>(rc / key.cols), static_cast<int>(rc % key.cols));
+      out[2 * (rc * m + k)] = v.re;
+      out[2 * (rc * m + k) + 1] = v.im;
+    }
+  }
 }
 
 }  // namespace fhetorch

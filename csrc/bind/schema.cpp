@@ -229,4 +229,18 @@ TORCH_LIBRARY(fhetorch, m) {
   // bsk (n, k + 1, level, k + 1, N/2) complex128: the tfhe_fft of each key bit's GGSW on the torus.
   m.def("tfhe_fourier_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor twiddles, "
         "int[] moduli, int base_log, int level) -> Tensor");
+  // Multi-bit blind rotation with a Fourier key (grouping G = log2 bsk.size(1) in [2, 4]): bsk
+  // (n / G, 2^G, k + 1, level, k + 1, N/2) complex128, the tfhe_fft of the torus GGSWs of the subset
+  // indicators f_S of each group of G key bits (tfhe_multi_bit_blind_rotate's key, on the torus);
+  // roots (2N,) complex128 zeta^j = exp(i pi j / N); exponents (N/2,) int32, slot k of a tfhe_fft
+  // holding a(zeta^(exponents[k])). Per group j: acc := tfhe_torus_external_product(acc, K_j) with
+  // K_j = tfhe_fourier_key_bundle(ct, ..., j); otherwise tfhe_fourier_blind_rotate's contract.
+  m.def("tfhe_fourier_multi_bit_blind_rotate(Tensor ct, Tensor luts, Tensor? lut_index, Tensor bsk, Tensor twiddles, "
+        "Tensor roots, Tensor exponents, int[] moduli, int base_log, int level) -> Tensor");
+  // The key bundle of group j for each ciphertext (..., n + 1) -> (..., k + 1, level, k + 1, N/2)
+  // complex128: at slot k, G_0 + sum_(S = 1 .. 2^G - 1) zeta^(e_k a_S) G_S (one complex fma chain
+  // per entry, S ascending; csrc/tfhe_fft.h TfheFourierBundle), G_S the group's key rows, a_S the
+  // subset sums of the group's masks mod q switched to 2N.
+  m.def("tfhe_fourier_key_bundle(Tensor ct, Tensor bsk, Tensor roots, Tensor exponents, int[] moduli, int base_log, "
+        "int level, int group) -> Tensor");
 }

@@ -124,56 +124,135 @@ Tensor tfhe_torus_cmux_op(const Tensor& c0, const Tensor& c1, const Tensor& ggsw
   return tfhe_run_torus_cmux<Dev>("tfhe_torus_cmux", &c0, c1, ggsw, twiddles, base_log, level);
 }
 
-// The blind rotation with a Fourier key: ct (..., n + 1) and luts (T, N) mod q, lut_index as
-// tfhe_blind_rotate's; bsk (n, k1, level, k1, N/2) complex128 -> (..., k1, N) mod q.
-template <class Dev>
-Tensor tfhe_fourier_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
-                                    const Tensor& bsk, const Tensor& twiddles, at::IntArrayRef moduli, int64_t base_log,
-                                    int64_t level) {
-  const char* op = "tfhe_fourier_blind_rotate";
+// The arguments of a blind rotation with a Fourier key (classical, or multi-bit where grouping > 1):
+// ct (..., n + 1) mod q, bsk (n, k1, level, k1, N/2) complex128 (multi-bit: (n / G, 2^G, k1, level,
+// k1, N/2)), N = 2 * bsk.size(-1); the LUT side is the caller's. Multi-bit also takes roots (2N,)
+// complex128 and exponents (N/2,) int32.
+inline FourierRotateArgs tfhe_fourier_args(const char* op, const Tensor& ct, const Tensor& bsk, const Tensor* twiddles,
+                                           const Tensor* roots, const Tensor* exponents, at::IntArrayRef moduli,
+                                           int64_t base_log, int64_t level) {
   tfhe_check_int64(ct, op, "ct", 1);
-  tfhe_check_int64(luts, op, "luts", 2);
-  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
-  tfhe_check_complex(bsk, op, "bsk", 5);
+  const bool multi = roots != nullptr;
+  const int64_t lead = multi ? 2 : 1;  // the key's dimensions before the GGSW
+  tfhe_check_complex(bsk, op, "bsk", 4 + lead);
   tfhe_check_gadget(base_log, level, op);
-  const int64_t n_big = luts.size(1), n = ct.size(-1) - 1;
+  const int64_t n = ct.size(-1) - 1, n_big = 2 * bsk.size(-1), k1 = bsk.size(lead);
   FourierRotateArgs a{};
-  a.g.f = tfhe_fft_ring(op, n_big, twiddles);
-  a.m = tfhe_mod(moduli, op);
-  const int64_t k1 = bsk.size(1);
-  tfhe_need(bsk.dim() == 5 && k1 >= 2 && k1 <= kTfheMaxK1 && bsk.size(2) == level && bsk.size(3) == k1 &&
-                bsk.size(4) == n_big / 2 && k1 * level <= 64,
-            op, "bsk must be (n, k + 1, level, k + 1, N/2) with k in [1, 7], level = " + std::to_string(level) +
-                    ", N = " + std::to_string(n_big) + " and (k + 1) level <= 64, got " + tfhe_shape(bsk));
-  tfhe_need(bsk.size(0) == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
-                                      std::to_string(bsk.size(0)));
-  const int64_t B = batch_of(ct, 1);
-  if (lut_index) {
-    tfhe_check_int64(*lut_index, op, "lut_index", 0);
-    tfhe_need(lut_index->numel() == B, op, "lut_index must have one entry per ciphertext (" + std::to_string(B) +
-                                               "), got " + std::to_string(lut_index->numel()));
+  if (twiddles) {
+    a.g.f = tfhe_fft_ring(op, n_big, *twiddles);
+  } else {
+    a.g.f.log_n = log2_exact(n_big, op);
+    tfhe_need(a.g.f.log_n >= 4 && a.g.f.log_n <= 16, op, "N must be in [2^4, 2^16], got " + std::to_string(n_big));
   }
-  check_devices(op, {&ct, &luts, lut_index ? &*lut_index : nullptr, &bsk, &twiddles});
+  a.m = tfhe_mod(moduli, op);
+  const std::string ggsw = "(k + 1, level, k + 1, N/2) with k in [1, 7], level = " + std::to_string(level) +
+                           " and (k + 1) level <= 64";
+  tfhe_need(bsk.dim() == 4 + lead && k1 >= 2 && k1 <= kTfheMaxK1 && bsk.size(lead + 1) == level &&
+                bsk.size(lead + 2) == k1 && k1 * level <= 64,
+            op, std::string("bsk must be ") + (multi ? "(n / G, 2^G, " : "(n, ") + ggsw.substr(1) + ", got " +
+                    tfhe_shape(bsk));
+  int grouping = 1;
+  if (multi) {
+    const int64_t subsets = bsk.size(1);
+    while ((int64_t(1) << grouping) < subsets) ++grouping;
+    tfhe_need(subsets == (int64_t(1) << grouping) && grouping >= 2 && grouping <= kTfheMaxGrouping, op,
+              "bsk's second dimension must be 2^G with G in [2, " + std::to_string(kTfheMaxGrouping) + "], got " +
+                  std::to_string(subsets));
+    tfhe_need(bsk.size(0) * grouping == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
+                                                   std::to_string(bsk.size(0) * grouping));
+    tfhe_check_complex(*roots, op, "roots", 1);
+    tfhe_need(roots->dim() == 1 && roots->size(0) == 2 * n_big, op,
+              "roots must be (2N,) with N = " + std::to_string(n_big) + ", got " + tfhe_shape(*roots));
+    tfhe_need(exponents->scalar_type() == at::kInt && exponents->is_contiguous() && exponents->dim() == 1 &&
+                  exponents->size(0) == n_big / 2,
+              op, "exponents must be a contiguous (N/2,) int32 tensor with N = " + std::to_string(n_big) + ", got " +
+                      tfhe_shape(*exponents));
+    a.roots = tfhe_doubles(*roots);
+    a.exps = exponents->data_ptr<int32_t>();
+  } else {
+    tfhe_need(bsk.size(0) == n, op, "ct's LWE dimension " + std::to_string(n) + " differs from the key's " +
+                                        std::to_string(bsk.size(0)));
+  }
+  a.grouping = grouping;
   a.g.k1 = static_cast<int>(k1);
   a.g.base_log = static_cast<int>(base_log);
   a.g.level = static_cast<int>(level);
   a.n = as_int(n, op, "n");
-  a.B = B;
+  a.B = batch_of(ct, 1);
+  a.ct = ct.data_ptr<int64_t>();
+  a.bsk = tfhe_doubles(bsk);
+  return a;
+}
+
+// The blind rotation with a Fourier key: ct (..., n + 1) and luts (T, N) mod q, lut_index as
+// tfhe_blind_rotate's; bsk as tfhe_fourier_args' -> (..., k1, N) mod q.
+template <class Dev>
+Tensor tfhe_run_fourier_rotation(const char* op, const Tensor& ct, const Tensor& luts,
+                                 const std::optional<Tensor>& lut_index, const Tensor& bsk, const Tensor& twiddles,
+                                 const Tensor* roots, const Tensor* exponents, at::IntArrayRef moduli,
+                                 int64_t base_log, int64_t level) {
+  tfhe_check_int64(luts, op, "luts", 2);
+  tfhe_need(luts.dim() == 2 && luts.size(0) >= 1, op, "luts must be (T, N) with T >= 1, got " + tfhe_shape(luts));
+  tfhe_need(luts.size(1) == 2 * bsk.size(-1), op, "luts' N " + std::to_string(luts.size(1)) +
+                                                      " differs from the key's " + std::to_string(2 * bsk.size(-1)));
+  FourierRotateArgs a = tfhe_fourier_args(op, ct, bsk, &twiddles, roots, exponents, moduli, base_log, level);
+  if (lut_index) {
+    tfhe_check_int64(*lut_index, op, "lut_index", 0);
+    tfhe_need(lut_index->numel() == a.B, op, "lut_index must have one entry per ciphertext (" + std::to_string(a.B) +
+                                                 "), got " + std::to_string(lut_index->numel()));
+  }
+  check_devices(op, {&ct, &luts, lut_index ? &*lut_index : nullptr, &bsk, &twiddles, roots, exponents});
   a.T = luts.size(0);
   Dev dev(ct);
-  Tensor out = at::empty(shape_with(ct, 1, {k1, n_big}), ct.options());
-  a.ct = ct.data_ptr<int64_t>();
+  Tensor out = at::empty(shape_with(ct, 1, {a.g.k1, luts.size(1)}), ct.options());
   a.luts = luts.data_ptr<int64_t>();
   a.lut_index = lut_index ? lut_index->data_ptr<int64_t>() : nullptr;
-  a.bsk = tfhe_doubles(bsk);
   a.acc = out.data_ptr<int64_t>();
   dev.run(op, [&](auto& ctx) { return tfhe_fourier_blind_rotate(a, ctx); });
   return out;
 }
 
 template <class Dev>
+Tensor tfhe_fourier_blind_rotate_op(const Tensor& ct, const Tensor& luts, const std::optional<Tensor>& lut_index,
+                                    const Tensor& bsk, const Tensor& twiddles, at::IntArrayRef moduli, int64_t base_log,
+                                    int64_t level) {
+  return tfhe_run_fourier_rotation<Dev>("tfhe_fourier_blind_rotate", ct, luts, lut_index, bsk, twiddles, nullptr,
+                                        nullptr, moduli, base_log, level);
+}
+
+template <class Dev>
+Tensor tfhe_fourier_multi_bit_blind_rotate_op(const Tensor& ct, const Tensor& luts,
+                                              const std::optional<Tensor>& lut_index, const Tensor& bsk,
+                                              const Tensor& twiddles, const Tensor& roots, const Tensor& exponents,
+                                              at::IntArrayRef moduli, int64_t base_log, int64_t level) {
+  return tfhe_run_fourier_rotation<Dev>("tfhe_fourier_multi_bit_blind_rotate", ct, luts, lut_index, bsk, twiddles,
+                                        &roots, &exponents, moduli, base_log, level);
+}
+
+// The key bundle of group `group` of each ciphertext: (..., k1, level, k1, N/2) complex128.
+template <class Dev>
+Tensor tfhe_fourier_key_bundle_op(const Tensor& ct, const Tensor& bsk, const Tensor& roots, const Tensor& exponents,
+                                  at::IntArrayRef moduli, int64_t base_log, int64_t level, int64_t group) {
+  const char* op = "tfhe_fourier_key_bundle";
+  FourierRotateArgs a = tfhe_fourier_args(op, ct, bsk, nullptr, &roots, &exponents, moduli, base_log, level);
+  tfhe_need(group >= 0 && group < bsk.size(0), op,
+            "group must be in [0, " + std::to_string(bsk.size(0)) + "), got " + std::to_string(group));
+  check_devices(op, {&ct, &bsk, &roots, &exponents});
+  std::vector<int64_t> shape(ct.sizes().begin(), ct.sizes().end() - 1);
+  for (int d = 2; d < bsk.dim(); ++d) shape.push_back(bsk.size(d));
+  Dev dev(ct);
+  Tensor out = at::empty(shape, bsk.options());
+  dev.run(op, [&](auto& ctx) {
+    return tfhe_fourier_key_bundle(a, static_cast<int>(group), static_cast<double*>(out.data_ptr()), ctx);
+  });
+  return out;
+}
+
+template <class Dev>
 void register_tfhe_fft_ops(torch::Library& m) {
   m.impl("tfhe_fourier_blind_rotate", &tfhe_fourier_blind_rotate_op<Dev>);
+  m.impl("tfhe_fourier_multi_bit_blind_rotate", &tfhe_fourier_multi_bit_blind_rotate_op<Dev>);
+  m.impl("tfhe_fourier_key_bundle", &tfhe_fourier_key_bundle_op<Dev>);
   m.impl("tfhe_torus_external_product", &tfhe_torus_external_product_op<Dev>);
   m.impl("tfhe_torus_cmux", &tfhe_torus_cmux_op<Dev>);
   m.impl("tfhe_fft", &tfhe_fft_op<Dev>);

@@ -67,7 +67,24 @@ void tfhe_fourier_blind_rotate(const FourierRotateArgs& a, const Threads& th) {
   th.par(a.B, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       double* mine = scratch + b * (k1n + per);
-      tfhe_team_fourier_blind_rotate(SoloTeam{}, a, b, reinterpret_cast<int64_t*>(mine), mine + k1n);
+      if (a.grouping > 1) {
+        int32_t rot[1 << kTfheMaxGrouping];
+        tfhe_team_fourier_multi_bit_blind_rotate(SoloTeam{}, a, b, reinterpret_cast<int64_t*>(mine), mine + k1n, rot);
+      } else {
+        tfhe_team_fourier_blind_rotate(SoloTeam{}, a, b, reinterpret_cast<int64_t*>(mine), mine + k1n);
+      }
+    }
+  });
+}
+
+void tfhe_fourier_key_bundle(const FourierRotateArgs& a, int j, double* out, const Threads& th) {
+  if (a.B <= 0) return;
+  const int64_t per = tfhe_fourier_ggsw_values(a.g);
+  th.par(a.B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      int32_t rot[1 << kTfheMaxGrouping];
+      tfhe_team_fourier_subset_rotations(SoloTeam{}, a, b, j, rot);
+      tfhe_fourier_bundle_slots(a, j, rot, 0, 1, out + 2 * b * per);
     }
   });
 }

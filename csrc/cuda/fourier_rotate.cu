@@ -13,6 +13,8 @@
 // of them over one row's threads only; round C holds both rows (8 values each) so the product needs
 // no exchange of its own. The generic fused kernel (csrc/cuda/tfhe_fft.cu) moves every round's
 // values through shared memory and keeps the digits there; docs/tfhe.md ("Where the time goes").
+#include <cstdlib>
+
 #include "kernels.h"
 #include "program.cuh"
 #include "util.cuh"
@@ -120,9 +122,13 @@ __device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw
   for (int g = 0; g < 2; ++g) tfhe_fft_stages<INV, 3, 1, SharedTwiddles>(z + 8 * g, P::M, P::base_b(t, g), 3, tw);
 }
 
-template <int LOG_M>
+// MULTI: the multi-bit rotation's groups [j0, j1) (a.grouping > 1): the key of group j is its bundle,
+// made ahead at a.bundles row b C + j - j0 (tfhe_fourier_key_bundles); the digits are acc's own and
+// the product replaces acc (tfhe_team_fourier_multi_bit_step). Between chunks of groups the
+// accumulator waits in a.torus.
+template <int LOG_M, bool MULTI>
 __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRotation<LOG_M>::BLOCKS)
-    fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a) {
+    fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C) {
   using P = RegisterRotation<LOG_M>;
   constexpr int M = P::M, N = 2 * M;
   extern __shared__ __align__(16) double2 rsmem[];
@@ -139,13 +145,23 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
     tw_sm[h] = make_double2(w.re, w.im);
   }
-  for (int i = tau_all; i <= a.n; i += P::THREADS) rots[i] = static_cast<int32_t>(tfhe_fourier_rotation(a, b, i));
-  tfhe_team_fourier_rotate_init(BlockTeam{tau_all, P::THREADS}, a, b, acc);  // syncs
+  const int64_t k1n = 2 * int64_t(N);
+  const int steps = MULTI ? a.n / a.grouping : a.n;
+  if (!MULTI) {
+    for (int i = tau_all; i <= a.n; i += P::THREADS) rots[i] = static_cast<int32_t>(tfhe_fourier_rotation(a, b, i));
+  }
+  if (!MULTI || j0 == 0) {
+    tfhe_team_fourier_rotate_init(BlockTeam{tau_all, P::THREADS}, a, b, acc);  // syncs
+  } else {
+    for (int64_t e = tau_all; e < k1n; e += P::THREADS) acc[e] = a.torus[b * k1n + e];
+    __syncthreads();
+  }
 
   const int64_t per_bit = 4 * int64_t(M);  // complex values of one key bit: (2, 1, 2, M)
-  for (int bit = 0; bit < a.n; ++bit) {
-    const int64_t rot = rots[bit];
-    if (rot == 0) continue;  // the same for the whole block
+  for (int bit = MULTI ? j0 : 0; bit < (MULTI ? j1 : a.n); ++bit) {
+    const int64_t rot = MULTI ? 0 : rots[bit];
+    if (!MULTI && rot == 0) continue;  // the same for the whole block
+    const double* key = MULTI ? a.bundles + 2 * per_bit * (b * C + bit - j0) : a.bsk + 2 * per_bit * bit;
     // Opaque copies: without them the compiler hoists addresses out of the loop (invariants), and
     // the registers they take spill the values themselves.
     int t = t_all, tau = tau_all;
@@ -153,21 +169,26 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one (row, column,
        // value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
       const int lane = tau & 31, w0 = tau & ~31;
-      const double* p = a.bsk + 2 * (per_bit * bit + (lane >> 3) * int64_t(M) + ((lane & 7) << (LOG_M - 3)) + w0);
+      const double* p = key + 2 * ((lane >> 3) * int64_t(M) + ((lane & 7) << (LOG_M - 3)) + w0);
 #pragma unroll
       for (int l = 0; l < 4; ++l) asm volatile("prefetch.global.L1 [%0];" ::"l"(p + 16 * l));
     }
     int64_t* row = acc + r * N;
     TfheComplex z[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {  // the digits of (X^rot - 1) acc, row r, at round A's values
+    for (int i = 0; i < 16; ++i) {  // the digits of (X^rot - 1) acc (MULTI: of acc), row r, at round A's values
       double d[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // coefficient c of X^rot acc: source (c - rot) mod 2N, negated in [N, 2N) (tfhe_rotation_source)
-        const uint32_t c = P::value_a(t, i) + h * M, src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
-        const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
-        uint64_t v = tfhe_torus_round(tfhe_torus_sub(rotated, row[c]), base_log);
+        const uint32_t c = P::value_a(t, i) + h * M;
+        int64_t x = row[c];
+        if (!MULTI) {
+          // coefficient c of X^rot acc: source (c - rot) mod 2N, negated in [N, 2N) (tfhe_rotation_source)
+          const uint32_t src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
+          const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
+          x = tfhe_torus_sub(rotated, x);
+        }
+        uint64_t v = tfhe_torus_round(x, base_log);
         d[h] = small_int_to_double(tfhe_next_digit(v, base_log));
       }
       z[i] = TfheComplex{d[0], d[1]};
@@ -184,7 +205,6 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     const uint32_t xc = static_cast<uint32_t>(tau) << 3;
     P::template load<'C'>(rsmem, r, t, tau, z);
     tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
-    const double* key = a.bsk + 2 * per_bit * bit;
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int64_t k = (static_cast<int64_t>(u) << (LOG_M - 3)) | tau;  // tfhe_fft_order(xc | u)
@@ -213,22 +233,59 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
 #pragma unroll
     for (int i = 0; i < 16; ++i) {  // round to the torus and add: this thread's coefficients
       const uint32_t c = P::value_a(t, i);
-      row[c] = tfhe_torus_add(row[c], tfhe_torus_from_double(z[i].re, LOG_M));
-      row[c + M] = tfhe_torus_add(row[c + M], tfhe_torus_from_double(z[i].im, LOG_M));
+      const int64_t lo = tfhe_torus_from_double(z[i].re, LOG_M), hi = tfhe_torus_from_double(z[i].im, LOG_M);
+      row[c] = MULTI ? lo : tfhe_torus_add(row[c], lo);
+      row[c + M] = MULTI ? hi : tfhe_torus_add(row[c + M], hi);
     }
     row_sync(r);  // before the next decomposition reads the accumulator (its own row)
   }
   __syncthreads();  // the finish reads both rows
-  tfhe_team_fourier_rotate_finish(BlockTeam{tau_all, P::THREADS}, a, b, acc);
+  if (!MULTI || j1 == steps) {
+    tfhe_team_fourier_rotate_finish(BlockTeam{tau_all, P::THREADS}, a, b, acc);
+  } else {
+    for (int64_t e = tau_all; e < k1n; e += P::THREADS) a.torus[b * k1n + e] = acc[e];
+  }
+}
+
+template <int LOG_M, bool MULTI>
+cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
+  using P = RegisterRotation<LOG_M>;
+  const int64_t smem = P::smem_bytes(a.n);
+  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI>>(smem, dev)));
+  fourier_rotate_registers_kernel<LOG_M, MULTI><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1,
+                                                                                                           C);
+  return cudaGetLastError();
+}
+
+// Multi-bit: the bundles of a chunk of groups for the whole batch (at most bundle_bytes(), at least one
+// group), then the rotation over that chunk; at batch 1 one chunk holds every group, so the bundles
+// of all groups are made by the whole GPU in one launch before the rotation's serial chain.
+// FHETORCH_FOURIER_BUNDLE_BYTES overrides the 256 MiB (the tests force several chunks).
+int64_t bundle_bytes() {
+  const char* e = std::getenv("FHETORCH_FOURIER_BUNDLE_BYTES");
+  const long long v = e ? std::atoll(e) : 0;
+  return v > 0 ? v : int64_t(256) << 20;
 }
 
 template <int LOG_M>
-cudaError_t launch_registers(const FourierRotateArgs& a, int dev, const Stream& s) {
-  using P = RegisterRotation<LOG_M>;
-  const int64_t smem = P::smem_bytes(a.n);
-  FT_TRY(allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M>>(smem, dev));
-  fourier_rotate_registers_kernel<LOG_M><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a);
-  return cudaGetLastError();
+cudaError_t launch_registers(const FourierRotateArgs& a_in, int dev, const Stream& s) {
+  if (a_in.grouping <= 1) return launch_registers_as<LOG_M, false>(a_in, 0, a_in.n, 0, dev, s);
+  FourierRotateArgs a = a_in;
+  const int steps = a.n / a.grouping;
+  const int64_t values = tfhe_fourier_ggsw_values(a.g), k1n = int64_t(2) << (LOG_M + 1);
+  const int64_t fit = bundle_bytes() / (16 * values * a.B);
+  const int C = static_cast<int>(fit < 1 ? 1 : (fit > steps ? steps : fit));
+  // bundles (B C values complex), then the torus accumulators (B k1 N int64) where chunks follow
+  int32_t* buf = s.scratch(4 * a.B * C * values + (C < steps ? 2 * a.B * k1n : 0));
+  double* bundles = reinterpret_cast<double*>(buf);
+  a.bundles = bundles;
+  a.torus = reinterpret_cast<int64_t*>(buf + 4 * a.B * C * values);
+  for (int j0 = 0; j0 < steps; j0 += C) {
+    const int c = C < steps - j0 ? C : steps - j0;
+    FT_TRY(tfhe_fourier_key_bundles(a, j0, c, bundles, s));
+    FT_TRY((launch_registers_as<LOG_M, true>(a, j0, j0 + c, c, dev, s)));
+  }
+  return cudaSuccess;
 }
 
 }  // namespace

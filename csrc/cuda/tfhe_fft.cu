@@ -52,12 +52,20 @@ __global__ void __launch_bounds__(kFftTeam)
 // Registers capped so that three blocks share an SM (their 64 KiB of shared memory each at
 // tfhe-4bit-p128 allows three): uncapped, the compiler took 255 per thread and one block ran per SM.
 // MAXC: 2 for k = 1 (fewer accumulator registers), kTfheMaxK1 otherwise.
-template <int THREADS, int MAXC>
+// MULTI: the multi-bit rotation (a.grouping > 1), its subset rotations after the digit scratch.
+template <int THREADS, int MAXC, bool MULTI>
 __global__ void __launch_bounds__(THREADS, THREADS >= 512 ? 1 : 3)
     fourier_rotate_fused_kernel(const __grid_constant__ FourierRotateArgs a) {
   extern __shared__ __align__(16) double fsmem[];
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
-  tfhe_team_fourier_blind_rotate<MAXC>(block_team(), a, blockIdx.x, reinterpret_cast<int64_t*>(fsmem), fsmem + k1n);
+  int64_t* acc = reinterpret_cast<int64_t*>(fsmem);
+  double* s = fsmem + k1n;
+  if constexpr (MULTI) {
+    int32_t* rot = reinterpret_cast<int32_t*>(s + tfhe_fourier_scratch_doubles(a.g));
+    tfhe_team_fourier_multi_bit_blind_rotate<MAXC>(block_team(), a, blockIdx.x, acc, s, rot);
+  } else {
+    tfhe_team_fourier_blind_rotate<MAXC>(block_team(), a, blockIdx.x, acc, s);
+  }
 }
 
 __global__ void __launch_bounds__(kFftTeam) fourier_rotate_init_kernel(const __grid_constant__ FourierRotateArgs a) {
@@ -68,8 +76,27 @@ __global__ void __launch_bounds__(kFftTeam) fourier_rotate_init_kernel(const __g
 __global__ void __launch_bounds__(kFftTeam)
     fourier_rotate_step_kernel(const __grid_constant__ FourierRotateArgs a, int i) {
   const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
-  tfhe_team_fourier_rotate_step(block_team(), a, b, i, a.torus + b * k1n,
-                                a.scratch + b * tfhe_fourier_scratch_doubles(a.g));
+  double* s = a.scratch + b * tfhe_fourier_scratch_doubles(a.g);
+  if (a.grouping > 1) {
+    __shared__ int32_t rot[1 << kTfheMaxGrouping];
+    tfhe_team_fourier_multi_bit_step(block_team(), a, b, i, a.torus + b * k1n, s, rot);
+  } else {
+    tfhe_team_fourier_rotate_step(block_team(), a, b, i, a.torus + b * k1n, s);
+  }
+}
+
+// The bundles of groups [j0, j0 + C) of every ciphertext: block (b, jj) writes out[b C + jj]
+// (k1, level, k1, N/2) complex (csrc/tfhe_fft.h, tfhe_fourier_bundle_slots).
+__global__ void __launch_bounds__(kFftTeam)
+    fourier_key_bundle_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int C, double* out) {
+  __shared__ int32_t rot[1 << kTfheMaxGrouping];
+  const int64_t b = blockIdx.x / C;
+  const int jj = static_cast<int>(blockIdx.x % C);
+  pdl_enter();
+  tfhe_team_fourier_subset_rotations(block_team(), a, b, j0 + jj, rot);
+  __syncthreads();
+  tfhe_fourier_bundle_slots(a, j0 + jj, rot, threadIdx.x, blockDim.x,
+                            out + 2 * (b * C + jj) * tfhe_fourier_ggsw_values(a.g));
 }
 
 __global__ void __launch_bounds__(kFftTeam) fourier_rotate_finish_kernel(const __grid_constant__ FourierRotateArgs a) {
@@ -98,11 +125,17 @@ bool generic_fourier_forced() {
   return forced;
 }
 
+template <int THREADS, int MAXC, bool MULTI>
+cudaError_t launch_fourier_fused_as(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
+  FT_TRY((allow_dynamic_smem<fourier_rotate_fused_kernel<THREADS, MAXC, MULTI>>(smem, dev)));
+  fourier_rotate_fused_kernel<THREADS, MAXC, MULTI><<<static_cast<unsigned>(a.B), THREADS, smem, s.stream>>>(a);
+  return cudaGetLastError();
+}
+
 template <int THREADS, int MAXC>
 cudaError_t launch_fourier_fused(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
-  FT_TRY((allow_dynamic_smem<fourier_rotate_fused_kernel<THREADS, MAXC>>(smem, dev)));
-  fourier_rotate_fused_kernel<THREADS, MAXC><<<static_cast<unsigned>(a.B), THREADS, smem, s.stream>>>(a);
-  return cudaGetLastError();
+  return a.grouping > 1 ? launch_fourier_fused_as<THREADS, MAXC, true>(a, smem, dev, s)
+                        : launch_fourier_fused_as<THREADS, MAXC, false>(a, smem, dev, s);
 }
 
 template <int MAXC>
@@ -163,7 +196,7 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   if (!generic_fourier_forced() && fourier_rotate_in_registers(a, optin)) return tfhe_fourier_rotate_registers(a, dev, s);
-  const int64_t smem = tfhe_fourier_fused_bytes(a.g);
+  const int64_t smem = tfhe_fourier_fused_bytes(a.g) + (a.grouping > 1 ? 4 << kTfheMaxGrouping : 0);
   if (smem <= optin) {
     return a.g.k1 <= 2 ? launch_fourier_team<2>(a, smem, dev, sms, s)
                        : launch_fourier_team<kTfheMaxK1>(a, smem, dev, sms, s);
@@ -175,13 +208,24 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   const unsigned grid = static_cast<unsigned>(a.B);
   fourier_rotate_init_kernel<<<grid, kFftTeam, 0, s.stream>>>(a);
   cudaError_t err = cudaGetLastError();
-  for (int i = 0; i < a.n && err == cudaSuccess; ++i) {
+  const int steps = a.grouping > 1 ? a.n / a.grouping : a.n;
+  for (int i = 0; i < steps && err == cudaSuccess; ++i) {
     fourier_rotate_step_kernel<<<grid, kFftTeam, 0, s.stream>>>(a, i);
     err = cudaGetLastError();
   }
   if (err != cudaSuccess) return err;
   fourier_rotate_finish_kernel<<<grid, kFftTeam, 0, s.stream>>>(a);
   return cudaGetLastError();
+}
+
+cudaError_t tfhe_fourier_key_bundles(const FourierRotateArgs& a, int j0, int C, double* out, const Stream& s) {
+  if (a.B <= 0) return cudaSuccess;
+  if (a.B * C > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
+  return launch_kernel(fourier_key_bundle_kernel, static_cast<unsigned>(a.B * C), kFftTeam, 0, s.stream, a, j0, C, out);
+}
+
+cudaError_t tfhe_fourier_key_bundle(const FourierRotateArgs& a, int j, double* out, const Stream& s) {
+  return tfhe_fourier_key_bundles(a, j, 1, out, s);
 }
 
 }  // namespace fhetorch::cuda

@@ -18,7 +18,8 @@ Tensor = torch.Tensor
 __all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
            "tfhe_keyswitch_combine", "tfhe_external_product",
            "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
-           "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate"]
+           "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate",
+           "tfhe_fourier_multi_bit_blind_rotate", "tfhe_fourier_key_bundle"]
 
 
 def _m(moduli: Sequence[int]) -> list[int]:
@@ -189,3 +190,31 @@ def tfhe_fourier_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None
 @_fake("fhetorch::tfhe_fourier_blind_rotate")
 def _(ct, luts, lut_index, bsk, twiddles, moduli, base_log, level):
     return ct.new_empty((*ct.shape[:-1], bsk.shape[1], luts.shape[-1]))
+
+
+def tfhe_fourier_multi_bit_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: Tensor,
+                                        twiddles: Tensor, roots: Tensor, exponents: Tensor, moduli: Sequence[int],
+                                        base_log: int, level: int) -> Tensor:
+    """tfhe_multi_bit_blind_rotate's contract with a Fourier multi-bit key bsk (n / G, 2^G, k+1,
+    level, k+1, N/2) complex128: per group, one float64 FFT product of the accumulator by the group's
+    key bundle (tfhe_fourier_key_bundle); roots, exponents: TFHERing.fourier_monomial_tables()."""
+    return _ops.tfhe_fourier_multi_bit_blind_rotate(ct, luts, lut_index, bsk, twiddles, roots, exponents, _m(moduli),
+                                                    int(base_log), int(level))
+
+
+@_fake("fhetorch::tfhe_fourier_multi_bit_blind_rotate")
+def _(ct, luts, lut_index, bsk, twiddles, roots, exponents, moduli, base_log, level):
+    return ct.new_empty((*ct.shape[:-1], bsk.shape[2], luts.shape[-1]))
+
+
+def tfhe_fourier_key_bundle(ct: Tensor, bsk: Tensor, roots: Tensor, exponents: Tensor, moduli: Sequence[int],
+                            base_log: int, level: int, group: int) -> Tensor:
+    """The key bundle of group `group` for each ciphertext (..., n + 1): (..., k+1, level, k+1, N/2)
+    complex128, sum over the group's subsets S of zeta^(e_k a_S) times the key's GGSW of f_S at slot
+    k (the multi-bit rotation's product key, exactly as it computes it)."""
+    return _ops.tfhe_fourier_key_bundle(ct, bsk, roots, exponents, _m(moduli), int(base_log), int(level), int(group))
+
+
+@_fake("fhetorch::tfhe_fourier_key_bundle")
+def _(ct, bsk, roots, exponents, moduli, base_log, level, group):
+    return bsk.new_empty((*ct.shape[:-1], *bsk.shape[2:]))

@@ -12,8 +12,8 @@ import torch
 from .. import _ops
 from .._ring import Sampler
 from ..errors import ParameterError
-from .entities import (FourierLweBootstrapKey, GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey,
-                       LweSecretKey)
+from .entities import (FourierLweBootstrapKey, FourierLweMultiBitBootstrapKey, GlweSecretKey, LweBootstrapKey,
+                       LweKeyswitchKey, LweMultiBitBootstrapKey, LweSecretKey)
 from .modular import Modulus
 from .ring import TFHERing
 
@@ -224,6 +224,23 @@ def generate_lwe_multi_bit_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_k
                                    grouping_factor)
 
 
+def generate_fourier_multi_bit_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: LweSecretKey,
+                                             glwe_key: GlweSecretKey, base_log: int, level: int, noise_width: int,
+                                             grouping_factor: int) -> FourierLweMultiBitBootstrapKey:
+    """generate_lwe_multi_bit_bootstrap_key's GGSWs of the subset indicators, encrypted on the 2^64
+    torus and kept in FFT form (encrypt_fourier_ggsw_ciphertext; noise_width at 2^64), made in slabs.
+    Raises ParameterError for a ternary lwe_key."""
+    f = subset_indicators(lwe_key, grouping_factor).reshape(-1)
+    k, big_n = glwe_key.data.shape
+    per = (k + 1) * level * (k + 1) * big_n * 8 * 6  # bytes of one GGSW's int64 work tensors
+    step = max(1, (1 << 30) // per)
+    parts = [encrypt_fourier_ggsw_ciphertext(sampler, ring, glwe_key, f[i: i + step], base_log, level, noise_width)
+             for i in range(0, f.shape[0], step)]
+    data = torch.cat(parts, 0)
+    return FourierLweMultiBitBootstrapKey(data.view(-1, 1 << grouping_factor, *data.shape[1:]).contiguous(),
+                                          base_log, level, grouping_factor)
+
+
 # --- LWE / GLWE encryption ---------------------------------------------------------------------
 
 def encrypt_lwe_ciphertext(sampler: Sampler, ring: TFHERing, key: LweSecretKey, plaintext: torch.Tensor,
@@ -425,7 +442,8 @@ def cmux(ring: TFHERing, ggsw: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor,
     return mq.add(c0, external_product(ring, ggsw, mq.sub(c1, c0), base_log, level))
 
 
-def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey | FourierLweBootstrapKey, ct: torch.Tensor,
+def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey | FourierLweBootstrapKey,
+                 ct: torch.Tensor,
                  luts: torch.Tensor, lut_index: torch.Tensor | None = None) -> torch.Tensor:
     """(..., n + 1) -> GLWE accumulators (..., k + 1, N) = X^(-phase~) * luts[lut_index]; one
     CMux step per key bit over the whole batch (with a Fourier key on the 2^64 torus: docs/tfhe.md,
@@ -440,6 +458,11 @@ def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey 
     if getattr(bsk, "ternary", False):
         ct = extend_lwe_mask(ct, ring.modulus)
     idx = None if lut_index is None else lut_index.to(torch.int64).contiguous()
+    if isinstance(bsk, FourierLweMultiBitBootstrapKey):
+        exps, roots = ring.fourier_monomial_tables()
+        return _ops.tfhe_fourier_multi_bit_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data,
+                                                        ring.twiddles, roots, exps, ring.moduli, bsk.base_log,
+                                                        bsk.level)
     if isinstance(bsk, FourierLweBootstrapKey):
         return _ops.tfhe_fourier_blind_rotate(ct.contiguous(), luts.contiguous(), idx, bsk.data, ring.twiddles,
                                               ring.moduli, bsk.base_log, bsk.level)

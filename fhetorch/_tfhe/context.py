@@ -65,10 +65,14 @@ class TFHEContext:
         self.params = params
         self.device = torch.device(device)
         self.ring = TFHERing(params.log_n, params.moduli, self.device)
+        # the tables now, not in the first PBS (host computations: no sync in a PBS or a graph)
         if params.grouping_factor > 1:
-            self.ring.monomial_tables()  # now, not in the first PBS (a host read: no sync in a PBS or a graph)
+            if params.blind_rotation == "fft":
+                self.ring.fourier_monomial_tables()
+            else:
+                self.ring.monomial_tables()
         if params.blind_rotation == "fft":
-            _ = self.ring.twiddles  # likewise
+            _ = self.ring.twiddles
         self.modulus = self.ring.modulus
         self.sampler = Sampler(self.device, seed=seed)
         self.lwe_key = self.glwe_key = None
@@ -96,7 +100,11 @@ class TFHEContext:
         p, s = self.params, self.sampler
         self.lwe_key = alg.generate_lwe_secret_key(s, p.n, p.secret_distribution)
         self.glwe_key = alg.generate_glwe_secret_key(s, p.k, p.N, p.secret_distribution)
-        if p.grouping_factor > 1:
+        if p.grouping_factor > 1 and p.blind_rotation == "fft":
+            self.bootstrap_key = alg.generate_fourier_multi_bit_bootstrap_key(
+                s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log, p.pbs_level,
+                noise_width(p.glwe_noise_std, TORUS), p.grouping_factor)
+        elif p.grouping_factor > 1:
             self.bootstrap_key = alg.generate_lwe_multi_bit_bootstrap_key(
                 s, self.ring, self.lwe_key, self.glwe_key, p.pbs_base_log, p.pbs_level, p.glwe_noise_width,
                 p.grouping_factor)

@@ -108,6 +108,14 @@ class LweMultiBitBootstrapKey:
 
 
 @dataclass(frozen=True)
+class FourierLweMultiBitBootstrapKey(LweMultiBitBootstrapKey):
+    """data (n / G, 2^G, k + 1, level, k + 1, N/2) complex128: LweMultiBitBootstrapKey's GGSWs of
+    the subset indicators f_S encrypted on the 2^64 torus and kept as their tfhe_fft (as
+    FourierLweBootstrapKey's). The blind rotation sums each group's bundle in FFT form, a monomial
+    X^a being a pointwise factor there (TFHE-rs's multi-bit PBS on its Fourier key)."""
+
+
+@dataclass(frozen=True)
 class GlweKeyswitchKey:
     """data (level, 2, 2, N) int32, NTT form over (q0, q1), Montgomery: row j is a GLWE (k = 1)
     encryption (A_j, B_j) under the output key of G_j * s_in, s_in the input polynomial key."""

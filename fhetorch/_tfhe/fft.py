@@ -163,6 +163,23 @@ def fft_twiddles(log_n: int, device="cpu") -> torch.Tensor:
     return _twiddles_cpu(log_n).to(device)
 
 
+@functools.lru_cache(maxsize=None)
+def _roots_cpu(log_n: int) -> torch.Tensor:
+    pts = [_circle_point(j, log_n) for j in range(2 << log_n)]
+    rows = [(math.ldexp(float(c), -_CIRCLE_BITS), math.ldexp(float(s), -_CIRCLE_BITS)) for c, s in pts]
+    return torch.view_as_complex(torch.tensor(rows, dtype=torch.float64)).contiguous()
+
+
+def fft_roots(log_n: int, device="cpu") -> torch.Tensor:
+    """(2N,) complex128: zeta^j = exp(i pi j / N) for j in [0, 2N), each part the double nearest it
+    (from the same fixed-point circle as the twiddles, so symmetric roots are exact negations or
+    swaps). Slot k of tfhe_fft(X^a p) is slot k of tfhe_fft(p) times zeta^(e_k a) (fft_exponents):
+    the multi-bit blind rotation's monomials. Raises ParameterError unless 4 <= log_n <= 16."""
+    if not 4 <= log_n <= 16:
+        raise ParameterError(f"fft_roots: log_n must be in [4, 16], got {log_n}")
+    return _roots_cpu(log_n).to(device)
+
+
 # ---- the error of tfhe_fft_product (docs/tfhe.md, "Ring product on the 2^64 torus by f64 FFT") --
 KAPPA = 0.213        # E[rounding error^2] / E[value^2] of one float64 rounding of a Gaussian value, / u^2
 KAPPA_TWIDDLE = 0.14  # E|w~ - w|^2 / u^2 of the table's twiddles s (1 + i t) (0.13-0.15 at N 2^10-2^13)
@@ -187,6 +204,15 @@ def fft_product_variance(log_n: int, rows: int, digit_variance: float, key_varia
     """Var of the rounding error of one output coefficient of tfhe_fft_product (digits with
     E[d^2] = digit_variance, keys uniform on the torus: E[k^2] = 2^126 / 3), in torus units^2."""
     return fft_product_rho(log_n, rows) * rows * (1 << log_n) * digit_variance * key_variance
+
+
+def fft_bundle_rho(grouping: int) -> float:
+    """The relative error variance of a multi-bit key bundle's slot, G_0 + sum_(S >= 1) zeta^(e a_S)
+    G_S (csrc/tfhe_fft.h, TfheFourierBundle), against one key's E|G|^2, in units the product's rho
+    uses: each of the 2^g - 1 complex fma steps rounds both parts twice at the partial sum's size
+    (S + 1 keys after step S: KAPPA each), and each looked-up root errs by KAPPA_TWIDDLE."""
+    s = (1 << grouping) - 1
+    return _U ** 2 * (KAPPA * s * (s + 3) + KAPPA_TWIDDLE * s)
 
 
 def fft_product_error_bound(log_n: int, rows: int, digit_bound: float) -> float:

@@ -37,7 +37,9 @@ parameter sets are optimised with), restated for an odd modulus q and the gadget
   blind rotation            v_br = n v_ep (classical, binary);  2n v_key + n v_dec' (classical, ternary: 2n
                             CMuxes pay the key term, at most n of them the decomposition term
                             v_dec' = (1 + kN E[s^2]) v_dec);
-                            (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)  (multi-bit)
+                            (n/g) (2^g (k+1) l N (B^2+2)/12 v_bsk + (1 + kN E[s^2]) v_dec)  (multi-bit);
+                            "fft" adds each step's float64 rounding (fourier_product_variance; multi-bit:
+                            with the bundle as the key, fft.fft_bundle_rho)
   sample extraction         adds nothing (one coefficient of the GLWE error)
   key switch (kN -> n)      v_ks = kN E[s^2] v_dec(ks) + kN l_ks (B_ks^2+2)/12 * v_lwe
   modulus switch (q -> 2N)  v_ms = (1 + n E[s^2]) (1 - 1/q^2) / (12 (2N)^2)  (classical, standard)
@@ -72,7 +74,7 @@ import math
 from fractions import Fraction
 
 from ..errors import ParameterError
-from .fft import fft_product_variance
+from .fft import fft_bundle_rho, fft_product_variance
 
 NOISE_TERMS = 4  # uniform integers summed per noise sample (Irwin-Hall)
 MODULUS_SWITCH_TYPES = ("standard", "centered")
@@ -247,7 +249,16 @@ def fourier_product_variance(params) -> float:
     if not _is_fourier(params):
         return 0.0
     rows = (params.glwe_dimension + 1) * params.pbs_level
-    v = fft_product_variance(params.log_n, rows, _digit_second_moment(params.pbs_base_log))
+    d2 = _digit_second_moment(params.pbs_base_log)
+    g = params.grouping_factor
+    if g == 1:
+        return fft_product_variance(params.log_n, rows, d2) / float(TORUS) ** 2
+    # Multi-bit: the product's key is the bundle, a sum of 2^g keys (2^g times one key's second
+    # moment, so every rounding of the product scales with it), plus the bundle's own roundings
+    # (fft_bundle_rho, relative to one key).
+    key2 = 2.0 ** 126 / 3
+    v = fft_product_variance(params.log_n, rows, d2, (1 << g) * key2)
+    v += fft_bundle_rho(g) * rows * params.polynomial_size * d2 * key2
     return v / float(TORUS) ** 2
 
 
@@ -279,7 +290,8 @@ def blind_rotation_variance(params, test_polynomial_variance: float = 0.0) -> fl
         per_cmux = _ep_key_term(params) + fourier_product_variance(params)
         return test_polynomial_variance + 2 * n * per_cmux + n * _ep_decomposition_term(params)
     steps = params.lwe_dimension // g
-    return test_polynomial_variance + steps * ((1 << g) * _ep_key_term(params) + _ep_decomposition_term(params))
+    step = (1 << g) * _ep_key_term(params) + _ep_decomposition_term(params) + fourier_product_variance(params)
+    return test_polynomial_variance + steps * step
 
 
 def sample_extraction_variance(glwe_variance: float) -> float:

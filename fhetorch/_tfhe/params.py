@@ -85,9 +85,9 @@ class TFHEParamsLiteral:
                      rounding term and half a step are removed through the body before the switch;
                      fhetorch/_tfhe/noise.py, docs/parameters.md)
     blind_rotation   where the blind rotation's accumulator lives: "fft" (the 2^64 torus, each CMux
-                     one float64 FFT product with a Fourier bootstrapping key; the default of the
-                     classical PBS) or "ntt" (mod q = q0 q1 by two NTTs; the multi-bit PBS's only
-                     form); None picks the default. The LWE side is mod q either way.
+                     or multi-bit group one float64 FFT product with a Fourier bootstrapping key; the
+                     default) or "ntt" (mod q = q0 q1 by two NTTs); None picks the default. The LWE
+                     side is mod q either way.
     """
 
     lwe_dimension: int
@@ -390,12 +390,9 @@ def make_params(literal: TFHEParamsLiteral | None = None, *, allow_insecure: boo
                              f"(grouping_factor {g}) needs modulus_switch_type='standard'")
     lwe_std = _check_std(op, "lwe_noise_std", lit.lwe_noise_std)
     glwe_std = _check_std(op, "glwe_noise_std", lit.glwe_noise_std)
-    rotation = lit.blind_rotation if lit.blind_rotation is not None else ("fft" if g == 1 else "ntt")
+    rotation = lit.blind_rotation if lit.blind_rotation is not None else "fft"
     if rotation not in BLIND_ROTATIONS:
         raise ParameterError(f"{op}: blind_rotation must be one of {BLIND_ROTATIONS} or None, got {rotation!r}")
-    if g > 1 and rotation != "ntt":
-        raise ParameterError(f"{op}: the multi-bit PBS (grouping_factor {g}) runs its blind rotation mod q only; "
-                             "use blind_rotation='ntt' (or None)")
     if lit.modulus_switch_type == "centered" and n * (q // (4 * big_n) + 2) >= 1 << 63:
         raise ParameterError(f"{op}: the centered modulus switch sums n mask corrections of up to q / 4N in "
                              f"int64; n = {n} is too large for N = {big_n}: use a larger N or "

@@ -5,7 +5,7 @@ import torch
 
 from .. import _ops
 from .._ring import Ring
-from .fft import fft_twiddles
+from .fft import fft_exponents, fft_roots, fft_twiddles
 from .modular import Modulus
 
 
@@ -23,6 +23,7 @@ class TFHERing:
         self.device = self.ring.device
         self._monomial = None  # monomial_tables(), made on first use
         self._twiddles = None  # twiddles, made on first use
+        self._fourier_monomial = None  # fourier_monomial_tables(), made on first use
 
     @property
     def twiddles(self) -> torch.Tensor:
@@ -75,3 +76,13 @@ class TFHERing:
             self._monomial = (torch.tensor(exps, dtype=torch.int32, device=self.device),
                               torch.tensor(pows, dtype=torch.int32, device=self.device))
         return self._monomial
+
+    def fourier_monomial_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The FFT of every monomial X^a (a in [0, 2N)), as the Fourier multi-bit blind rotation
+        reads it: (exponents (N/2,) int32, roots (2N,) complex128) with tfhe_fft(X^a)[k] =
+        roots[(exponents[k] a) mod 2N] (fft.fft_exponents, fft.fft_roots); computed once (a host
+        computation: make it before a PBS is captured). Raises nothing."""
+        if self._fourier_monomial is None:
+            exps = torch.tensor(fft_exponents(self.log_n), dtype=torch.int32, device=self.device)
+            self._fourier_monomial = (exps, fft_roots(self.log_n, self.device))
+        return self._fourier_monomial

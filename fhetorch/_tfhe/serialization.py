@@ -31,7 +31,7 @@ import torch
 
 from ..errors import FHEError, InsecureParametersWarning, SerializationError, warn
 from .context import TFHEContext, find_context
-from .entities import (FourierLweBootstrapKey, GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey,
+from .entities import (FourierLweBootstrapKey, FourierLweMultiBitBootstrapKey, GlweSecretKey, LweBootstrapKey, LweKeyswitchKey, LweMultiBitBootstrapKey,
                        LweSecretKey)
 from .lwe_tensor import LWETensor
 from .params import TFHEParams
@@ -222,14 +222,17 @@ def _load_context(meta, tensors, device) -> TFHEContext:
     ggsws = 2 * p.n if ternary else p.n  # a ternary secret's key: a GGSW per bit of s+ and of s-
     ggsw = (p.k + 1, p.pbs_level, p.k + 1, 2, p.N)
     if p.blind_rotation == "fft":
-        bootstrap = _fourier(tensors["bootstrap_key"], (ggsws, p.k + 1, p.pbs_level, p.k + 1, p.N // 2),
-                             "the bootstrapping key")
+        bootstrap = _fourier(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (ggsws,)) +
+                             (p.k + 1, p.pbs_level, p.k + 1, p.N // 2), "the bootstrapping key")
     else:
         bootstrap = _residues(tensors["bootstrap_key"], ((p.n // g, 1 << g) if g > 1 else (ggsws,)) + ggsw,
                               p.moduli, "the bootstrapping key")
     keyswitch = _residues(tensors["keyswitch_key"], (p.k * p.N, p.ks_level, 2, p.n + 1), p.moduli,
                           "the key-switching key")
-    if g > 1:
+    if g > 1 and p.blind_rotation == "fft":
+        ctx.bootstrap_key = FourierLweMultiBitBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log,
+                                                           p.pbs_level, g)
+    elif g > 1:
         ctx.bootstrap_key = LweMultiBitBootstrapKey(bootstrap.to(device).contiguous(), p.pbs_base_log, p.pbs_level,
                                                     g)
     elif p.blind_rotation == "fft":

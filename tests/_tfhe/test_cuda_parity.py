@@ -281,3 +281,43 @@ def test_fourier_blind_rotate_replays_in_a_cuda_graph(gen):
     bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, 1, 2, big_n), generator=gen), tw)
     _assert_replays_in_a_cuda_graph(gen, ops.tfhe_fourier_blind_rotate, n + 1, big_n,
                                      (bsk.to(GPU), tw.to(GPU), MODULI, 23, 1))
+
+
+def _fourier_multi_bit_case(gen, batch, log_n, k, base_log, level, g, groups):
+    from fhetorch._tfhe.fft import fft_twiddles
+    k1, n, big_n = k + 1, g * groups, 1 << log_n
+    tw = fft_twiddles(log_n)
+    exps, roots = TFHERing(log_n, MODULI).fourier_monomial_tables()
+    torus = torch.randint(-(1 << 63), (1 << 63) - 1, (groups, 1 << g, k1, level, k1, big_n), generator=gen)
+    bsk = ops.tfhe_fft(torus, tw)
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[::5, :g] = 0  # a group whose subset rotations are all zero
+    luts = rand_mod_q(gen, 3, big_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    return (ct, luts, idx, bsk, tw, roots, exps, MODULI, base_log, level)
+
+
+@pytest.mark.parametrize("batch", [1, 8, 300])
+@pytest.mark.parametrize("log_n,k,base_log,level,g,groups", [
+    (11, 1, 22, 1, 4, 6), (10, 1, 23, 1, 2, 10), (11, 1, 12, 2, 3, 4), (10, 2, 23, 1, 4, 3), (13, 1, 15, 2, 2, 3)])
+def test_fourier_multi_bit_blind_rotate_paths(gen, batch, log_n, k, base_log, level, g, groups):
+    """The Fourier multi-bit rotation's CUDA paths against the CPU: the register kernel with bundles
+    made ahead (N = 2^10, 2^11 at k = 1, level 1), the generic fused kernel (level 2, k = 2) and
+    the per-group launches (N = 2^13); the key bundle op too."""
+    args = _fourier_multi_bit_case(gen, batch, log_n, k, base_log, level, g, groups)
+    _both(ops.tfhe_fourier_multi_bit_blind_rotate, *args)
+    ct, _, _, bsk, _, roots, exps = args[:7]
+    _both(ops.tfhe_fourier_key_bundle, ct, bsk, roots, exps, MODULI, base_log, level, groups - 1)
+
+
+def test_fourier_multi_bit_blind_rotate_in_chunks(gen, monkeypatch):
+    """Bundles of a few groups at a time (the accumulator kept in global memory between chunks; the
+    large-batch form) equal the CPU's."""
+    monkeypatch.setenv("FHETORCH_FOURIER_BUNDLE_BYTES", str(3 * 8 * 64 * 1024))  # 3 groups of 8 ciphertexts
+    _both(ops.tfhe_fourier_multi_bit_blind_rotate, *_fourier_multi_bit_case(gen, 8, 11, 1, 22, 1, 4, 7))
+
+
+def test_fourier_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):
+    ct, luts, idx, bsk, tw, roots, exps, moduli, base_log, level = _fourier_multi_bit_case(gen, 8, 11, 1, 22, 1, 4, 4)
+    _assert_replays_in_a_cuda_graph(gen, ops.tfhe_fourier_multi_bit_blind_rotate, ct.shape[-1], luts.shape[-1],
+                                     (bsk.to(GPU), tw.to(GPU), roots.to(GPU), exps.to(GPU), moduli, base_log, level))

@@ -49,6 +49,16 @@ def _rotate_torus(p: torch.Tensor, s: int) -> torch.Tensor:
     return torch.where(src >= n, -x, x)
 
 
+def _torus_start(lut, body, k1):
+    """The rotation's start on the torus: masks zero, body X^(-body) times the LUT lifted (body: the
+    switched body, in [0, 2N))."""
+    big_n = lut.shape[-1]
+    acc = torch.zeros(k1, big_n, dtype=torch.int64)
+    lifted = torch.tensor([_lift(v) for v in lut.tolist()], dtype=torch.int64)
+    acc[-1] = _rotate_torus(lifted, (2 * big_n - body) % (2 * big_n))
+    return acc
+
+
 def _fourier_rotation_by_parts(ct, luts, idx, bsk, tw, base_log, level):
     """The rotation as Python composes it: lift, CMux per key bit (tfhe_torus_cmux), lower."""
     big_n = luts.shape[-1]
@@ -56,9 +66,7 @@ def _fourier_rotation_by_parts(ct, luts, idx, bsk, tw, base_log, level):
     rot = alg.modulus_switch(ct, _MODULUS, big_n.bit_length())  # log2 2N
     outs = []
     for b in range(ct.shape[0]):
-        lut = torch.tensor([_lift(v) for v in luts[int(idx[b])].tolist()], dtype=torch.int64)
-        acc = torch.zeros(k1, big_n, dtype=torch.int64)
-        acc[-1] = _rotate_torus(lut, (2 * big_n - int(rot[b, -1])) % (2 * big_n))
+        acc = _torus_start(luts[int(idx[b])], int(rot[b, -1]), k1)
         for i in range(ct.shape[1] - 1):
             a = int(rot[b, i])
             if a:
@@ -161,9 +169,9 @@ def test_pbs_on_either_rotation(name, rotation):
 
 def test_blind_rotation_choice_is_validated():
     lit = PRESETS["toy-tfhe-4bit"]
-    assert make_params(lit, allow_insecure=True).blind_rotation == "fft"  # the classical default
-    assert make_params(PRESETS["toy-tfhe-4bit-mb2"], allow_insecure=True).blind_rotation == "ntt"
+    assert make_params(lit, allow_insecure=True).blind_rotation == "fft"  # the default, classical
+    assert make_params(PRESETS["toy-tfhe-4bit-mb2"], allow_insecure=True).blind_rotation == "fft"  # and multi-bit
+    mb_ntt = dataclasses.replace(PRESETS["toy-tfhe-4bit-mb2"], blind_rotation="ntt")
+    assert make_params(mb_ntt, allow_insecure=True).blind_rotation == "ntt"
     with pytest.raises(ParameterError, match="blind_rotation must be"):
         make_params(dataclasses.replace(lit, blind_rotation="fast"), allow_insecure=True)
-    with pytest.raises(ParameterError, match="multi-bit"):
-        make_params(dataclasses.replace(PRESETS["toy-tfhe-4bit-mb2"], blind_rotation="fft"), allow_insecure=True)

@@ -180,6 +180,14 @@ def test_opcheck(gen):
                                              dtype=torch.int64), tw)  # 2 key bits
     torch.library.opcheck(torch.ops.fhetorch.tfhe_fourier_blind_rotate,
                           (x, luts, torch.tensor([1, 0]), fourier_bsk, tw, list(MODULI), 8, 2))
+    fourier_mb = ops.tfhe_fft(torch.randint(-(1 << 62), 1 << 62, (2, 4, 2, 2, 2, 16), generator=gen,
+                                            dtype=torch.int64), tw)  # 2 groups of G = 2 key bits
+    fexps, roots = ring.fourier_monomial_tables()
+    ct5 = rand_mod_q(gen, 2, 5)
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_fourier_multi_bit_blind_rotate,
+                          (ct5, luts, torch.tensor([1, 0]), fourier_mb, tw, roots, fexps, list(MODULI), 8, 2))
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_fourier_key_bundle,
+                          (ct5, fourier_mb, roots, fexps, list(MODULI), 8, 2, 1))
 
 
 def _external_product_by_ckks_ntt(ring, ggsw, glwe, base_log, level):

@@ -126,23 +126,27 @@ def test_multi_bit_op_refuses_bad_keys(gen):
                                         exps, pows[:, :16].contiguous(), MODULI, 8, 1)
 
 
-def _context(name="toy-tfhe-4bit-mb2", **fields):
+ROTATIONS = ["fft", "ntt"]  # the multi-bit key on the 2^64 torus (the default) or mod q
+KEY_TYPES = {"fft": "FourierLweMultiBitBootstrapKey", "ntt": "LweMultiBitBootstrapKey"}
+
+
+def _context(name="toy-tfhe-4bit-mb2", rotation="fft", **fields):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
-        if fields:
-            p = make_params(replace(PRESETS[name], name=f"{name}-g{fields['grouping_factor']}", **fields),
-                            allow_insecure=True)
-        else:
-            p = name
-        return fhe.tfhe.Context(p, seed=int.from_bytes(os.urandom(4), "little")).keygen()
+        label = f"{name}-{rotation}" + (f"-g{fields['grouping_factor']}" if "grouping_factor" in fields else "")
+        p = make_params(replace(PRESETS[name], name=label, blind_rotation=rotation, **fields), allow_insecure=True)
+        ctx = fhe.tfhe.Context(p, seed=int.from_bytes(os.urandom(4), "little")).keygen()
+    assert type(ctx.bootstrap_key).__name__ == KEY_TYPES[rotation]
+    return ctx
 
 
+@pytest.mark.parametrize("rotation", ROTATIONS)
 @pytest.mark.parametrize("fields", [{}, {"grouping_factor": 4}])
-def test_multi_bit_pbs_random_luts_exhaustive(fields):
+def test_multi_bit_pbs_random_luts_exhaustive(fields, rotation):
     """Every message of the 4-bit space through random LUTs (G = 2: toy-tfhe-4bit-mb2; G = 4: the
-    same toy with groups of 4), mixed LUTs in one batch by index, batched = one at a time."""
-    ctx = _context(**fields)
-    assert type(ctx.bootstrap_key).__name__ == "LweMultiBitBootstrapKey"
+    same toy with groups of 4), mixed LUTs in one batch by index, batched = one at a time, on either
+    rotation."""
+    ctx = _context(rotation=rotation, **fields)
     x = torch.arange(16).repeat(2)
     tables = [torch.randint(0, 16, (16,)) for _ in range(3)]
     luts = [fhe.tfhe.LUT.from_table(t) for t in tables]
@@ -157,8 +161,9 @@ def test_multi_bit_pbs_random_luts_exhaustive(fields):
     assert torch.equal(one, y.data[:4])
 
 
-def test_multi_bit_many_lut_and_linear_ops():
-    ctx = _context()
+@pytest.mark.parametrize("rotation", ROTATIONS)
+def test_multi_bit_many_lut_and_linear_ops(rotation):
+    ctx = _context(rotation=rotation)
     x = torch.arange(8).repeat(2)
     ex = fhe.tfhe.LUT(lambda m: m % 8, bits=4)(ctx.encrypt(x))  # values below 8: two LUTs per PBS
     lo, hi = ctx.apply_many_luts(ex, [fhe.tfhe.LUT(lambda m: (m * 3) % 8, bits=3),
@@ -168,8 +173,9 @@ def test_multi_bit_many_lut_and_linear_ops():
     assert torch.equal(ctx.decrypt(lo + hi), ((x * 3) % 8 + 7 - x) % 16)
 
 
-def test_multi_bit_context_save_load_round_trip(tmp_path):
-    ctx = _context()
+@pytest.mark.parametrize("rotation", ROTATIONS)
+def test_multi_bit_context_save_load_round_trip(tmp_path, rotation):
+    ctx = _context(rotation=rotation)
     x = torch.randint(0, 16, (20,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
@@ -182,13 +188,16 @@ def test_multi_bit_context_save_load_round_trip(tmp_path):
     assert torch.equal(ctx.decrypt(fhe.tfhe.LWETensor(ctx, ey.data, ey.degree)), (x * x) % 16)
 
 
-def test_multi_bit_pbs_noise_matches_the_model():
+@pytest.mark.parametrize("rotation", ROTATIONS)
+def test_multi_bit_pbs_noise_matches_the_model(rotation):
     """The bootstrapping key's noise dominating (glwe_noise_std 2^-30, toy-tfhe-4bit-mb2): every
     group pays 2^G key terms (the model's key bundle form: 2^G GGSWs, each times a monomial), the
     first on the test polynomial's digits only (its masks are zero); measured per ciphertext over
     the accumulator's N coefficients against that, 48 ciphertexts. The 2^G - 1 form with
-    (X^(a_S) - 1) factors would measure 2 (2^G - 1) / 2^G = 1.5 x this at G = 2."""
-    ctx = measure.context("toy-tfhe-4bit-mb2", glwe_noise_std=2.0 ** -30)
+    (X^(a_S) - 1) factors would measure 2 (2^G - 1) / 2^G = 1.5 x this at G = 2. On the torus
+    ("fft") each group's product also rounds (fourier_product_variance) and the return to mod q
+    rounds once (torus_to_q_variance)."""
+    ctx = measure.context("toy-tfhe-4bit-mb2", glwe_noise_std=2.0 ** -30, blind_rotation=rotation)
     p, mq = ctx.params, ctx.modulus
     g, k1, count = p.grouping_factor, p.k + 1, 48
     m = measure.fresh_messages(ctx, count, seed=7)
@@ -209,16 +218,21 @@ def test_multi_bit_pbs_noise_matches_the_model():
     want = torch.stack([alg.rotate_glwe(mq, tv, int(s - b)) for s, b in zip(sw, body)])
     err = measure.relative(mq.sub(phase, want), p.q)
 
-    v_bsk = noise.fresh_glwe_variance(p)
+    assert p.blind_rotation == rotation
+    v_bsk = noise.bootstrap_key_variance(p)
     digit2 = ((1 << 2 * p.pbs_base_log) + 2) / 12
     first = alg.decompose(start, mq, p.pbs_base_log, p.pbs_level).double().pow(2).sum((-1, -2))  # sum_j ||d_j||^2
     steps = p.n // g
-    dec = noise._ep_decomposition_term(p) * (1 + int(ctx.glwe_key.data.sum())) / (1 + p.k * p.N * 0.5)
-    predicted = (1 << g) * v_bsk * (first + (steps - 1) * k1 * p.pbs_level * p.N * digit2) + steps * dec
+    key_weight = (1 + int(ctx.glwe_key.data.sum())) / (1 + p.k * p.N * 0.5)  # this key's E[s^2] against the model's
+    dec = noise._ep_decomposition_term(p) * key_weight
+    rounding = steps * noise.fourier_product_variance(p) + noise.torus_to_q_variance(p) * key_weight
+    predicted = (1 << g) * v_bsk * (first + (steps - 1) * k1 * p.pbs_level * p.N * digit2) + steps * dec + rounding
     # the model (2^G key terms per group, every group) is this but for the first group's digits
     assert float((err * err).mean()) <= noise.pbs_variance(p)
     assert noise.pbs_variance(p) == pytest.approx(steps * ((1 << g) * k1 * p.pbs_level * p.N * digit2 * v_bsk
-                                                           + noise._ep_decomposition_term(p)), rel=1e-9)
+                                                           + noise._ep_decomposition_term(p)
+                                                           + noise.fourier_product_variance(p))
+                                                  + noise.torus_to_q_variance(p), rel=1e-9)
     entries = steps * (1 << g) * k1 * p.pbs_level * p.N
     measure.assert_ratios((err * err).mean(-1) / predicted, f"{p.name} after the multi-bit blind rotation",
                           extra=(1.7 / entries) ** 0.5)

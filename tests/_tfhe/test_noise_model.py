@@ -198,8 +198,12 @@ def test_multibit_blind_rotation():
     g = p.grouping_factor
     one = replace(p, grouping_factor=1)
     key = noise.external_product_variance(p) - noise._ep_decomposition_term(p)
-    expect = p.lwe_dimension // g * ((1 << g) * key + noise._ep_decomposition_term(p))
-    assert noise.blind_rotation_variance(p) == pytest.approx(expect)
+    rounding = noise.fourier_product_variance(p)  # "fft" (the default): each group's product rounds
+    assert p.blind_rotation == "fft" and 0 < rounding < 1e-2 * (1 << g) * key  # 0.2 % here
+    expect = p.lwe_dimension // g * ((1 << g) * key + noise._ep_decomposition_term(p) + rounding)
+    assert noise.blind_rotation_variance(p) == pytest.approx(expect, rel=1e-12, abs=0)
+    ntt = replace(p, blind_rotation="ntt")
+    assert noise.fourier_product_variance(ntt) == 0
     assert noise.modulus_switch_variance(p) < noise.modulus_switch_variance(one)
 
 

@@ -3,6 +3,7 @@ degree and noise level, the client context when its secret keys are asked for by
 parameters), and every way a file can be wrong: another context, missing context, other
 parameters or keys, crafted fields with a valid digest, corrupted or truncated bytes. A file
 never yields a wrong result: it loads exactly, or raises SerializationError."""
+import dataclasses
 import functools
 import io
 import warnings
@@ -15,10 +16,14 @@ from fhetorch.tensor.serialization import read_payload, write_payload
 
 
 @functools.lru_cache(maxsize=None)
-def context(name: str = "toy-tfhe-4bit") -> fhe.tfhe.Context:
+def context(name: str = "toy-tfhe-4bit", blind_rotation: str | None = None) -> fhe.tfhe.Context:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
-        return fhe.tfhe.Context(name).keygen()
+        p = fhe.tfhe.preset(name)
+        if blind_rotation is not None:
+            p = fhe.tfhe.make_params(dataclasses.replace(p.literal(), name=f"{name}-{blind_rotation}",
+                                                         blind_rotation=blind_rotation), allow_insecure=True)
+        return fhe.tfhe.Context(p).keygen()
 
 
 def _bytes(obj, **kw) -> bytes:
@@ -218,7 +223,7 @@ def _poke_word(t, index, value):
 
 def test_crafted_residue_in_an_ntt_bootstrapping_key_is_refused():
     """A multi-bit (mod q, NTT form) bootstrapping key with a residue equal to its prime."""
-    data = _crafted(_bytes(context("toy-tfhe-4bit-mb2").public()),
+    data = _crafted(_bytes(context("toy-tfhe-4bit-mb2", "ntt").public()),
                     _bootstrap_key_edit(lambda t: _poke_prime(t, 1, Q1)))
     with pytest.raises(fhe.SerializationError, match="residues outside"):
         _load(data)

@@ -1,14 +1,14 @@
 """Accuracy of ResNet-20 on CIFAR-10 images: plaintext, simulation and encrypted inference.
 
     python -m models.evaluate_resnet20 [--checkpoint PATH] [--images PATH] [--count N]
-                                       [--encrypted K] [--preset P] [--device cuda]
+                                       [--encrypted K [--encrypted-from I]] [--preset P] [--device cuda]
                                        [--relu lut --lut-bits B --lut-tfhe T --lut-form product|direct]
 
 Defaults read $FHETORCH_DATA or ../shared/data (the akamaster checkpoint and the first 512
 test images). Calibrates on the first `--calibration` images and evaluates on the rest: top-1
 accuracy of the plaintext model and of the simulation (the compiled model's polynomial ReLUs
 and planned ranges, float64), their top-1 agreement, the largest logit difference, and the
-plan. With --encrypted K: the first K evaluation images also run encrypted (keys made here,
+plan. With --encrypted K: the first K evaluation images (from image I with --encrypted-from) also run encrypted (keys made here,
 the forward pass replayed from one CUDA graph on a GPU): encrypted accuracy, agreement of the
 encrypted top-1 with plaintext, logit errors, seconds per image.
 """
@@ -35,6 +35,8 @@ def main(argv=None):
     ap.add_argument("--calibration", type=int, default=128)
     ap.add_argument("--preset", default="n16-bts40")
     ap.add_argument("--encrypted", type=int, default=0, metavar="K", help="also run the first K images encrypted")
+    ap.add_argument("--encrypted-from", type=int, default=0, metavar="I",
+                    help="with --encrypted K: images I .. I + K - 1 of the evaluation images (runs split over calls)")
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--show-plan", action="store_true")
@@ -77,7 +79,9 @@ def main(argv=None):
     print(f"max logit error     {out['simulation_max_logit_error']:.3g}")
     print(cm.last_ranges)
     if args.encrypted:
-        out.update(_encrypted(cm, test[: args.encrypted], labels[: args.encrypted], plain[: args.encrypted], device))
+        part = slice(args.encrypted_from, args.encrypted_from + args.encrypted)
+        out.update(_encrypted(cm, test[part], labels[part], plain[part], device))
+        out["encrypted_from"] = args.encrypted_from
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
@@ -107,7 +111,9 @@ def _encrypted(cm, x, labels, plain, device) -> dict:
            "plaintext_accuracy_same_images": float((p == labels).float().mean()),
            "encrypted_agreement": float((e == p).float().mean()), "disagreements": int((e != p).sum()),
            "encrypted_max_logit_error": float(err.max()), "encrypted_median_logit_error": float(err.median()),
-           "seconds_per_image_median": timed[len(timed) // 2]}
+           "seconds_per_image_median": timed[len(timed) // 2],
+           # per image, so that runs over several calls combine
+           "encrypted_top1": e.tolist(), "plaintext_top1": p.tolist(), "labels": labels.tolist()}
     print(f"encrypted accuracy  {out['encrypted_accuracy']:.2%} (plaintext on the same {k}: "
           f"{out['plaintext_accuracy_same_images']:.2%})")
     print(f"encrypted top-1 = plaintext on {out['encrypted_agreement']:.2%} ({out['disagreements']} differ)")

@@ -83,11 +83,17 @@ def test_small_cnn_encrypted_matches_simulation(seed):
     cm = fhe.nn.compile(model, torch.randn(64, 1, 16, 16), preset="toy-n13-bts", relu=15)
     assert cm.plan.bootstraps == 1
     cm.keygen()
-    x = torch.randn(1, 1, 16, 16)
+    # a fresh input inside the calibrated ranges (the contract; 64 calibration draws leave a few
+    # percent of fresh ones 1.1-1.2 x beyond a bound at the head, which the range report flags)
+    for _ in range(50):
+        x = torch.randn(1, 1, 16, 16)
+        sim = cm.simulate(x)
+        if cm.last_ranges.ok:
+            break
+    assert cm.last_ranges.ok, str(cm.last_ranges)
     ey = cm(cm.encrypt(x))
     assert cm.program().bootstraps == cm.plan.bootstraps
-    got, sim = cm.decrypt(ey), cm.simulate(x)
-    assert cm.last_ranges.ok, str(cm.last_ranges)
+    got = cm.decrypt(ey)
     scale = float(sim.abs().max())
     err = float((got - sim).abs().max())
     assert err <= 1e-4 * scale, f"encrypted vs simulated logits: {err:.3g} (scale {scale:.3g}, seed {seed})"

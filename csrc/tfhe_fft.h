@@ -544,7 +544,7 @@ struct FourierRotateArgs {
   int grouping;              // <= 1: classical
   const double* roots;       // (2N,) complex: zeta^j = exp(i pi j / N) (fhetorch._tfhe.fft.fft_roots)
   const int32_t* exps;       // (N/2,): e_k of key slot k, slot k of an FFT holding a(zeta^(e_k))
-  const double* bundles;     // CUDA: the groups' bundles made ahead (tfhe_fourier_key_bundle), else null
+  const double* bundles;     // CUDA register kernel: the groups' bundles made ahead (tfhe_fourier_key_bundles)
 };
 
 // A team's digit scratch: k1 level folded rows of N doubles (the product's k1 outputs reuse the
@@ -715,18 +715,18 @@ FT_HD TfheFourierBundle tfhe_fourier_key_bundle(const FourierRotateArgs& a, int 
 }
 
 // Group j of ciphertext b: acc := K x acc on the torus, in place (the digits of acc into the folded
-// rows of s, the FFT product with the bundle, each output coefficient rounded into acc). With
-// a.bundles (CUDA: made ahead, bundle_index its row there) the product reads the bundle from memory;
-// either way every value is the same. rot: 2^G words of the team's memory.
+// rows of s, the FFT product with the bundle, each output coefficient rounded into acc). rot: 2^G
+// words of the team's memory. (The CUDA register kernel reads bundles made ahead instead: the same
+// values, tfhe_fourier_bundle_slots.)
 template <int MAXC = kTfheMaxK1, class T>
 FT_HD void tfhe_team_fourier_multi_bit_step(const T& t, const FourierRotateArgs& a, int64_t b, int j, int64_t* acc,
-                                            double* s, int32_t* rot, int64_t bundle_index = -1) {
+                                            double* s, int32_t* rot) {
   const TfheTorusGgsw& g = a.g;
   const int log_n = g.f.log_n, log_m = log_n - 1;
   const uint32_t m = 1u << log_m, n = 2u * m;
   const int bits = g.base_log * g.level;
   const uint32_t k1n = static_cast<uint32_t>(g.k1) * n;
-  if (bundle_index < 0) tfhe_team_fourier_subset_rotations(t, a, b, j, rot);
+  tfhe_team_fourier_subset_rotations(t, a, b, j, rot);
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < k1n; e += static_cast<uint32_t>(t.size)) {
     const uint32_t p = e >> log_n, c = e & (n - 1u);
     uint64_t v = tfhe_torus_round(acc[e], bits);
@@ -737,11 +737,7 @@ FT_HD void tfhe_team_fourier_multi_bit_step(const T& t, const FourierRotateArgs&
     }
   }
   t.sync();  // the digits and rot are complete; every read of acc is done
-  if (bundle_index >= 0)
-    tfhe_team_fft_rows_product<MAXC>(t, g.f, a.bundles + 2 * bundle_index * tfhe_fourier_ggsw_values(g),
-                                     g.k1 * g.level, g.k1, s);
-  else
-    tfhe_team_fft_rows_product<MAXC>(t, g.f, tfhe_fourier_key_bundle(a, j, rot), g.k1 * g.level, g.k1, s);
+  tfhe_team_fft_rows_product<MAXC>(t, g.f, tfhe_fourier_key_bundle(a, j, rot), g.k1 * g.level, g.k1, s);
   for (int p = 0; p < g.k1; ++p) tfhe_fft_store_row(t, g.f, s, p, acc + (static_cast<int64_t>(p) << log_n));
   t.sync();
 }

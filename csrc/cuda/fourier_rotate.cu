@@ -279,7 +279,7 @@ cudaError_t launch_registers(const FourierRotateArgs& a_in, int dev, const Strea
   int32_t* buf = s.scratch(4 * a.B * C * values + (C < steps ? 2 * a.B * k1n : 0));
   double* bundles = reinterpret_cast<double*>(buf);
   a.bundles = bundles;
-  a.torus = reinterpret_cast<int64_t*>(buf + 4 * a.B * C * values);
+  a.torus = C < steps ? reinterpret_cast<int64_t*>(buf + 4 * a.B * C * values) : nullptr;
   for (int j0 = 0; j0 < steps; j0 += C) {
     const int c = C < steps - j0 ? C : steps - j0;
     FT_TRY(tfhe_fourier_key_bundles(a, j0, c, bundles, s));

@@ -190,13 +190,21 @@ def generate_fourier_bootstrap_key(sampler: Sampler, ring: TFHERing, lwe_key: Lw
     lwe_key under glwe_key (noise_width: the sampler width at 2^64). Made in slabs of key bits
     (a tfhe-8bit key is 3.5 GB). A ternary lwe_key: its 2n split bits (bootstrap_key_bits).
     Raises nothing."""
-    k, big_n = glwe_key.data.shape
-    per_bit = (k + 1) * level * (k + 1) * big_n * 8 * 6  # bytes of the slab's int64 work tensors
-    step = max(1, (1 << 30) // per_bit)
     bits, ternary = bootstrap_key_bits(lwe_key)
-    parts = [encrypt_fourier_ggsw_ciphertext(sampler, ring, glwe_key, bits[i: i + step], base_log, level, noise_width)
-             for i in range(0, bits.shape[0], step)]
-    return FourierLweBootstrapKey(torch.cat(parts, 0).contiguous(), base_log, level, ternary)
+    data = _encrypt_fourier_ggsws_in_slabs(sampler, ring, glwe_key, bits, base_log, level, noise_width)
+    return FourierLweBootstrapKey(data, base_log, level, ternary)
+
+
+def _encrypt_fourier_ggsws_in_slabs(sampler: Sampler, ring: TFHERing, glwe_key: GlweSecretKey, mu: torch.Tensor,
+                                    base_log: int, level: int, noise_width: int) -> torch.Tensor:
+    """encrypt_fourier_ggsw_ciphertext of the bits mu (M,), made in slabs of about 1 GiB of int64 work
+    tensors (a tfhe-8bit key is 3.5 GB): (M, k+1, level, k+1, N/2) complex128, contiguous."""
+    k, big_n = glwe_key.data.shape
+    per_ggsw = (k + 1) * level * (k + 1) * big_n * 8 * 6  # bytes of one GGSW's int64 work tensors
+    step = max(1, (1 << 30) // per_ggsw)
+    parts = [encrypt_fourier_ggsw_ciphertext(sampler, ring, glwe_key, mu[i: i + step], base_log, level, noise_width)
+             for i in range(0, mu.shape[0], step)]
+    return torch.cat(parts, 0).contiguous()
 
 
 def subset_indicators(lwe_key: LweSecretKey, grouping_factor: int) -> torch.Tensor:
@@ -231,14 +239,9 @@ def generate_fourier_multi_bit_bootstrap_key(sampler: Sampler, ring: TFHERing, l
     torus and kept in FFT form (encrypt_fourier_ggsw_ciphertext; noise_width at 2^64), made in slabs.
     Raises ParameterError for a ternary lwe_key."""
     f = subset_indicators(lwe_key, grouping_factor).reshape(-1)
-    k, big_n = glwe_key.data.shape
-    per = (k + 1) * level * (k + 1) * big_n * 8 * 6  # bytes of one GGSW's int64 work tensors
-    step = max(1, (1 << 30) // per)
-    parts = [encrypt_fourier_ggsw_ciphertext(sampler, ring, glwe_key, f[i: i + step], base_log, level, noise_width)
-             for i in range(0, f.shape[0], step)]
-    data = torch.cat(parts, 0)
-    return FourierLweMultiBitBootstrapKey(data.view(-1, 1 << grouping_factor, *data.shape[1:]).contiguous(),
-                                          base_log, level, grouping_factor)
+    data = _encrypt_fourier_ggsws_in_slabs(sampler, ring, glwe_key, f, base_log, level, noise_width)
+    return FourierLweMultiBitBootstrapKey(data.view(-1, 1 << grouping_factor, *data.shape[1:]), base_log, level,
+                                          grouping_factor)
 
 
 # --- LWE / GLWE encryption ---------------------------------------------------------------------
@@ -443,8 +446,7 @@ def cmux(ring: TFHERing, ggsw: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor,
 
 
 def blind_rotate(ring: TFHERing, bsk: LweBootstrapKey | LweMultiBitBootstrapKey | FourierLweBootstrapKey,
-                 ct: torch.Tensor,
-                 luts: torch.Tensor, lut_index: torch.Tensor | None = None) -> torch.Tensor:
+                 ct: torch.Tensor, luts: torch.Tensor, lut_index: torch.Tensor | None = None) -> torch.Tensor:
     """(..., n + 1) -> GLWE accumulators (..., k + 1, N) = X^(-phase~) * luts[lut_index]; one
     CMux step per key bit over the whole batch (with a Fourier key on the 2^64 torus: docs/tfhe.md,
     "The Fourier blind rotation"), or with a multi-bit key one external product per group of G key

@@ -59,20 +59,28 @@ def _torus_start(lut, body, k1):
     return acc
 
 
-def _fourier_rotation_by_parts(ct, luts, idx, bsk, tw, base_log, level):
-    """The rotation as Python composes it: lift, CMux per key bit (tfhe_torus_cmux), lower."""
-    big_n = luts.shape[-1]
-    k1 = bsk.shape[1]
-    rot = alg.modulus_switch(ct, _MODULUS, big_n.bit_length())  # log2 2N
+def _rotation_frame(ct, luts, idx, k1, advance):
+    """A torus rotation as Python composes it, each ciphertext b in turn: switch to 2N, lift the
+    LUT onto the torus (_torus_start), acc = advance(b, rot[b], acc), lower back mod q."""
+    rot = alg.modulus_switch(ct, _MODULUS, luts.shape[-1].bit_length())  # log2 2N
     outs = []
     for b in range(ct.shape[0]):
-        acc = _torus_start(luts[int(idx[b])], int(rot[b, -1]), k1)
-        for i in range(ct.shape[1] - 1):
-            a = int(rot[b, i])
-            if a:
-                acc = ops.tfhe_torus_cmux(acc, _rotate_torus(acc, a), bsk[i].contiguous(), tw, base_log, level)
+        acc = advance(b, rot[b], _torus_start(luts[int(idx[b])], int(rot[b, -1]), k1))
         outs.append(torch.tensor([[_lower(v) for v in row] for row in acc.tolist()], dtype=torch.int64))
     return torch.stack(outs)
+
+
+def _fourier_rotation_by_parts(ct, luts, idx, bsk, tw, base_log, level):
+    """The rotation as Python composes it: lift, CMux per key bit (tfhe_torus_cmux), lower."""
+
+    def advance(b, rot, acc):
+        for i in range(ct.shape[1] - 1):
+            a = int(rot[i])
+            if a:
+                acc = ops.tfhe_torus_cmux(acc, _rotate_torus(acc, a), bsk[i].contiguous(), tw, base_log, level)
+        return acc
+
+    return _rotation_frame(ct, luts, idx, bsk.shape[1], advance)
 
 
 _MODULUS = Modulus(MODULI)

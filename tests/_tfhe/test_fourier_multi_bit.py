@@ -16,7 +16,7 @@ from fhetorch._tfhe.ring import TFHERing
 from fhetorch.errors import ParameterError
 
 from .inputs import MODULI, Q, rand_mod_q
-from .test_fourier import _lower, _torus_start
+from .test_fourier import _rotation_frame
 
 _MODULUS = Modulus(MODULI)
 
@@ -80,17 +80,14 @@ def test_key_bundle_is_the_sum_of_monomial_times_ggsw(gen, g):
 def _rotation_by_parts(ct, luts, idx, bsk, tw, roots, exps, base_log, level, g):
     """The multi-bit rotation as Python composes it: lift, per group the bundle (its own op) times
     the accumulator (tfhe_torus_external_product), lower."""
-    big_n = luts.shape[-1]
-    k1 = bsk.shape[2]
-    rot = alg.modulus_switch(ct, _MODULUS, big_n.bit_length())  # log2 2N
-    outs = []
-    for b in range(ct.shape[0]):
-        acc = _torus_start(luts[int(idx[b])], int(rot[b, -1]), k1)
+
+    def advance(b, rot, acc):
         for j in range(bsk.shape[0]):
             bundle = ops.tfhe_fourier_key_bundle(ct[b:b + 1], bsk, roots, exps, MODULI, base_log, level, j)[0]
             acc = ops.tfhe_torus_external_product(acc, bundle.contiguous(), tw, base_log, level)
-        outs.append(torch.tensor([[_lower(v) for v in row] for row in acc.tolist()], dtype=torch.int64))
-    return torch.stack(outs)
+        return acc
+
+    return _rotation_frame(ct, luts, idx, bsk.shape[2], advance)
 
 
 # (log_n, k, base_log, level, G, groups): k = 1 and 2, level 1 to 3, the 4-bit presets' N = 2^11

@@ -15,6 +15,8 @@
 // values through shared memory and keeps the digits there; docs/tfhe.md ("Where the time goes").
 #include <cstdlib>
 
+#include <cooperative_groups.h>
+
 #include "kernels.h"
 #include "program.cuh"
 #include "util.cuh"
@@ -89,6 +91,15 @@ struct RegisterRotation {
 __device__ __forceinline__ double small_int_to_double(int32_t d) {
   constexpr int64_t kMagic = 0x4338000000000000LL;  // 1.5 2^52
   return __dsub_rn(tfhe_double_from_bits(static_cast<uint64_t>(kMagic + d)), 6755399441055744.0);
+}
+
+// The one digit of a level-1 decomposition, tfhe_next_digit(tfhe_torus_round(x, b), b): the top b bits
+// of y = x + 2^(63 - b) read as a signed b-bit integer, which is y's high word shifted right
+// arithmetically (1 <= b <= 32; fourier_rotate_in_registers): three instructions for the dozen of the
+// general form.
+__device__ __forceinline__ int32_t single_digit(int64_t x, int b) {
+  const uint64_t y = static_cast<uint64_t>(x) + (uint64_t(1) << (63 - b));
+  return static_cast<int32_t>(static_cast<uint32_t>(y >> 32)) >> (32 - b);
 }
 
 // The barrier of one row's threads (rounds A and B and the accumulator touch only their own row):
@@ -188,8 +199,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
           const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
           x = tfhe_torus_sub(rotated, x);
         }
-        uint64_t v = tfhe_torus_round(x, base_log);
-        d[h] = small_int_to_double(tfhe_next_digit(v, base_log));
+        d[h] = small_int_to_double(single_digit(x, base_log));
       }
       z[i] = TfheComplex{d[0], d[1]};
     }
@@ -247,8 +257,315 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
   }
 }
 
+// ---- batches of a few ciphertexts: one ciphertext on a cluster of two blocks ----------------------
+//
+// At batch 1 the register kernel's block is latency-bound on one SM (four warps, 16 values each, one
+// warp per scheduler). Here block r of a 2-block cluster owns row r: it transforms only its row's
+// digits, with 8 values per thread (M/8 threads), pushes the transform into the other block's shared
+// memory (distributed shared memory), and after one cluster barrier computes its own output row
+// (sum over both input rows, the key read once per value) and inverts it. Per SM: half the FP64 work,
+// half the shared-memory traffic and half the key; per warp: half the dependent work per stage.
+// Rounds, forward order: bits [7,10), [5,7), [3,5), [0,3) at M = 2^10; [6,9), [3,6), [0,3) at 2^9.
+// The last forward round holds values 8 t .. 8 t + 7 (the register kernel's round C, one row), so the
+// key reads are the same. Every value sees the same operations in the same order as on the CPU.
+template <int LOG_M>
+struct ClusterRotation {
+  static constexpr int M = 1 << LOG_M;
+  static constexpr int THREADS = M / 8;
+  static constexpr int ROUNDS = LOG_M == 10 ? 4 : 3;
+  static_assert(LOG_M == 9 || LOG_M == 10, "N = 2^10 or 2^11");
+  __host__ __device__ static constexpr int round_lo(int k) {
+    return LOG_M == 10 ? (k == 0 ? 7 : k == 1 ? 5 : k == 2 ? 3 : 0) : (k == 0 ? 6 : k == 1 ? 3 : 0);
+  }
+  __host__ __device__ static constexpr int round_bits(int k) { return LOG_M == 10 && (k == 1 || k == 2) ? 2 : 3; }
+  // Value i (of 8) of thread t in round K: item g = i >> R of the thread (items t + THREADS g), value
+  // u = i mod 2^R of the item, whose index has bits [lo, lo + R) equal to u. Its bits split into the
+  // thread's (value0<K>(t)) and the value's (offset<K>(i)), disjoint: x = value0<K>(t) | offset<K>(i).
+  template <int K>
+  __host__ __device__ static constexpr uint32_t value0(uint32_t t) {
+    return (t & ((1u << round_lo(K)) - 1u)) | ((t >> round_lo(K)) << (round_lo(K) + round_bits(K)));
+  }
+  template <int K>
+  __host__ __device__ static constexpr uint32_t offset(int i) {
+    return (static_cast<uint32_t>(THREADS * (i >> round_bits(K))) << round_bits(K)) |
+           (static_cast<uint32_t>(i & ((1 << round_bits(K)) - 1)) << round_lo(K));
+  }
+  // Shared memory (complex units): acc (2 rows of N int64 = 2 M complex), two exchange buffers and
+  // two buffers the other block pushes its transform into (M each), the twiddles (M), two mbarriers
+  // (one unit), the rotations.
+  static constexpr uint32_t XCH = 2 * M, PEER = 4 * M, TW = 6 * M, MBAR = 7 * M;
+  static int64_t smem_bytes(int n) { return 16 * (7 * int64_t(M) + 1) + 4 * (n + 1); }
+  // Slot of value x in a one-row buffer: 8-value groups swizzled by bits 3..5 (every round's
+  // quarter-warps hit distinct 16-byte bank groups). The swizzle is linear over XOR, so a value's slot
+  // is its thread's slot (once per thread) XOR a constant: slot(x0 | o) = slot(x0) ^ slot(o).
+  __host__ __device__ static constexpr uint32_t swz(uint32_t x) { return x ^ ((x >> 3) & 7u); }
+  template <int K>
+  static __device__ __forceinline__ uint32_t slot(uint32_t base, int i) {  // base: swz(value0<K>(t))
+    return base ^ swz(offset<K>(i));
+  }
+  template <int K>
+  static __device__ __forceinline__ void store(double2* buf, uint32_t base, const TfheComplex* z) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) buf[slot<K>(base, i)] = make_double2(z[i].re, z[i].im);
+  }
+  template <int K>
+  static __device__ __forceinline__ void load(const double2* buf, uint32_t base, TfheComplex* z) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const double2 v = buf[slot<K>(base, i)];
+      z[i] = TfheComplex{v.x, v.y};
+    }
+  }
+};
+
+// A thread's slot bases of the rounds' layouts.
+template <class P>
+struct ClusterSlots {
+  uint32_t s[4];
+  __device__ explicit ClusterSlots(int t) {
+    const uint32_t u = static_cast<uint32_t>(t);
+    s[0] = P::swz(P::template value0<0>(u));
+    s[1] = P::swz(P::template value0<1>(u));
+    s[2] = P::swz(P::template value0<2>(u));
+    s[3] = P::swz(P::template value0<3>(u));  // unused at 3 rounds
+  }
+};
+
+// The transfer of a transform to the other block: st.async into its shared memory, each store counted
+// by its mbarrier (complete_tx), which the receiver waits on. No cluster barrier, no memory fence per
+// step: a barrier's release waited for every outstanding store (half the step in 'membar' stalls).
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint32_t peer_address(uint32_t a, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_expect_bytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void store_to_peer(uint32_t peer_slot, TfheComplex v, uint32_t peer_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];" ::"r"(peer_slot),
+               "d"(v.re), "d"(v.im), "r"(peer_bar)
+               : "memory");
+}
+
+// Round K's stages over a thread's 8 values (its 8 >> R items).
+template <bool INV, int K, class P>
+__device__ __forceinline__ void cluster_round(TfheComplex* z, int t, const double* tw) {
+  constexpr int lo = P::round_lo(K), R = P::round_bits(K), E = 1 << R;
+#pragma unroll
+  for (int g = 0; g < 8 / E; ++g) {
+    const uint32_t w = static_cast<uint32_t>(t + P::THREADS * g);
+    tfhe_fft_stages<INV, R, 1, SharedTwiddles>(z + g * E, P::M, (w & ((1u << lo) - 1u)) | ((w >> lo) << (lo + R)), lo,
+                                               tw);
+  }
+}
+
+// Exchange j of a step: round K's values out, round K2's in, through exchange buffer j mod 2 (two
+// buffers: a buffer is rewritten two exchanges later, after a barrier every thread passed once its
+// last read of it was done, so one barrier per exchange).
+template <int K, int K2, class P>
+__device__ __forceinline__ void cluster_exchange(double2* sm, int j, const ClusterSlots<P>& sl, TfheComplex* z) {
+  double2* buf = sm + P::XCH + static_cast<uint32_t>(j & 1) * P::M;
+  P::template store<K>(buf, sl.s[K], z);
+  __syncthreads();
+  P::template load<K2>(buf, sl.s[K2], z);
+}
+
+template <bool INV, class P>
+__device__ __forceinline__ void cluster_transform(double2* sm, int t, const ClusterSlots<P>& sl, TfheComplex* z,
+                                                  const double* tw) {
+  if constexpr (!INV) {
+    cluster_round<false, 0, P>(z, t, tw);
+    cluster_exchange<0, 1, P>(sm, 0, sl, z);
+    cluster_round<false, 1, P>(z, t, tw);
+    cluster_exchange<1, 2, P>(sm, 1, sl, z);
+    cluster_round<false, 2, P>(z, t, tw);
+    if constexpr (P::ROUNDS == 4) {
+      cluster_exchange<2, 3, P>(sm, 2, sl, z);
+      cluster_round<false, 3, P>(z, t, tw);
+    }
+  } else {
+    constexpr int L = P::ROUNDS - 1, J = P::ROUNDS - 1;  // exchanges J .. 2 J - 1
+    cluster_round<true, L, P>(z, t, tw);
+    cluster_exchange<L, L - 1, P>(sm, J, sl, z);
+    cluster_round<true, L - 1, P>(z, t, tw);
+    cluster_exchange<L - 1, L - 2, P>(sm, J + 1, sl, z);
+    cluster_round<true, L - 2, P>(z, t, tw);
+    if constexpr (P::ROUNDS == 4) {
+      cluster_exchange<1, 0, P>(sm, J + 2, sl, z);
+      cluster_round<true, 0, P>(z, t, tw);
+    }
+  }
+}
+
+// The launch bounds leave the compiler every register (one block of M/8 threads per SM is the point).
+template <int LOG_M, bool MULTI>
+__global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
+    fourier_rotate_cluster_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C) {
+  namespace cg = cooperative_groups;
+  using P = ClusterRotation<LOG_M>;
+  constexpr int M = P::M, N = 2 * M, L = P::ROUNDS - 1;
+  static_assert(P::round_lo(L) == 0 && P::round_bits(L) == 3, "the last round holds values 8 t .. 8 t + 7");
+  extern __shared__ __align__(16) double2 csmem[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int r = static_cast<int>(cluster.block_rank());  // this block's row
+  const int64_t b = blockIdx.x >> 1;
+  int64_t* acc = reinterpret_cast<int64_t*>(csmem);  // (2, N) torus; this block uses row r
+  const double* tw = reinterpret_cast<const double*>(csmem + P::TW);
+  int32_t* rots = reinterpret_cast<int32_t*>(csmem + P::MBAR + 1);
+  // mbarrier j counts the other block's transform into buffer j (steps j, j + 2, ...)
+  const uint32_t bar = shared_address(csmem + P::MBAR), peer_smem = peer_address(shared_address(csmem), r ^ 1);
+  const uint32_t peer_bar = peer_address(bar, r ^ 1);
+  const int tid = threadIdx.x;
+  const int base_log = a.g.base_log;  // level 1: one digit
+
+  for (int h = tid; h < M; h += P::THREADS) {
+    const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
+    csmem[P::TW + h] = make_double2(w.re, w.im);
+  }
+  const int64_t k1n = 2 * int64_t(N);
+  const int steps = MULTI ? a.n / a.grouping : a.n;
+  if (!MULTI) {
+    for (int i = tid; i <= a.n; i += P::THREADS) rots[i] = static_cast<int32_t>(tfhe_fourier_rotation(a, b, i));
+  }
+  if (!MULTI || j0 == 0) {
+    tfhe_team_fourier_rotate_init(BlockTeam{tid, P::THREADS}, a, b, acc);  // both rows; syncs
+  } else {
+    for (int64_t e = tid; e < N; e += P::THREADS) acc[r * N + e] = a.torus[b * k1n + r * N + e];
+    __syncthreads();
+  }
+  if (tid == 0) {
+    mbarrier_init(bar, 1);
+    mbarrier_init(bar + 8, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster.sync();  // both blocks run, their mbarriers ready, before either writes into the other's memory
+
+  const int64_t per_bit = 4 * int64_t(M);  // complex values of one key bit: (2, 1, 2, M)
+  int64_t* row = acc + r * N;
+  const ClusterSlots<P> sl(tid);
+  const uint32_t x0 = P::template value0<0>(static_cast<uint32_t>(tid));  // round 0: the digits, the torus
+  int done = 0;  // steps taken: the parity of the buffer the other block pushes into
+  for (int bit = MULTI ? j0 : 0; bit < (MULTI ? j1 : a.n); ++bit) {
+    const int64_t rot = MULTI ? 0 : rots[bit];
+    if (!MULTI && rot == 0) continue;  // the same for both blocks
+    const double* key = MULTI ? a.bundles + 2 * per_bit * (b * C + bit - j0) : a.bsk + 2 * per_bit * bit;
+    const int t = tid;
+    // this block's half of the key bit, (rr, r) for both rr: line t of each, into L1
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(key + 2 * ((rr * 2 + r) * int64_t(M) + 8 * t)));
+    TfheComplex z[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // the digits of (X^rot - 1) acc (MULTI: of acc), row r, at round 0's values
+      double d[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t c = x0 + P::template offset<0>(i) + h * M;
+        int64_t x = row[c];
+        if (!MULTI) {
+          const uint32_t src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
+          const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
+          x = tfhe_torus_sub(rotated, x);
+        }
+        d[h] = small_int_to_double(single_digit(x, base_log));
+      }
+      z[i] = TfheComplex{d[0], d[1]};
+    }
+    cluster_transform<false, P>(csmem, t, sl, z, tw);
+    // this block's key values, then this row's transform into the other block's buffer done mod 2;
+    // the other row's arrives in ours. The buffer is rewritten two steps later, after the other block
+    // has had this step's values, which it sends only after its reads of the buffer (they feed them).
+    TfheComplex kv[2][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int64_t k = (i << (LOG_M - 3)) | t;  // tfhe_fft_order of value 8 t + i (round L: bits [0, 3))
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) kv[rr][i] = tfhe_load_complex(key + 2 * ((rr * 2 + r) * int64_t(M) + k));
+    }
+    const uint32_t pin = P::PEER + static_cast<uint32_t>(done & 1) * M, b_own = bar + 8 * (done & 1);
+    if (tid == 0) mbarrier_expect_bytes(b_own, 16 * M);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      store_to_peer(peer_smem + 16 * (pin + P::template slot<L>(sl.s[L], i)), z[i], peer_bar + 8 * (done & 1));
+    mbarrier_wait(b_own, (done >> 1) & 1);
+    TfheComplex zp[8];
+    P::template load<L>(csmem + pin, sl.s[L], zp);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // output row r at value x: sum over rr of row rr's value times key (rr, r)
+      const TfheComplex z0 = r == 0 ? z[i] : zp[i], z1 = r == 0 ? zp[i] : z[i];
+      TfheComplex out{0.0, 0.0};
+      out = tfhe_cmac(out, z0, kv[0][i]);
+      out = tfhe_cmac(out, z1, kv[1][i]);
+      z[i] = out;
+    }
+    cluster_transform<true, P>(csmem, t, sl, z, tw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // round to the torus and add: this thread's coefficients
+      const uint32_t c = x0 + P::template offset<0>(i);
+      const int64_t lo = tfhe_torus_from_double(z[i].re, LOG_M), hi = tfhe_torus_from_double(z[i].im, LOG_M);
+      row[c] = MULTI ? lo : tfhe_torus_add(row[c], lo);
+      row[c + M] = MULTI ? hi : tfhe_torus_add(row[c + M], hi);
+    }
+    // the classical digits read rotated coefficients other threads wrote; the multi-bit ones only
+    // this thread's own
+    if (!MULTI) __syncthreads();
+    ++done;
+  }
+  cluster.sync();  // neither block leaves while a transfer into or out of it may be in flight
+  if (!MULTI || j1 == steps) {
+    int64_t* out = a.acc + b * k1n + r * N;
+    for (int e = tid; e < N; e += P::THREADS) out[e] = tfhe_torus_to_q(row[e], a.m.q_full);
+  } else {
+    for (int e = tid; e < N; e += P::THREADS) a.torus[b * k1n + r * N + e] = row[e];
+  }
+}
+
+template <int LOG_M, bool MULTI>
+cudaError_t launch_cluster_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
+  using P = ClusterRotation<LOG_M>;
+  const int64_t smem = P::smem_bytes(a.n);
+  FT_TRY((allow_dynamic_smem<fourier_rotate_cluster_kernel<LOG_M, MULTI>>(smem, dev)));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(2 * a.B), 1, 1);
+  cfg.blockDim = dim3(P::THREADS, 1, 1);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = s.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, fourier_rotate_cluster_kernel<LOG_M, MULTI>, a, j0, j1, C);
+}
+
+// The cluster kernel for batches of at most half the SMs (two SMs per ciphertext), the register kernel
+// above that. FHETORCH_FOURIER_CLUSTER=0 or 1 forces one or the other (tests, measurements).
+bool use_cluster(int64_t B, int dev) {
+  const char* e = std::getenv("FHETORCH_FOURIER_CLUSTER");
+  if (e != nullptr && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return false;
+  return 2 * B <= sms;
+}
+
 template <int LOG_M, bool MULTI>
 cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
+  if (use_cluster(a.B, dev)) return launch_cluster_as<LOG_M, MULTI>(a, j0, j1, C, dev, s);
   using P = RegisterRotation<LOG_M>;
   const int64_t smem = P::smem_bytes(a.n);
   FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI>>(smem, dev)));
@@ -292,9 +609,11 @@ cudaError_t launch_registers(const FourierRotateArgs& a_in, int dev, const Strea
 
 bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin) {
   const int log_n = a.g.f.log_n;
-  if (a.g.k1 != 2 || a.g.level != 1 || (log_n != 10 && log_n != 11)) return false;
+  if (a.g.k1 != 2 || a.g.level != 1 || a.g.base_log < 1 || a.g.base_log > 32 || (log_n != 10 && log_n != 11))
+    return false;
   const int64_t smem = log_n == 11 ? RegisterRotation<10>::smem_bytes(a.n) : RegisterRotation<9>::smem_bytes(a.n);
-  return smem <= optin;
+  const int64_t cluster = log_n == 11 ? ClusterRotation<10>::smem_bytes(a.n) : ClusterRotation<9>::smem_bytes(a.n);
+  return smem <= optin && cluster <= optin;  // either kernel may run, by batch size
 }
 
 cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, const Stream& s) {

@@ -321,3 +321,25 @@ def test_fourier_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):
     ct, luts, idx, bsk, tw, roots, exps, moduli, base_log, level = _fourier_multi_bit_case(gen, 8, 11, 1, 22, 1, 4, 4)
     _assert_replays_in_a_cuda_graph(gen, ops.tfhe_fourier_multi_bit_blind_rotate, ct.shape[-1], luts.shape[-1],
                                      (bsk.to(GPU), tw.to(GPU), roots.to(GPU), exps.to(GPU), moduli, base_log, level))
+
+
+@pytest.mark.parametrize("cluster", ["0", "1"])
+@pytest.mark.parametrize("log_n", [10, 11])
+def test_fourier_rotation_kernels_of_the_register_shapes(gen, monkeypatch, cluster, log_n):
+    """Both CUDA kernels of the level-1, k = 1 shapes on the same batches, against the CPU: the register
+    kernel (one block per ciphertext) and the 2-block cluster (one row per block, 8 values a thread) that
+    batches within half the SM count take; classical with zero rotations, multi-bit whole and in chunks."""
+    from fhetorch._tfhe.fft import fft_twiddles
+    monkeypatch.setenv("FHETORCH_FOURIER_CLUSTER", cluster)
+    n, big_n, batch = 24, 1 << log_n, 5
+    tw = fft_twiddles(log_n)
+    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, 1, 2, big_n), generator=gen), tw)
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[::2, 3] = 0
+    luts = rand_mod_q(gen, 3, big_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, 23, 1)
+    multi = _fourier_multi_bit_case(gen, batch, log_n, 1, 22, 1, 4, 5)
+    _both(ops.tfhe_fourier_multi_bit_blind_rotate, *multi)
+    monkeypatch.setenv("FHETORCH_FOURIER_BUNDLE_BYTES", str(2 * batch * 64 * 1024))  # chunks of 2 groups
+    _both(ops.tfhe_fourier_multi_bit_blind_rotate, *multi)

@@ -45,6 +45,59 @@ __global__ void __launch_bounds__(kFinishBlock) keyswitch_combine_kernel(Keyswit
   tfhe_ks_combine_one(g, s, e);
 }
 
+// Batches of at most kKsSmallBatch ciphertexts. The GEMM's tiles would compute 16 rows for each
+// ciphertext, and their key loads (4-byte words into shared memory, an index division each) kept the
+// batch-1 key switch at ~1 TB/s, where it only has to read the key once. Here block `part` takes a range
+// of key rows and every output coefficient: a thread per coefficient, so consecutive threads read
+// consecutive words of a key row. The range's digits sit in shared memory. The canonical residues of
+// each part's sums go to `partial` as the tiles' do, and the same join finishes them; the sums are exact,
+// so the result is the same for any split.
+constexpr int kKsSmallBatch = 4;
+constexpr int kKsSmallTeam = 1024;
+
+__global__ void __launch_bounds__(kKsSmallTeam) keyswitch_small_kernel(KeyswitchArgs g, int rows_per) {
+  extern __shared__ int32_t sd[];  // (rows of the range's masks, B) digits, from row i0 level
+  const int64_t K = static_cast<int64_t>(g.n_in) * g.level, w = g.n_out + 1;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per, r1 = r0 + rows_per < K ? r0 + rows_per : K;
+  const int B = static_cast<int>(g.B);
+  const int64_t i0 = r0 / g.level, i1 = (r1 + g.level - 1) / g.level, base = i0 * g.level;  // masks of the range
+  for (int64_t e = threadIdx.x; e < (i1 - i0) * B; e += blockDim.x) {
+    const int64_t i = i0 + e / B;
+    const int b = static_cast<int>(e % B);
+    tfhe_digits(tfhe_round_pow2(g.ct[b * (g.n_in + 1) + i], g.m.q_full, g.base_log * g.level), g.base_log, g.level,
+                sd + (i * g.level - base) * B + b, B);
+  }
+  __syncthreads();
+  const int64_t reduce = int64_t(1) << (32 - g.base_log);  // products between reductions (tfhe.h)
+  for (int64_t c = threadIdx.x; c < w; c += blockDim.x) {
+    int64_t acc[kKsSmallBatch][2] = {};
+#pragma unroll 4
+    for (int64_t row = r0; row < r1; ++row) {
+      const int32_t k0 = ldg(g.keyswitch_key + (row * 2) * w + c), k1 = ldg(g.keyswitch_key + (row * 2 + 1) * w + c);
+#pragma unroll
+      for (int b = 0; b < kKsSmallBatch; ++b) {
+        if (b >= B) break;
+        const int64_t d = sd[(row - base) * B + b];
+        acc[b][0] += d * k0;
+        acc[b][1] += d * k1;
+      }
+      if (((row - r0 + 1) & (reduce - 1)) == 0) {  // reduce: a power of two
+#pragma unroll
+        for (int b = 0; b < kKsSmallBatch; ++b)
+#pragma unroll
+          for (int l = 0; l < 2; ++l) acc[b][l] %= g.m.q[l];
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kKsSmallBatch; ++b) {
+      if (b >= B) break;
+      int32_t* p = g.partial + ((static_cast<int64_t>(blockIdx.x) * g.B + b) * w + c) * 2;
+#pragma unroll
+      for (int l = 0; l < 2; ++l) p[l] = tfhe_residue(acc[b][l] % g.m.q[l], g.m.q[l]);
+    }
+  }
+}
+
 template <int MB>
 cudaError_t launch_tiles(const KeyswitchArgs& g, const Stream& s) {
   const int64_t rows = tfhe_ks_row_tiles(g, MB), cols = tfhe_ks_col_tiles(g);
@@ -64,6 +117,20 @@ cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
+  const int64_t K = static_cast<int64_t>(g.n_in) * g.level;
+  if (g.B <= kKsSmallBatch && g.level <= 64 && K >= 2) {
+    const int64_t parts = K < 2 * sms ? K : 2 * sms, rows_per = (K + parts - 1) / parts;
+    g.splits = static_cast<int>((K + rows_per - 1) / rows_per);
+    g.partial = s.scratch(g.splits * g.B * (g.n_out + 1) * 2);
+    const size_t smem = static_cast<size_t>((rows_per + 2 * g.level) * g.B) * sizeof(int32_t);  // whole masks
+    keyswitch_small_kernel<<<static_cast<unsigned>(g.splits), kKsSmallTeam, smem, s.stream>>>(g, static_cast<int>(rows_per));
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    const unsigned grid = grid_for(g.B * (g.n_out + 1), kFinishBlock);
+    if (grid == 0) return cudaErrorInvalidConfiguration;
+    keyswitch_finish_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g);
+    return cudaGetLastError();
+  }
   const int mb = tfhe_ks_plan(g, 2 * static_cast<int64_t>(sms));
   if (g.splits > 1) g.partial = s.scratch(g.splits * g.B * (g.n_out + 1) * 2);
   err = mb == 4 ? launch_tiles<4>(g, s) : launch_tiles<1>(g, s);

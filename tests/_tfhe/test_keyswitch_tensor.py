@@ -192,6 +192,23 @@ def test_method_choice(gen, monkeypatch):
         alg.keyswitch_method(key)
 
 
+@pytest.mark.cuda
+def test_small_cuda_batches_take_the_gemm_kernel(gen, monkeypatch):
+    """FHETORCH_TFHE_KEYSWITCH unset: CUDA batches of at most KEYSWITCH_GEMM_BATCH ciphertexts take "gemm"
+    (its kernel for a few ciphertexts), larger ones "tensor"; the outputs equal the other method's."""
+    monkeypatch.setattr(alg, "KEYSWITCH_METHOD_SET", False)
+    _, key = _key(gen, 300, 100, 4, 2)
+    key = LweKeyswitchKey(key.data.cuda(), key.base_log, key.level)
+    calls, real = [], ops.tfhe_keyswitch
+    monkeypatch.setattr(alg._ops, "tfhe_keyswitch", lambda *a: calls.append(a[0].shape[0]) or real(*a))
+    for batch in (1, alg.KEYSWITCH_GEMM_BATCH, alg.KEYSWITCH_GEMM_BATCH + 1):
+        ct = rand_mod_q(gen, batch, 301).cuda()
+        out = alg.keyswitch_lwe_ciphertext(key, ct, MQ)
+        other = "tensor" if batch <= alg.KEYSWITCH_GEMM_BATCH else "gemm"
+        assert torch.equal(out, alg.keyswitch_lwe_ciphertext(key, ct, MQ, method=other))
+    assert calls == [1, alg.KEYSWITCH_GEMM_BATCH, alg.KEYSWITCH_GEMM_BATCH + 1]
+
+
 def test_byte_planes_are_never_saved_pickled_or_compared(gen):
     _, key = _key(gen, 30, 10, 4, 2)
     fresh = LweKeyswitchKey(key.data, key.base_log, key.level)

@@ -102,6 +102,35 @@ __device__ __forceinline__ int32_t single_digit(int64_t x, int b) {
   return static_cast<int32_t>(static_cast<uint32_t>(y >> 32)) >> (32 - b);
 }
 
+// Coefficients c and c + M of a row's digits (c < M), as one complex value: the digits of (X^rot - 1) acc,
+// or (MULTI) of acc itself. N = 2 M.
+template <bool MULTI, int N>
+__device__ __forceinline__ TfheComplex row_digits(const int64_t* row, uint32_t c, int64_t rot, int base_log) {
+  double d[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t e = c + h * (N / 2);
+    int64_t x = row[e];
+    if (!MULTI) {
+      // coefficient e of X^rot acc: source (e - rot) mod 2N, negated in [N, 2N) (tfhe_rotation_source)
+      const uint32_t src = (e - static_cast<uint32_t>(rot)) & (2 * N - 1);
+      const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
+      x = tfhe_torus_sub(rotated, x);
+    }
+    d[h] = small_int_to_double(single_digit(x, base_log));
+  }
+  return TfheComplex{d[0], d[1]};
+}
+
+// A product's value z at c (c < M) back to the row's coefficients c and c + M, rounded to the torus:
+// added to them, or (MULTI) replacing them.
+template <bool MULTI, int LOG_M>
+__device__ __forceinline__ void row_store(int64_t* row, uint32_t c, TfheComplex z) {
+  const int64_t lo = tfhe_torus_from_double(z.re, LOG_M), hi = tfhe_torus_from_double(z.im, LOG_M);
+  row[c] = MULTI ? lo : tfhe_torus_add(row[c], lo);
+  row[c + (1u << LOG_M)] = MULTI ? hi : tfhe_torus_add(row[c + (1u << LOG_M)], hi);
+}
+
 // The barrier of one row's threads (rounds A and B and the accumulator touch only their own row):
 // named barrier 1 + r over T threads; the block barrier only around round C, which reads both.
 template <class P>
@@ -187,22 +216,8 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     int64_t* row = acc + r * N;
     TfheComplex z[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {  // the digits of (X^rot - 1) acc (MULTI: of acc), row r, at round A's values
-      double d[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t c = P::value_a(t, i) + h * M;
-        int64_t x = row[c];
-        if (!MULTI) {
-          // coefficient c of X^rot acc: source (c - rot) mod 2N, negated in [N, 2N) (tfhe_rotation_source)
-          const uint32_t src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
-          const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
-          x = tfhe_torus_sub(rotated, x);
-        }
-        d[h] = small_int_to_double(single_digit(x, base_log));
-      }
-      z[i] = TfheComplex{d[0], d[1]};
-    }
+    for (int i = 0; i < 16; ++i)  // the digits of row r at round A's values
+      z[i] = row_digits<MULTI, N>(row, P::value_a(t, i), rot, base_log);
     rounds_a<false, P>(z, t, tw);
     P::template store<'A'>(rsmem, r, t, tau, z);
     row_sync(r);
@@ -241,12 +256,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     P::template load<'A'>(rsmem, r, t, tau, z);
     rounds_a<true, P>(z, t, tw);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {  // round to the torus and add: this thread's coefficients
-      const uint32_t c = P::value_a(t, i);
-      const int64_t lo = tfhe_torus_from_double(z[i].re, LOG_M), hi = tfhe_torus_from_double(z[i].im, LOG_M);
-      row[c] = MULTI ? lo : tfhe_torus_add(row[c], lo);
-      row[c + M] = MULTI ? hi : tfhe_torus_add(row[c + M], hi);
-    }
+    for (int i = 0; i < 16; ++i) row_store<MULTI, LOG_M>(row, P::value_a(t, i), z[i]);  // this thread's coefficients
     row_sync(r);  // before the next decomposition reads the accumulator (its own row)
   }
   __syncthreads();  // the finish reads both rows
@@ -469,21 +479,8 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
       asm volatile("prefetch.global.L1 [%0];" ::"l"(key + 2 * ((rr * 2 + r) * int64_t(M) + 8 * t)));
     TfheComplex z[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {  // the digits of (X^rot - 1) acc (MULTI: of acc), row r, at round 0's values
-      double d[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t c = x0 + P::template offset<0>(i) + h * M;
-        int64_t x = row[c];
-        if (!MULTI) {
-          const uint32_t src = (c - static_cast<uint32_t>(rot)) & (2 * N - 1);
-          const int64_t sv = row[src & (N - 1)], rotated = src >= N ? tfhe_torus_sub(0, sv) : sv;
-          x = tfhe_torus_sub(rotated, x);
-        }
-        d[h] = small_int_to_double(single_digit(x, base_log));
-      }
-      z[i] = TfheComplex{d[0], d[1]};
-    }
+    for (int i = 0; i < 8; ++i)  // the digits of row r at round 0's values
+      z[i] = row_digits<MULTI, N>(row, x0 + P::template offset<0>(i), rot, base_log);
     cluster_transform<false, P>(csmem, t, sl, z, tw);
     // this block's key values, then this row's transform into the other block's buffer done mod 2;
     // the other row's arrives in ours. The buffer is rewritten two steps later, after the other block
@@ -513,12 +510,7 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
     }
     cluster_transform<true, P>(csmem, t, sl, z, tw);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {  // round to the torus and add: this thread's coefficients
-      const uint32_t c = x0 + P::template offset<0>(i);
-      const int64_t lo = tfhe_torus_from_double(z[i].re, LOG_M), hi = tfhe_torus_from_double(z[i].im, LOG_M);
-      row[c] = MULTI ? lo : tfhe_torus_add(row[c], lo);
-      row[c + M] = MULTI ? hi : tfhe_torus_add(row[c + M], hi);
-    }
+    for (int i = 0; i < 8; ++i) row_store<MULTI, LOG_M>(row, x0 + P::template offset<0>(i), z[i]);  // this thread's
     // the classical digits read rotated coefficients other threads wrote; the multi-bit ones only
     // this thread's own
     if (!MULTI) __syncthreads();

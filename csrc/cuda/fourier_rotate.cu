@@ -376,9 +376,9 @@ __device__ __forceinline__ void cluster_round(TfheComplex* z, int t, const doubl
   constexpr int lo = P::round_lo(K), R = P::round_bits(K), E = 1 << R;
 #pragma unroll
   for (int g = 0; g < 8 / E; ++g) {
-    const uint32_t w = static_cast<uint32_t>(t + P::THREADS * g);
-    tfhe_fft_stages<INV, R, 1, SharedTwiddles>(z + g * E, P::M, (w & ((1u << lo) - 1u)) | ((w >> lo) << (lo + R)), lo,
-                                               tw);
+    // item t + THREADS g: value0 of its index, the round's bits clear
+    tfhe_fft_stages<INV, R, 1, SharedTwiddles>(z + g * E, P::M,
+                                               P::template value0<K>(static_cast<uint32_t>(t + P::THREADS * g)), lo, tw);
   }
 }
 
@@ -547,17 +547,16 @@ cudaError_t launch_cluster_as(const FourierRotateArgs& a, int j0, int j1, int C,
 
 // The cluster kernel for batches of at most half the SMs (two SMs per ciphertext), the register kernel
 // above that. FHETORCH_FOURIER_CLUSTER=0 or 1 forces one or the other (tests, measurements).
-bool use_cluster(int64_t B, int dev) {
+bool use_cluster(int64_t B, int sms) {
   const char* e = std::getenv("FHETORCH_FOURIER_CLUSTER");
   if (e != nullptr && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return false;
   return 2 * B <= sms;
 }
 
 template <int LOG_M, bool MULTI>
-cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
-  if (use_cluster(a.B, dev)) return launch_cluster_as<LOG_M, MULTI>(a, j0, j1, C, dev, s);
+cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int C, bool cluster, int dev,
+                                const Stream& s) {
+  if (cluster) return launch_cluster_as<LOG_M, MULTI>(a, j0, j1, C, dev, s);
   using P = RegisterRotation<LOG_M>;
   const int64_t smem = P::smem_bytes(a.n);
   FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI>>(smem, dev)));
@@ -577,8 +576,8 @@ int64_t bundle_bytes() {
 }
 
 template <int LOG_M>
-cudaError_t launch_registers(const FourierRotateArgs& a_in, int dev, const Stream& s) {
-  if (a_in.grouping <= 1) return launch_registers_as<LOG_M, false>(a_in, 0, a_in.n, 0, dev, s);
+cudaError_t launch_registers(const FourierRotateArgs& a_in, bool cluster, int dev, const Stream& s) {
+  if (a_in.grouping <= 1) return launch_registers_as<LOG_M, false>(a_in, 0, a_in.n, 0, cluster, dev, s);
   FourierRotateArgs a = a_in;
   const int steps = a.n / a.grouping;
   const int64_t values = tfhe_fourier_ggsw_values(a.g), k1n = int64_t(2) << (LOG_M + 1);
@@ -592,7 +591,7 @@ cudaError_t launch_registers(const FourierRotateArgs& a_in, int dev, const Strea
   for (int j0 = 0; j0 < steps; j0 += C) {
     const int c = C < steps - j0 ? C : steps - j0;
     FT_TRY(tfhe_fourier_key_bundles(a, j0, c, bundles, s));
-    FT_TRY((launch_registers_as<LOG_M, true>(a, j0, j0 + c, c, dev, s)));
+    FT_TRY((launch_registers_as<LOG_M, true>(a, j0, j0 + c, c, cluster, dev, s)));
   }
   return cudaSuccess;
 }
@@ -608,8 +607,9 @@ bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin) {
   return smem <= optin && cluster <= optin;  // either kernel may run, by batch size
 }
 
-cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, const Stream& s) {
-  return a.g.f.log_n == 11 ? launch_registers<10>(a, dev, s) : launch_registers<9>(a, dev, s);
+cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, int sms, const Stream& s) {
+  const bool cluster = use_cluster(a.B, sms);
+  return a.g.f.log_n == 11 ? launch_registers<10>(a, cluster, dev, s) : launch_registers<9>(a, cluster, dev, s);
 }
 
 }  // namespace fhetorch::cuda

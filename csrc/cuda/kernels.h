@@ -27,7 +27,7 @@ FHETORCH_DECLARE_KERNELS(cudaError_t, Stream)
 // Internal to tfhe_fourier_blind_rotate: the register-scheduled rotation (csrc/cuda/fourier_rotate.cu)
 // for N = 2^10, 2^11 at k = 1, level 1, where its shared memory fits the device's opt-in limit.
 bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin);
-cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, const Stream& s);
+cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, int sms, const Stream& s);
 // The key bundles of groups [j0, j0 + C) of every ciphertext into out (B, C, k1, level, k1, N/2) complex
 // (csrc/cuda/tfhe_fft.cu): the multi-bit register rotation reads them.
 cudaError_t tfhe_fourier_key_bundles(const FourierRotateArgs& a, int j0, int C, double* out, const Stream& s);

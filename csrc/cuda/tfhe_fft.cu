@@ -195,7 +195,7 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   FT_TRY(cudaGetDevice(&dev));
   FT_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   FT_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (!generic_fourier_forced() && fourier_rotate_in_registers(a, optin)) return tfhe_fourier_rotate_registers(a, dev, s);
+  if (!generic_fourier_forced() && fourier_rotate_in_registers(a, optin)) return tfhe_fourier_rotate_registers(a, dev, sms, s);
   const int64_t smem = tfhe_fourier_fused_bytes(a.g) + (a.grouping > 1 ? 4 << kTfheMaxGrouping : 0);
   if (smem <= optin) {
     return a.g.k1 <= 2 ? launch_fourier_team<2>(a, smem, dev, sms, s)

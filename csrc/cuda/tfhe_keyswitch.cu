@@ -110,6 +110,14 @@ cudaError_t launch_tiles(const KeyswitchArgs& g, const Stream& s) {
 
 }  // namespace
 
+// The split parts' partial sums joined into the output.
+static cudaError_t launch_finish(const KeyswitchArgs& g, const Stream& s) {
+  const unsigned grid = grid_for(g.B * (g.n_out + 1), kFinishBlock);
+  if (grid == 0) return cudaErrorInvalidConfiguration;
+  keyswitch_finish_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g);
+  return cudaGetLastError();
+}
+
 cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
   if (g_in.B <= 0) return cudaSuccess;
   KeyswitchArgs g = g_in;
@@ -125,20 +133,12 @@ cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
     const size_t smem = static_cast<size_t>((rows_per + 2 * g.level) * g.B) * sizeof(int32_t);  // whole masks
     keyswitch_small_kernel<<<static_cast<unsigned>(g.splits), kKsSmallTeam, smem, s.stream>>>(g, static_cast<int>(rows_per));
     err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    const unsigned grid = grid_for(g.B * (g.n_out + 1), kFinishBlock);
-    if (grid == 0) return cudaErrorInvalidConfiguration;
-    keyswitch_finish_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g);
-    return cudaGetLastError();
+    return err != cudaSuccess ? err : launch_finish(g, s);
   }
   const int mb = tfhe_ks_plan(g, 2 * static_cast<int64_t>(sms));
   if (g.splits > 1) g.partial = s.scratch(g.splits * g.B * (g.n_out + 1) * 2);
   err = mb == 4 ? launch_tiles<4>(g, s) : launch_tiles<1>(g, s);
-  if (err != cudaSuccess || g.splits == 1) return err;
-  const unsigned grid = grid_for(g.B * (g.n_out + 1), kFinishBlock);
-  if (grid == 0) return cudaErrorInvalidConfiguration;
-  keyswitch_finish_kernel<<<grid, kFinishBlock, 0, s.stream>>>(g);
-  return cudaGetLastError();
+  return err != cudaSuccess || g.splits == 1 ? err : launch_finish(g, s);
 }
 
 cudaError_t tfhe_keyswitch_digits(const KeyswitchArgs& g, int8_t* digits, int64_t rows, const Stream& s) {

@@ -1,9 +1,11 @@
 """Suite `switch`: CKKS -> TFHE LUT -> CKKS round trips (fhetorch/circuits/switching).
 
 For each CKKS preset of --shapes (default n16-bts40 with its default TFHE set, tfhe-4bit-p128;
-toy-n13-bts with --quick or on a CPU; "n16-bts40:tfhe-6bit" names another TFHE set): keygen(lut=True) time and the switching keys' bytes, then for each
-value count (default 2^10, 2^12, 2^15; --batches) a ReLU over [-1, 1] at the largest grid
-(ctx.switcher.max_bits) on values at grid points:
+toy-n13-bts with --quick or on a CPU; "n16-bts40:tfhe-6bit" names another TFHE set and
+"n16-bts40:tfhe-8bit-p128:10" also the grid bits): keygen(lut=True) time and the switching keys'
+bytes, then for each value count (default 2^10, 2^12, 2^15; --batches) a ReLU over [-1, 1] on
+values at grid points, at the default grid (ctx.switcher.default_bits, one PBS per value) unless
+the bits are given (up to max_bits: the full torus, two PBS per value):
 
 - phases (CUDA events, GPU idle before each): `to_lwe` (x - lo, SlotToCoeff, the drop to level
   0, modulus switch, GLWE key switch s -> z(X^r), extraction), `pbs` (LWE key switch, centered
@@ -44,18 +46,18 @@ def bench_preset(name: str, args, device, results: list) -> dict:
     import fhetorch as fhe
     from fhetorch._tfhe import glwe
     from fhetorch.circuits import switching as sw
-    from fhetorch.circuits.dft import bit_reverse
 
-    preset, _, tfhe = name.partition(":")  # "n16-bts40:tfhe-6bit": another TFHE set
+    preset, _, rest = name.partition(":")  # "n16-bts40:tfhe-6bit[:bits]": another TFHE set, a grid
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctx = fhe.ckks.Context(preset, device)
         t0 = time.perf_counter()
+        tfhe, _, grid = rest.partition(":")
         ctx.keygen(lut=tfhe or True)
         common.sync(device)
         keygen_s = time.perf_counter() - t0
     s = ctx.switcher
-    bits = s.max_bits
+    bits = int(grid) if grid else s.default_bits
     info = {"tfhe": s.params.name, "bits": bits, "keygen_s": keygen_s, "switch_key_bytes": ctx.switch_keys.nbytes,
             "key_bytes": ctx.key_bytes(), "output_level": s.output_level,
             "grid_log2_p_fail": s.grid(bits)[1].log2_p_fail}
@@ -72,21 +74,19 @@ def bench_preset(name: str, args, device, results: list) -> dict:
         table = [torch.relu(pts)]
         lwe = s.to_lwe(ct, (-1.0, 1.0), bits)
         out, scales = s.apply_luts(lwe, table, bits)
-        half, r = ctx.slots, s.keys.stride
-        nt = ctx.params.n // r
-        pos = bit_reverse(half)[:m].to(device)
-        groups = torch.unique(pos % r)
-        leaves = lwe.new_zeros(groups.numel(), nt, nt + 1)
+        nt = ctx.params.n // s.keys.stride
+        _, groups, _, stride = s.geometry(m, device)
+        leaves = lwe.new_zeros(groups.numel(), nt // stride, nt + 1)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         row = {"preset": name, "values": m, "bits": bits,
                "to_lwe_ms": _median_ms(lambda: s.to_lwe(ct, (-1.0, 1.0), bits), device, args.repeat),
                "pbs_ms": _median_ms(lambda: s.apply_luts(lwe, table, bits), device, args.repeat),
-               "pack_ms": _median_ms(lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves),
-                                     device, args.repeat),
+               "pack_ms": _median_ms(lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves,
+                                                                       stride), device, args.repeat),
                "to_ckks_ms": _median_ms(lambda: s.to_ckks(out[0], scales[0]), device, args.repeat),
-               "total_ms": _median_ms(lambda: ex.lut(torch.relu), device, args.repeat)}
-        got = ctx.decrypt(ex.lut(torch.relu)).cpu()
+               "total_ms": _median_ms(lambda: ex.lut(torch.relu, bits=bits), device, args.repeat)}
+        got = ctx.decrypt(ex.lut(torch.relu, bits=bits)).cpu()
         err = float((got - torch.relu(x)).abs().max())
         row["max_err"] = err
         row["err_bits"] = -math.log2(err) if err > 0 else math.inf

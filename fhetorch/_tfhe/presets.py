@@ -62,6 +62,8 @@ PRESETS = {
                                (22, 1), (3, 5), 4, 5, g=4, log2_p_fail_max=-128.0),
     "tfhe-6bit": _lit("tfhe-6bit", 977, 1, 8192, 3.0144389706858286e-07, _ABS_FLOOR, (15, 2), (3, 6), 6, 9),
     "tfhe-8bit": _lit("tfhe-8bit", 1110, 1, 32768, 3.038278019865525e-08, _ABS_FLOOR, (11, 3), (2, 11), 8, 17),
+    "tfhe-8bit-p128": _lit("tfhe-8bit-p128", 1267, 1, 65536, 2.0240196581361536e-09, _ABS_FLOOR, (11, 3), (3, 9),
+                           8, 17, log2_p_fail_max=-128.0),
     # ---- insecure test sizes (CPU, exhaustive LUT tests): small n, N = 2^10, p_fail far below 2^-64
     "toy-tfhe-2bit": _lit("toy-tfhe-2bit", 32, 1, 1024, 2.0 ** -30, 2.0 ** -50, (12, 2), (4, 6), 2, 2),
     "toy-tfhe-4bit": _lit("toy-tfhe-4bit", 32, 1, 1024, 2.0 ** -30, 2.0 ** -50, (12, 2), (4, 6), 4, 2),
@@ -119,6 +121,13 @@ CITATIONS = {
         constant="V1_1_PARAM_MESSAGE_4_CARRY_4_KS_PBS_GAUSSIAN_2M64", cited_log2_p_fail=-64.014, cited_norm2=17,
         note="N = 2^15: 8 bits at 2^-64 need 2N >~ 60000 for the modulus-switch noise alone; GLWE std floor "
              "kept absolute"),
+    "tfhe-8bit-p128": dict(
+        repository=_TFHE_RS, commit="df0b3f5e91c70914362d3ce9deba4cf8506fee87",
+        file="tfhe/src/shortint/parameters/v1_4/classic/gaussian/p_fail_2_minus_128/pbs_ks.rs",
+        constant="V1_4_PARAM_MESSAGE_4_CARRY_4_PBS_KS_GAUSSIAN_2M128", cited_log2_p_fail=-129.855, cited_norm2=17,
+        note="N = 2^16, a PBS-KS set (its small LWE key has little noise, n = 1267) run here as KS-PBS with the "
+             "same keys, so the cited p_fail is for the other order and this project's model gives its own; "
+             "the switch's 10-bit LUT grid (docs/switching.md); GLWE std floor kept absolute"),
 }
 
 # the failure-probability target each preset is held to (tests check the model against it)

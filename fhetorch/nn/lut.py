@@ -61,9 +61,10 @@ LUT_FIXED_S, LUT_PER_SLOT_S = 0.1, 1 / 5700
 
 @dataclass(frozen=True)
 class LUTReLU:
-    """relu="lut" is LUTReLU(): `bits` of the grid (None: the most the switching keys hold),
-    `tfhe` the TFHE preset of the switching keys (None: the CKKS preset's default,
-    keygen(lut=True); e.g. "tfhe-8bit" for an 8-bit grid, N = 2^15)."""
+    """relu="lut" is LUTReLU(): `bits` of the grid (None: the finest grid of one PBS per value,
+    Switcher.default_bits; one bit more takes the full-torus form, two PBS), `tfhe` the TFHE preset
+    of the switching keys (None: the CKKS preset's default, keygen(lut=True); e.g. "tfhe-8bit" for
+    an 8-bit grid, N = 2^15)."""
 
     bits: int | None = None
     tfhe: str | None = None
@@ -77,11 +78,13 @@ class LUTReLU:
         """The grid bits for `preset`. Raises ParameterError for more bits than the TFHE set
         holds within the switch's failure bound."""
         cfg = switch_config(preset, self.lut)
-        top = cfg.max_bits(tfhe_params(cfg))
+        params = tfhe_params(cfg)
+        top = cfg.max_bits(params)
         if self.bits is not None and not 2 <= self.bits <= top:
             raise ParameterError(f"nn.compile: a {self.bits}-bit LUT grid needs a larger TFHE ring than {cfg.tfhe} "
-                                 f"(up to {top} bits); e.g. LUTReLU(bits={self.bits}, tfhe='tfhe-8bit')")
-        return self.bits if self.bits is not None else top
+                                 f"(up to {top} bits); e.g. LUTReLU(bits={self.bits}, tfhe='tfhe-8bit') (9 bits) or "
+                                 "'tfhe-8bit-p128' (10 bits)")
+        return self.bits if self.bits is not None else cfg.default_bits(params)
 
     @staticmethod
     def levels_in(config: BootstrapConfig) -> int:

@@ -54,7 +54,9 @@ def test_keys_and_grid(ctx):
     keys = ctx.switch_keys
     assert keys.tfhe.params.name == "toy-tfhe-4bit"
     assert not keys.tfhe.has_secret_key  # the TFHE secrets were dropped after keygen
-    assert ctx.switcher.max_bits == 6  # the model's 2^-65 at 6 bits, 2^-18 at 7 (limit 2^-40)
+    assert ctx.switcher.default_bits == 6  # the model's 2^-65 at 6 bits, 2^-18 at 7 (limit 2^-40)
+    assert ctx.switcher.max_bits == 7  # the full torus: 2^7 points as far apart as 2^6 on half of it
+    assert ctx.switcher.grid(7)[1].log2_p_fail == ctx.switcher.grid(6)[1].log2_p_fail < -40
     assert ctx.key_bytes() >= keys.nbytes > 0
     pub = ctx.public()
     assert pub.secret_key is None and pub.switch_keys is keys
@@ -66,7 +68,7 @@ def test_grid_points_exact_several_functions(ctx, seed):
     gen = torch.Generator().manual_seed(seed)
     lo = -float(torch.rand(1, generator=gen)) * 2 - 0.5
     hi = float(torch.rand(1, generator=gen)) * 2 + 0.5
-    bits = ctx.switcher.max_bits
+    bits = ctx.switcher.default_bits
     g = 1 << bits
     t1, t2 = _random_table(g, gen), _random_table(g, gen)
     pts = sw.grid_points((lo, hi), bits)
@@ -83,14 +85,40 @@ def test_grid_points_exact_several_functions(ctx, seed):
         assert err <= tol
 
 
-def test_any_input_within_one_step(ctx, seed):
+def test_full_torus_grid_points_exact(ctx, seed):
+    """bits = max_bits, one above default_bits: the grid spans the whole torus, each function goes
+    through two tables (a + s b) and comes back as the sum of two sines; every point, the seam
+    between the torus' halves (G/2 - 1, G/2) and both ends included, gives fn(point)."""
+    gen = torch.Generator().manual_seed(seed)
+    lo = -float(torch.rand(1, generator=gen)) * 2 - 0.5
+    hi = float(torch.rand(1, generator=gen)) * 2 + 0.5
+    bits = ctx.switcher.max_bits
+    assert ctx.switcher.full_torus(bits) and not ctx.switcher.full_torus(bits - 1)
+    g = 1 << bits
+    t1, t2 = _random_table(g, gen), _random_table(g, gen) * 0.25  # F = 2 and F = 1 (no scale label)
+    pts = sw.grid_points((lo, hi), bits)
+    idx = torch.randint(0, g, (M,), generator=gen)
+    idx[:4] = torch.tensor([0, g // 2 - 1, g // 2, g - 1])
+    y1, y2 = fhe.lut(ctx.encrypt(pts[idx]), [_as_function(t1, (lo, hi)), _as_function(t2, (lo, hi))],
+                     interval=(lo, hi), bits=bits)
+    assert y1.ciphertext.level == ctx.switcher.output_level
+    for y, t in ((y1, t1), (y2, t2)):
+        got = ctx.decrypt(y).cpu()
+        err = float((got - t[idx]).abs().max())
+        print(f"[precision] full-torus switch at grid points: max|err| = {err:.2e} "
+              f"({-math.log2(max(err, 1e-300)):.1f} bits)")
+        assert err <= _tolerance(t1, t2)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_any_input_within_one_step(ctx, seed, full):
     gen = torch.Generator().manual_seed(seed)
     interval = (-1.0, 1.0)
-    bits = ctx.switcher.max_bits
+    bits = ctx.switcher.max_bits if full else ctx.switcher.default_bits
     g = 1 << bits
     table = _random_table(g, gen)
     x = torch.rand(M, generator=gen, dtype=torch.float64) * 2 - 1
-    got = ctx.decrypt(fhe.lut(ctx.encrypt(x), _as_function(table, interval), interval)).cpu()
+    got = ctx.decrypt(fhe.lut(ctx.encrypt(x), _as_function(table, interval), interval, bits=bits)).cpu()
     pos = (x + 1) / 2 * (g - 1)
     below, above = table[pos.floor().long()], table[pos.ceil().long().clamp(max=g - 1)]
     err = torch.minimum((got - below).abs(), (got - above).abs())
@@ -98,8 +126,9 @@ def test_any_input_within_one_step(ctx, seed):
 
 
 def test_smooth_function_and_defaults(ctx):
-    # torch functions work as given; the default interval is [-1, 1] and bits the maximum
-    x = sw.grid_points((-1.0, 1.0), ctx.switcher.max_bits)[torch.randint(0, 1 << ctx.switcher.max_bits, (M,))]
+    # torch functions work as given; the default interval is [-1, 1] and bits the finest one-table grid
+    bits = ctx.switcher.default_bits
+    x = sw.grid_points((-1.0, 1.0), bits)[torch.randint(0, 1 << bits, (M,))]
     got = ctx.decrypt(ctx.encrypt(x).lut(torch.sigmoid)).cpu()
     assert float((got - torch.sigmoid(x)).abs().max()) <= 2.0 ** -11
 
@@ -134,7 +163,7 @@ def test_saved_server_context_switches(ctx, tmp_path):
     fhe.save(ctx.public(), path)
     server = fhe.load(path)
     assert server.secret_key is None and not server.switch_keys.tfhe.has_secret_key
-    bits = ctx.switcher.max_bits
+    bits = ctx.switcher.default_bits
     x = sw.grid_points((-1.0, 1.0), bits)[torch.randint(0, 1 << bits, (M,))]
     fhe.save(ctx.encrypt(x), xpath)
     got = ctx.decrypt(fhe.load(xpath, server).lut(torch.relu)).cpu()
@@ -158,7 +187,7 @@ def test_ternary_tfhe_keys_switch(make_context, seed):
     keys = tern.switch_keys
     assert keys.tfhe.params.secret_distribution == "ternary" and keys.tfhe.bootstrap_key.ternary
     assert not keys.tfhe.has_secret_key
-    bits = tern.switcher.max_bits
+    bits = tern.switcher.default_bits
     assert bits == 5
     gen = torch.Generator().manual_seed(seed)
     table = _random_table(1 << bits, gen)
@@ -177,15 +206,45 @@ def test_switch_cpu_cuda_bit_identical():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         cpu = fhe.ckks.Context(TOY, "cpu").keygen(lut=True)
     gpu = cpu.to("cuda")
-    bits = cpu.switcher.max_bits
-    pts = sw.grid_points((-1.0, 1.0), bits)
+    bits = cpu.switcher.default_bits
+    pts, full = sw.grid_points((-1.0, 1.0), bits), sw.grid_points((-1.0, 1.0), bits + 1)
     ct0 = cpu.encrypt(torch.rand(M, dtype=torch.float64), level=0).ciphertext
     outs = []
     for c in (cpu, gpu):
         s = c.switcher
         lwe = s.level0_to_lwe(ct0.replace(data=ct0.data.to(c.device)))
         pbs, scales = s.apply_luts(lwe, [torch.relu(pts), torch.sin(3 * pts)], bits)
+        pair, _ = s.apply_luts(lwe, [torch.tanh(full)], bits + 1)  # the full torus: two tables
         back = s.lwe_to_level0(pbs[1])
-        outs.append((lwe.cpu(), pbs.cpu(), back.data.cpu()))
+        outs.append((lwe.cpu(), torch.stack(pbs).cpu(), torch.stack(pair[0]).cpu(), back.data.cpu()))
     for a, b in zip(*outs):
         assert torch.equal(a, b)
+
+
+@pytest.mark.cuda
+def test_ten_bit_grid_on_the_gpu(seed):
+    """n16-bts40 with tfhe-8bit-p128 (N_t = N = 2^16) holds a 10-bit grid: the full torus over its
+    9-bit half-torus grid (2^-114.6 per value by the noise model). A table whose neighbours differ
+    by at least 1 comes back exactly (a wrong grid point would be off by >= 1) at grid points, the
+    seam between the torus' halves and both ends included, and within one step anywhere."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        ctx = fhe.ckks.Context("n16-bts40", "cuda").keygen(lut="tfhe-8bit-p128")
+    s = ctx.switcher
+    assert (s.default_bits, s.max_bits) == (9, 10) and s.grid(10)[1].log2_p_fail < -100
+    gen = torch.Generator().manual_seed(seed)
+    g, m, interval = 1 << 10, 256, (-1.0, 1.0)
+    sign = torch.where(torch.arange(g) % 2 == 0, 1.0, -1.0).to(torch.float64)
+    table = sign * (0.5 + 0.5 * torch.rand(g, generator=gen, dtype=torch.float64))
+    fn = _as_function(table, interval)
+    idx = torch.randint(0, g, (m,), generator=gen)
+    idx[:4] = torch.tensor([0, g // 2 - 1, g // 2, g - 1])
+    got = ctx.decrypt(ctx.encrypt(sw.grid_points(interval, 10)[idx]).lut(fn, interval, bits=10)).cpu()
+    err = float((got - table[idx]).abs().max())
+    print(f"[precision] 10-bit grid at grid points: max|err| = {err:.2e} ({-math.log2(max(err, 1e-300)):.1f} bits)")
+    assert err <= 2.0 ** -7
+    x = torch.rand(m, generator=gen, dtype=torch.float64) * 2 - 1
+    got = ctx.decrypt(ctx.encrypt(x).lut(fn, interval, bits=10)).cpu()
+    pos = (x + 1) / 2 * (g - 1)
+    below, above = table[pos.floor().long()], table[pos.ceil().long().clamp(max=g - 1)]
+    assert float(torch.minimum((got - below).abs(), (got - above).abs()).max()) <= 2.0 ** -7

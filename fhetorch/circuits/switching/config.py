@@ -7,7 +7,13 @@ reads the point from a window of N / G test-polynomial coefficients, and the mod
 noise must stay inside half a window. That is the TFHE noise model's failure probability of a
 2^bits message space with no linear operations before the PBS (max_noise_level 1), so a grid of
 `bits` is offered only where that probability is at most 2^log2_p_fail_max (default 2^-40 per
-value): about 5 bits at N = 2^11, 6 at 2^13, 8 at 2^15 with n ~ 900-1100 (docs/switching.md).
+value): 4 bits at N = 2^11, 6 at 2^13, 8 at 2^15, 9 at 2^16 with n ~ 900-1300 (docs/switching.md).
+
+That grid sits on half the torus (a padding bit: the test polynomial is negacyclic). The
+full-torus grid has one bit more at the same failure probability: 2G points over the whole torus
+are as far apart as G points on half of it. A point u + G of its second half reads the negated
+value of point u, so fn is split as a(u) + s b(u) (s = +1 on the first half, -1 on the second)
+and two tables of each function go through the PBS (fhetorch/circuits/switching/convert.py).
 """
 from __future__ import annotations
 
@@ -52,8 +58,8 @@ class SwitchConfig:
             warnings.simplefilter("ignore", InsecureParametersWarning)
             return make_params(lit, allow_insecure=not base.is_secure)
 
-    def max_bits(self, base: TFHEParams) -> int:
-        """The largest grid (bits) whose failure probability is within log2_p_fail_max."""
+    def default_bits(self, base: TFHEParams) -> int:
+        """The largest half-torus grid (bits: one table per function) within log2_p_fail_max."""
         best = 0
         for bits in range(1, base.log_n):
             try:
@@ -64,6 +70,17 @@ class SwitchConfig:
                 break
             best = bits
         return best
+
+    def max_bits(self, base: TFHEParams) -> int:
+        """The largest grid within log2_p_fail_max: the full-torus one, a bit above default_bits."""
+        top = self.default_bits(base)
+        return top + 1 if top else 0
+
+    def grid_failure(self, base: TFHEParams, bits: int) -> TFHEParams:
+        """The TFHEParams whose log2_p_fail is a `bits` grid's (the full-torus grid above
+        default_bits reads as the half-torus grid of one bit less). Raises ParameterError where the
+        ring has no room."""
+        return self.grid_params(base, bits - 1 if bits > self.default_bits(base) else bits)
 
 
 # the CKKS preset -> its switching configuration (ctx.keygen(lut=True)); other TFHE presets by name

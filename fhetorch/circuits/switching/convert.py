@@ -6,14 +6,19 @@ CKKS -> LWE (to_lwe):
      polynomial coefficient bitrev(k) (k < N/2; the stages work in bit-reversed order);
   2. the drop to level 0 multiplies by an integer so that coefficient k is Q_0 v_k / 2G, v_k =
      (x_k - lo)(G - 1) / (hi - lo) the value's position on the LUT grid of G points (a TFHE
-     message with one padding bit);
+     message with one padding bit), or Q_0 v_k / G for the full-torus grid (one bit more);
   3. modulus switch Q_0 -> q (the TFHE modulus): round(c q / Q_0), float64 (one rounding, the
      same on CPU and GPU; its error, < 2^10 per coefficient, is ~2^-50 of q);
   4. GLWE key switch s -> z(X^r) in the CKKS ring (keys.to_lwe), then sample extraction of
      the M slots' coefficients: z(X^r) has non-zeros only at multiples of r, so each extraction is an
      LWE of dimension N_t under z, the TFHE GLWE key: the form a PBS output has.
 LUT (apply_luts): the TFHE KS-PBS with a test polynomial holding the encoded f(grid point) in each
-  point's window; several functions in one batched PBS through a per-ciphertext LUT index.
+  point's window; several functions in one batched PBS through a per-ciphertext LUT index. On the
+  full torus point u + G/2 reads the negated window of point u, so f = a + s b with a(u) =
+  (f(u) + f(u + G/2)) / 2, b(u) = (f(u) - f(u + G/2)) / 2 and s = -1 on the second half: b's
+  table stores asin(b / F) / 2 pi (sin is odd: s b comes back), a's stores acos(a / F) / 2 pi and
+  a quarter turn is added after the PBS (sin(pi / 2 + x) = cos x is even: a comes back for both
+  signs). The two are summed in CKKS.
 LWE -> CKKS (to_ckks):
   1. LWE packing in ring N_t (fhetorch/_tfhe/glwe.py): slot k's value goes to coefficient
      p = bitrev(k) = r i + c, into group c at index i (groups without values are not packed);
@@ -24,7 +29,9 @@ LWE -> CKKS (to_ckks):
      F = max(1, max|f|)), so the sine gives f / F exactly; F is a scale label (1 for outputs in
      [-1, 1]). The result sits at
      EvalMod's output level (SlotToCoeff's levels are not spent). An M-slot result (M < N/2)
-     is made to repeat every M slots by log2(N / 2M) rotations and additions.
+     is made to repeat every M slots by log2(N / 2M) rotations and additions. A full-torus
+     pair (a, b) of M <= N/4 values goes back as one 2M-value packing, a then b, and one rotation
+     by M adds b to a; at M = N/2 the two go back separately.
 """
 from __future__ import annotations
 
@@ -43,6 +50,11 @@ from ..bootstrap import _dft_stages, dft_baby_steps
 from ..dft import bit_reverse
 from ..linear import LinearTransform
 from .keys import SwitchKeys
+
+
+# the PBS runs in chunks whose rotation scratch (the per-bit path's accumulator and digits in
+# global memory, 4 MiB a ciphertext at N_t = 2^16) stays within this
+PBS_SCRATCH_BYTES = 4 << 30
 
 
 def grid_points(interval, bits: int) -> torch.Tensor:
@@ -89,30 +101,42 @@ class Switcher:
         self.cfg = ctx.bootstrapper.cfg
         self.params = keys.tfhe.params
         self._stc = None
-        self._max_bits = None
+        self._default_bits = None
         self._grids: dict = {}
         self._geometry: dict = {}
 
     @property
+    def default_bits(self) -> int:
+        """The finest half-torus grid the TFHE set holds within the failure bound (one PBS per
+        value and function): lut's default."""
+        if self._default_bits is None:
+            self._default_bits = self.keys.config.default_bits(self.params)
+        return self._default_bits
+
+    @property
     def max_bits(self) -> int:
-        """The most grid bits the TFHE set holds within the failure bound."""
-        if self._max_bits is None:
-            self._max_bits = self.keys.config.max_bits(self.params)
-        return self._max_bits
+        """The finest grid within the failure bound: default_bits + 1, on the full torus (two PBS
+        per value and function)."""
+        return self.default_bits + 1
+
+    def full_torus(self, bits: int) -> bool:
+        """Whether a grid of `bits` takes the full-torus form (bits above default_bits)."""
+        return bits > self.default_bits
 
     def grid(self, bits: int | None):
-        """(bits, the grid's TFHEParams). Raises ParameterError above max_bits."""
+        """(bits, the TFHEParams whose log2_p_fail is the grid's). Raises ParameterError above
+        max_bits."""
         top = self.max_bits
-        bits = top if bits is None else bits
+        bits = self.default_bits if bits is None else bits
         if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= top:
             raise ParameterError(
                 f"lut: bits must be an int in [1, {top}] with the TFHE set {self.params.name} (a grid of 2^bits "
                 f"points holds with failure probability <= 2^{self.keys.config.log2_p_fail_max:g} per value up to "
-                f"{top} bits); got {bits!r}. A larger ring holds more: ctx.keygen(lut='tfhe-6bit') (N = 2^13) or "
-                "'tfhe-8bit' (N = 2^15)")
+                f"{top} bits); got {bits!r}. A larger ring holds more: ctx.keygen(lut='tfhe-6bit') (N = 2^13, 7 bits), "
+                "'tfhe-8bit' (N = 2^15, 9 bits) or 'tfhe-8bit-p128' (N = 2^16, 10 bits)")
         p = self._grids.get(bits)
         if p is None:
-            p = self._grids[bits] = self.keys.config.grid_params(self.params, bits)
+            p = self._grids[bits] = self.keys.config.grid_failure(self.params, bits)
         return bits, p
 
     def geometry(self, m: int, device) -> tuple:
@@ -156,13 +180,15 @@ class Switcher:
 
     def to_lwe(self, ct: Ciphertext, interval, bits: int) -> torch.Tensor:
         """(..., M, N_t + 1) LWE ciphertexts under z whose phase is q v / 2G, v the grid position of
-        each of ct's M slot values. Raises LevelError below `levels` levels."""
+        each of ct's M slot values (q v / G on the full torus, bits > default_bits). Raises
+        LevelError below `levels` levels."""
         ctx = self.ctx
         lo, hi = interval
         if ct.level < self.levels:
             raise LevelError(f"lut: the switch to TFHE needs {self.levels} levels (SlotToCoeff and the grid's "
                              f"scaling); the tensor is at level {ct.level}: bootstrap it first")
         g = 1 << bits
+        span = g if self.full_torus(bits) else 2 * g  # grid positions per turn of the torus
         # SlotToCoeff runs at the lowest levels it can (its keys hold only those limbs; fewer is faster)
         x = ev.drop_level(ctx, ct, ct.level - self.levels)
         x = ev.add_scalar(ctx, x, -lo, "lut").replace(slots=ctx.slots)
@@ -170,7 +196,7 @@ class Switcher:
             x = lt(x)
         x = ev.drop_level(ctx, x, x.level - 1)
         q0 = ctx.basis(0).product
-        target = q0 * (g - 1) / (2 * g * (hi - lo))  # the level-0 scale that puts v_k on the grid
+        target = q0 * (g - 1) / (span * (hi - lo))  # the level-0 scale that puts v_k on the grid
         k = round(ev._target_scale_factor(ctx, x) * target / ctx.nominal_scale(0))
         b = ctx.basis(x.level)
         from_ = x.scale
@@ -205,43 +231,71 @@ class Switcher:
         return torch.cat((a, glwe[..., 1, positions].unsqueeze(-1)), -1)
 
     # --- the LUTs --------------------------------------------------------------------------
-    def encode_outputs(self, values: torch.Tensor) -> tuple:
+    def encode_outputs(self, values: torch.Tensor, f_scale: float | None = None, cosine: bool = False) -> tuple:
         """(test polynomial body values mod q as int64, F): theta = asin(f / F) / 2 pi with
-        F = max(1, max|f|), so |theta| <= 1/4 and EvalMod's sine gives f / F back. F = 1 (outputs
+        F = max(1, max|f|) unless given, so |theta| <= 1/4 and EvalMod's sine gives f / F back
+        (cosine: acos(f / F) / 2 pi, what a quarter turn later turns into f / F). F = 1 (outputs
         in [-1, 1], what fhetorch.nn's scaled values are) leaves the result's scale at its level's
         nominal one: later additions need no level to match scales."""
         q = self.keys.ring.modulus.q
-        f_scale = max(1.0, float(values.abs().max()))
-        theta = torch.asin((values / f_scale).clamp(-1.0, 1.0)) / (2 * math.pi)
+        if f_scale is None:
+            f_scale = max(1.0, float(values.abs().max()))
+        y = (values / f_scale).clamp(-1.0, 1.0)
+        theta = (torch.acos(y) if cosine else torch.asin(y)) / (2 * math.pi)
         return torch.remainder(torch.round(theta * q).to(torch.int64), q), f_scale
 
     def apply_luts(self, lwe: torch.Tensor, tables: list, bits: int) -> tuple:
         """KS-PBS of every LWE once per table (float64 outputs at the G grid points); returns
-        ((c, ..., N_t + 1) outputs, [F per table])."""
+        (outputs, [F per table]): per table a (..., M, N_t + 1) tensor, or on the full torus
+        (bits > default_bits) the pair (a, b) whose sines add up to f / F."""
         keys, mq = self.keys, self.keys.ring.modulus
         p, t = self.params, keys.tfhe
-        g = 1 << bits
-        polys, scales = [], []
+        full = self.full_torus(bits)
+        space = (1 << bits) // 2 if full else 1 << bits  # the test polynomial's points (half the torus)
+        encoded, scales = [], []
         for values in tables:
-            enc, f_scale = self.encode_outputs(values)
-            polys.append(test_polynomial([enc.tolist()], g, p.N, 1, mq.q))
+            if full:  # f = a + s b: point u + G/2 reads the negated window of u (module docstring)
+                lo_half, hi_half = values[:space], values[space:]
+                a, b = (lo_half + hi_half) / 2, (lo_half - hi_half) / 2
+                f_scale = max(1.0, float(a.abs().max()), float(b.abs().max()))
+                encoded += [self.encode_outputs(a, f_scale, cosine=True)[0], self.encode_outputs(b, f_scale)[0]]
+            else:
+                enc, f_scale = self.encode_outputs(values)
+                encoded.append(enc)
             scales.append(f_scale)
-        luts = torch.stack(polys).to(lwe.device)
-        c = len(tables)
-        x = lwe.unsqueeze(0).expand(c, *lwe.shape) if c > 1 else lwe.unsqueeze(0)
-        index = torch.arange(c, device=lwe.device).view(c, *([1] * (lwe.dim() - 1))).expand(x.shape[:-1])
-        ks = alg.keyswitch_lwe_ciphertext(t.keyswitch_key, x.contiguous(), mq)
+        luts = torch.stack([test_polynomial([e.tolist()], space, p.N, 1, mq.q) for e in encoded]).to(lwe.device)
+        c = len(encoded)
+        ks = alg.keyswitch_lwe_ciphertext(t.keyswitch_key, lwe.contiguous(), mq)  # once for all c tables
         if p.modulus_switch_type == "centered":
             ks = alg.center_modulus_switch(ks, mq, p.log_n + 1, p.secret_distribution)
-        out = alg.programmable_bootstrap_lwe_ciphertext(t.ring, t.bootstrap_key, ks, luts,
-                                                        index.contiguous() if c > 1 else None)[0]
-        return out, scales
+        x = ks.unsqueeze(0).expand(c, *ks.shape).reshape(-1, ks.shape[-1])
+        index = torch.arange(c, device=lwe.device).repeat_interleave(x.shape[0] // c)
+        rows = max(1, PBS_SCRATCH_BYTES // (8 * 2 * (1 + p.pbs_level) * p.N))  # a chunk's rotation scratch
+        out = torch.cat([alg.programmable_bootstrap_lwe_ciphertext(t.ring, t.bootstrap_key, x[i:i + rows], luts,
+                                                                   index[i:i + rows] if c > 1 else None)[0]
+                         for i in range(0, x.shape[0], rows)])
+        out = out.view(c, *lwe.shape[:-1], out.shape[-1])
+        if not full:
+            return list(out.unbind(0)), scales
+        quarter = out.new_zeros(out.shape[-1])
+        quarter[-1] = mq.q // 4  # a quarter turn on the cosine tables' bodies
+        return [(mq.add(out[2 * i], quarter), out[2 * i + 1]) for i in range(len(tables))], scales
 
     # --- LWE -> CKKS ------------------------------------------------------------------------
-    def to_ckks(self, lwe: torch.Tensor, f_scale: float) -> Ciphertext:
+    def to_ckks(self, lwe, f_scale: float) -> Ciphertext:
         """(..., M, N_t + 1) LWE ciphertexts under z of phases q theta -> a CKKS ciphertext of M
-        slots holding F sin(2 pi theta), at EvalMod's output level."""
-        return self.level0_to_slots(self.lwe_to_level0(lwe), lwe.shape[-2], f_scale)
+        slots holding F sin(2 pi theta), at EvalMod's output level. A full-torus pair (a, b):
+        F (sin(2 pi theta_a) + sin(2 pi theta_b)), for M <= N/4 through one packing of 2M values
+        (a then b) and one rotation by M."""
+        if isinstance(lwe, torch.Tensor):
+            return self.level0_to_slots(self.lwe_to_level0(lwe), lwe.shape[-2], f_scale)
+        a, b = lwe
+        m = a.shape[-2]
+        if 2 * m > self.ctx.slots:
+            return ev.add(self.ctx, self.to_ckks(a, f_scale), self.to_ckks(b, f_scale))
+        both = self.to_ckks(torch.cat((a, b), -2), 1.0)  # repeats every 2M slots: a, b, a, b, ...
+        out = ev.add(self.ctx, both, ev.rotate(self.ctx, both, m))
+        return out.replace(scale=out.scale / f_scale, slots=m) if f_scale != 1 else out.replace(slots=m)
 
     def lwe_to_level0(self, lwe: torch.Tensor) -> Ciphertext:
         """Steps 1-2 of to_ckks, exact integer work (the same bits on CPU and CUDA): a level-0
@@ -287,7 +341,7 @@ class Switcher:
         complex-valued ct is not detectable here: the caller checks."""
         interval = check_interval(interval)
         bits, _ = self.grid(bits)
-        points = grid_points(interval, bits)
+        points = grid_points(interval, bits)  # both forms: G points over [lo, hi]
         tables = [tabulate(fn, points) for fn in fns]
         lwe = self.to_lwe(ct, interval, bits)
         outs, scales = self.apply_luts(lwe, tables, bits)

@@ -75,12 +75,12 @@ def secret_coefficients(ctx) -> torch.Tensor:
 
 
 def check_compatible(ctx, params) -> None:
-    """Raises ParameterError unless the TFHE set fits the CKKS ring (k = 1, N_t < N, N_t | N)."""
+    """Raises ParameterError unless the TFHE set fits the CKKS ring (k = 1, N_t | N)."""
     n, nt = ctx.params.n, params.N
     if params.k != 1:
         raise ParameterError(f"switching: the TFHE set {params.name} has k = {params.k}; the switch needs k = 1")
-    if nt >= n or n % nt:
-        raise ParameterError(f"switching: the TFHE ring N_t = {nt} must divide the CKKS ring N = {n} and be smaller")
+    if nt > n or n % nt:
+        raise ParameterError(f"switching: the TFHE ring N_t = {nt} must divide the CKKS ring N = {n}")
 
 
 def generate_switch_keys(ctx, config: SwitchConfig) -> SwitchKeys:

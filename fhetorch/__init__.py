@@ -7,16 +7,17 @@
     print(ctx.decrypt(ex * ex + 0.5 * ex - 1.0))
 
 The public surface is this facade: `Context`, `EncryptedTensor`, `save`, `load`, the errors,
-`fhetorch.ckks` (presets, parameters, bootstrapping, polynomials) and `fhetorch.nn` (the
-model compiler, loaded on first use). Everything else (`_ops`, `_ring`, `_rlwe`, `_ckks`,
+`fhetorch.ckks` (presets, parameters, bootstrapping, polynomials), `fhetorch.tfhe`,
+`fhetorch.distributed` (several GPUs through torch.distributed) and `fhetorch.nn` (the model
+compiler, loaded on first use). Everything else (`_ops`, `_ring`, `_rlwe`, `_ckks`,
 `circuits`, `tensor`) is implementation (docs/architecture.md).
 """
 import importlib
 
 import torch  # noqa: F401  (fhetorch._C links against torch)
 
-from . import ckks, tfhe
-from .errors import (ApproximationError, ContextError, EncodingError, EncryptedValueError, FHEError,
+from . import ckks, distributed, tfhe
+from .errors import (ApproximationError, ContextError, DistributedError, EncodingError, EncryptedValueError, FHEError,
                      InsecureParametersWarning, IntegerArgumentError, InternalError, LayoutError, LevelError,
                      MessageOverflowError, MissingKeyError, ParameterError, ScaleError, SecurityError, SerializationError, ShapeError,
                      SlotError, UnsupportedLayerError, UnsupportedOperationError)
@@ -26,11 +27,11 @@ from .serialization import load, save
 
 __version__ = "0.1.0"
 
-__all__ = ["ApproximationError", "Context", "ContextError", "EncodingError", "EncryptedTensor",
+__all__ = ["ApproximationError", "Context", "ContextError", "DistributedError", "EncodingError", "EncryptedTensor",
            "EncryptedValueError", "FHEError", "InsecureParametersWarning", "IntegerArgumentError", "InternalError",
            "LayoutError", "LevelError", "MessageOverflowError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError",
            "SerializationError", "ShapeError", "SlotError", "UnsupportedLayerError", "UnsupportedOperationError",
-           "ckks", "load", "lut", "nn", "save", "tfhe"]
+           "ckks", "distributed", "load", "lut", "nn", "save", "tfhe"]
 
 
 def __getattr__(name):

@@ -23,6 +23,7 @@ ValueError, UnsupportedOperationError a NotImplementedError), so generic handler
     +-- EncryptedValueError (TypeError)  Python asked for the plain value of an encrypted tensor
     +-- InternalError (RuntimeError)     an internal invariant failed: a bug, please report it
     +-- MessageOverflowError (ArithmeticError)  a TFHE result that could leave its message space
+    +-- DistributedError                 ranks of a process group that disagree, or no process group
     InsecureParametersWarning (UserWarning)
 """
 import os
@@ -116,6 +117,12 @@ class MessageOverflowError(FHEError, ArithmeticError):
     carry bits."""
 
 
+class DistributedError(FHEError):
+    """Work spread over a torch.distributed process group that cannot run as asked: no process
+    group initialised, ranks that call with different operands, plans or keys, fewer items than
+    the work needs per rank."""
+
+
 class InternalError(FHEError, RuntimeError):
     """An internal invariant failed (the level plan and the execution disagree, a sampler out of
     words): a bug in fhetorch, please report it with the message."""
@@ -125,7 +132,7 @@ class InsecureParametersWarning(UserWarning):
     """Parameters below 128-bit security (toy presets, allow_insecure=True)."""
 
 
-__all__ = ["ApproximationError", "ContextError", "EncodingError", "EncryptedValueError", "FHEError",
+__all__ = ["ApproximationError", "ContextError", "DistributedError", "EncodingError", "EncryptedValueError", "FHEError",
            "InsecureParametersWarning", "IntegerArgumentError", "InternalError", "LayoutError", "LevelError",
            "MessageOverflowError", "MissingKeyError", "ParameterError", "ScaleError", "SecurityError", "SerializationError", "ShapeError",
            "SlotError", "UnsupportedLayerError", "UnsupportedOperationError"]

@@ -39,13 +39,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
+from fhetorch import EncryptedTensor
 from fhetorch.circuits import bootstrap as _bts
+from fhetorch._distributed import check_same, checksum, group_rank, group_size, shard
 from fhetorch.circuits.polynomial import evaluate
 from fhetorch._ckks import evaluator as ev
 from fhetorch._ckks.graphs import Graphs
 from fhetorch.ckks.polynomial import chebyshev, sigmoid
 from fhetorch.nn.graph import Layer
+from fhetorch.errors import DistributedError, ShapeError
 from fhetorch.nn.plan import make_plan
 
 LEVELS_PER_ITERATION = 6
@@ -186,14 +190,50 @@ def plan_iterations(params, iterations: int):
 class EncryptedHELR:
     """HELR on ciphertexts of a CKKS context (keys: rotations(), and bootstrapping keys)."""
 
-    def __init__(self, ctx, z: torch.Tensor, cfg: HELRConfig):
-        self.ctx, self.cfg, self.n = ctx, cfg, z.shape[0]
-        self.layout = L = _Layout(z.shape[0], z.shape[1], ctx.slots)
-        # the padded batch (rows x f) as one EncryptedTensor: 1024 x 256 spans 8 ciphertexts
-        self.z = ctx.encrypt(torch.cat(L.pack(z)).view(-1, L.f))
-        zero = torch.zeros(ctx.slots, dtype=torch.float64, device=ctx.device)
-        self.w = ctx.encrypt_vector(zero, slots=ctx.slots)
-        self.v = ctx.encrypt_vector(zero, slots=ctx.slots)
+    def __init__(self, ctx, z, cfg: HELRConfig, *, samples: int | None = None, weights=None,
+                 distributed: bool = False, group=None):
+        """z: the batch (n, d) in plaintext (encrypted here), or already encrypted, an EncryptedTensor
+        of the packed (rows, f) batch (then `samples` is n). weights: the encrypted starting (w, v)
+        (default: encryptions of zero).
+
+        distributed=True shares the data out over the ranks of a torch.distributed process group
+        (group; None: the default one): rank r keeps the batch's ciphertexts r, r + p, ... (of a
+        plaintext z it encrypts only those), each iteration's gradient sums its own and the ranks'
+        sums are all-reduced (fhetorch.distributed's residue sum), so the weights, computed alike
+        on every rank from rank 0's starting ones, are the same on every rank and bit for bit those
+        of one process on the same ciphertexts. Raises DistributedError with fewer ciphertexts
+        than ranks, or ranks whose starting weights or shapes differ."""
+        self.ctx, self.cfg = ctx, cfg
+        encrypted = isinstance(z, EncryptedTensor)
+        self.n = samples if encrypted else z.shape[0]
+        if self.n is None:
+            raise ShapeError("HELR: an encrypted batch needs samples= (the number of real samples)")
+        rows, feats = z.shape
+        self.layout = L = _Layout(rows, feats, ctx.slots)
+        self.distributed, self.group = distributed, group
+        rank, size = (group_rank(group), group_size(group)) if distributed else (0, 1)
+        if L.cts < size:
+            raise DistributedError(f"HELR: {L.cts} ciphertext(s) of data cannot be shared by {size} ranks; use fewer "
+                                   "ranks or more samples")
+        mine = shard(L.cts, rank, size)
+        if encrypted:  # this rank's ciphertexts of the batch
+            data = z.ciphertext.data if z.multi else z.ciphertext.data[None]
+            part = data[mine]
+            self.z = EncryptedTensor(ctx, z.ciphertext.replace(data=part[0] if part.shape[0] == 1 else part),
+                                     (part.shape[0] * L.rows_per_ct, L.f))
+        else:  # the padded batch (rows x f); 1024 x 256 spans 8 ciphertexts
+            self.z = ctx.encrypt(torch.cat(L.pack(z)[mine]).view(-1, L.f))
+        if weights is None:
+            zero = torch.zeros(ctx.slots, dtype=torch.float64, device=ctx.device)
+            weights = ctx.encrypt_vector(zero, slots=ctx.slots), ctx.encrypt_vector(zero, slots=ctx.slots)
+            if distributed:  # one start for every rank: rank 0's encryptions
+                for ct in weights:
+                    dist.broadcast(ct.data, src=dist.get_global_rank(group, 0) if group is not None else 0,
+                                   group=group)
+        self.w, self.v = (c.ciphertext if isinstance(c, EncryptedTensor) else c for c in weights)
+        if distributed:
+            check_same([checksum(self.w.data), checksum(self.v.data), self.n, rows, feats], group,
+                       "HELR", "the starting weights and the batch's shape")
         self.mask = L.row_mask(cfg.weight_bound / cfg.sigmoid_bound).to(ctx.device)
         self._q = _gradient_poly(cfg, self.n)
         self._mask_pt, self._z_levels = {}, {}
@@ -230,10 +270,13 @@ class EncryptedHELR:
         self.bootstraps += 1
 
     def _gradient(self, v):
-        """G = sum_i sigma(-z_i . v) z_i / (n S), replicated in every row (fixed constants).
+        """G = sum_i sigma(-z_i . v) z_i / (n S), replicated in every row (fixed constants)."""
+        return self._column_sums(self._partial_gradient(v))
 
-        The data ciphertexts are one batch: every multiplication, rotation and polynomial
-        step below acts on all of them in one kernel launch per step."""
+    def _partial_gradient(self, v):
+        """The sum over this rank's data ciphertexts of sigma(-z_i . v) z_i / (n S), before the
+        column sums. The data ciphertexts are one batch: every multiplication, rotation and
+        polynomial step below acts on all of them in one kernel launch per step."""
         ctx, L = self.ctx, self.layout
         z = self._z_at(v.level)
         a = ev.mul(ctx, z, _broadcast(v, z))
@@ -250,10 +293,13 @@ class EncryptedHELR:
             a = ev.add(ctx, a, ev.rotate(ctx, a, -k))
             k *= 2
         g = evaluate(ctx, a, self._q.series)
-        total = ev.sum_batch(ctx, ev.mul(ctx, g, self._z_at(g.level)))
-        k = L.f
-        while k < ctx.slots:  # column sums over the rows, once for all ciphertexts
-            total = ev.add(ctx, total, ev.rotate(ctx, total, k))
+        return ev.sum_batch(ctx, ev.mul(ctx, g, self._z_at(g.level)))
+
+    def _column_sums(self, total):
+        """The sums over the rows, replicated in every row (rotations by f, 2f, ...)."""
+        k = self.layout.f
+        while k < self.ctx.slots:
+            total = ev.add(self.ctx, total, ev.rotate(self.ctx, total, k))
             k *= 2
         return total
 
@@ -269,7 +315,11 @@ class EncryptedHELR:
         ctx, cfg = self.ctx, self.cfg
         gamma, eta = cfg.schedule()[self.t]
         self._refresh()
-        grad = self.graphs("gradient", self._gradient, self.v)
+        if self.distributed:  # the ranks' partial sums all-reduced between two graphs
+            part = self.graphs("partial", self._partial_gradient, self.v)
+            grad = self.graphs("columns", self._column_sums, ev.sum_ranks(ctx, part, self.group))
+        else:
+            grad = self.graphs("gradient", self._gradient, self.v)
         w_new = ev.add(ctx, self.v, ev.mul_scalar(ctx, grad, gamma))
         v_new = ev.add(ctx, ev.mul_scalar(ctx, self.v, 1 - eta), ev.mul_scalar(ctx, grad, (1 - eta) * gamma))
         if eta:

@@ -14,8 +14,8 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "fhetorch"
 # serialization: fhetorch/serialization.py, fhe.save / fhe.load routing to tensor (CKKS) and _tfhe
-RANK = {"errors": 0, "_C": 0, "_ops": 1, "_ring": 2, "_rlwe": 3, "_ckks": 4, "_tfhe": 4, "circuits": 5, "tensor": 6,
-        "nn": 7, "serialization": 7, "ckks": 8, "tfhe": 8, "__init__": 9}
+RANK = {"errors": 0, "_C": 0, "_ops": 1, "_distributed": 1, "_ring": 2, "_rlwe": 3, "_ckks": 4, "_tfhe": 4, "circuits": 5, "tensor": 6,
+        "nn": 7, "serialization": 7, "ckks": 8, "tfhe": 8, "distributed": 8, "__init__": 9}
 
 
 def _layer_of(path: pathlib.Path) -> str:

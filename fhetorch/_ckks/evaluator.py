@@ -9,11 +9,13 @@ relative error that introduces is far below CKKS precision).
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 
 import torch
 
 from .. import _ops
+from .._distributed import check_same, sum_residues
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError, SlotError
 from .._rlwe.keyswitch import keyswitch, keyswitch_inner, mod_up, mod_up_keyswitch_inner, switch_modulus
 from .arguments import as_int
@@ -120,6 +122,17 @@ def sum_batch(ctx, a: Ciphertext) -> Ciphertext:
             head = head.replace(data=torch.cat([first.data[None], head.data[1:]]))
         a = head
     return a
+
+
+def sum_ranks(ctx, a: Ciphertext, group) -> Ciphertext:
+    """a added over the ranks of a torch.distributed process group (None: the default one),
+    every rank getting the sum: one all_reduce of int64 residue sums reduced mod each prime, bit
+    for bit what adding the ranks' ciphertexts in one process gives. Raises DistributedError
+    when the ranks' ciphertexts differ in shape, level, scale or slot count."""
+    scale_bits = struct.unpack("<q", struct.pack("<d", float(a.scale)))[0]
+    check_same([*a.data.shape, a.level, a.slots, scale_bits], group, "sum_ranks", "shape, level, scale and slots")
+    moduli = ctx.basis(a.level).mod[:, 0].to(torch.int64)
+    return a.replace(data=sum_residues(a.data, moduli, group))
 
 
 def neg(ctx, a: Ciphertext) -> Ciphertext:

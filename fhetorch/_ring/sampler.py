@@ -1,13 +1,15 @@
 """Cryptographic sampling: ChaCha20 keyed from os.urandom, counter-based (csrc/chacha.h).
 
-Every draw takes a fresh 64-bit stream number from a host counter, so no two draws under
-one key share ChaCha20 blocks. Sampling stays outside captured CUDA graphs (a replayed
+Every draw takes a fresh 64-bit stream number, (rank << 40) | a host counter, so no two draws
+under one key share ChaCha20 blocks, across the ranks of a torch.distributed job too (the rank is
+the global one at the draw; 0 without torch.distributed). Sampling stays outside captured CUDA graphs (a replayed
 graph would repeat its randomness).
 
 Processes: a forked child gets a fresh os.urandom key for every live sampler (an
 os.register_at_fork hook), so parent and child never draw the same streams; a spawned
 process (torch.distributed ranks, multiprocessing "spawn") builds its contexts anew, with
-keys of its own. A sampler is never pickled or copied with its key: a copy is a fresh
+keys of its own, and the rank in the stream number keeps even a key shared by ranks (a test
+seed) from repeating a stream. A sampler is never pickled or copied with its key: a copy is a fresh
 generator (new os.urandom key).
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ import weakref
 import torch
 
 from .. import _ops
+from .._distributed import group_rank
 from ..errors import InternalError, ParameterError
 
 
@@ -56,6 +59,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_rekey_after_fork)
 
 
+STREAM_RANK_SHIFT = 40  # stream = (rank << 40) | counter: 2^40 draws per key and rank, 2^23 ranks
+
+
 class Sampler:
     def __init__(self, device="cpu", *, seed: int | None = None):
         if seed is None:
@@ -87,7 +93,9 @@ class Sampler:
 
     def _next(self) -> int:
         self._key.counter += 1
-        return self._key.counter
+        if self._key.counter >= 1 << STREAM_RANK_SHIFT:
+            raise InternalError("sampler: 2^40 draws under one key; make a new context")
+        return (group_rank(None) << STREAM_RANK_SHIFT) | self._key.counter
 
     def uniform(self, basis, rows: int, n: int) -> torch.Tensor:
         """(rows, L, n) uniform residues modulo each limb of `basis`."""

@@ -12,6 +12,7 @@ import weakref
 
 import torch
 
+from .._distributed import check_group, check_same, checksum, gather_rows, group_rank, group_size, shard
 from .._ring import Sampler
 from ..errors import ContextError, EncodingError, MessageOverflowError, MissingKeyError, ParameterError, ShapeError
 from . import algorithms as alg
@@ -79,6 +80,7 @@ class TFHEContext:
         self.bootstrap_key = self.keyswitch_key = None
         self.key_id = None  # set by keygen(); shared by public() and copies
         self._tv_cache: dict = {}
+        self.sharded, self.group = False, None  # distribute(): batched PBS over a process group
 
     @property
     def key_id(self) -> str | None:
@@ -141,6 +143,22 @@ class TFHEContext:
 
     def __deepcopy__(self, memo) -> "TFHEContext":
         return self.__copy__()
+
+    def distribute(self, group=None, *, enable: bool = True) -> "TFHEContext":
+        """Spread every batched PBS of this context (bootstrap, apply_lut, apply_many_luts, a
+        circuit's waves) over the ranks of a torch.distributed process group (None: the default
+        one): of a batch of n ciphertexts rank r bootstraps r, r + p, r + 2p, ... (an equal share of
+        each LUT of a wave, whose ciphertexts come node by node) and the outputs are all-gathered,
+        so every rank holds the whole result, bit for bit what one device computes. Every rank
+        makes the same calls on the same ciphertexts, like DDP's replicas (each batch's size and
+        checksum are compared first); each holds the evaluation keys (fhe.load of one saved public
+        context). enable=False runs batches whole again. Returns self.
+
+        Raises DistributedError without an initialised torch.distributed."""
+        if enable:
+            check_group(group, "tfhe.Context.distribute")
+        self.sharded, self.group = bool(enable), group if enable else None
+        return self
 
     @property
     def has_secret_key(self) -> bool:
@@ -249,13 +267,38 @@ class TFHEContext:
                 torch._assert_async(in_range)  # checked on the device: no host sync in a batched PBS
             elif not bool(in_range):
                 raise ShapeError(f"tfhe.bootstrap: index values must be in [0, {len(tables)})")
-        ks = alg.keyswitch_lwe_ciphertext(self.keyswitch_key, ex.data, self.modulus)
-        if p.modulus_switch_type == "centered":
-            ks = alg.center_modulus_switch(ks, self.modulus, p.log_n + 1, p.secret_distribution)
         positions = [i * (p.N // c) for i in range(c)]
-        outs = alg.programmable_bootstrap_lwe_ciphertext(self.ring, self.bootstrap_key, ks, tv, index, positions)
+        if self.sharded and group_size(self.group) > 1:
+            outs = self._bootstrap_shard(ex, tv, index, positions)
+        else:
+            outs = self._bootstrap_rows(ex.data, tv, index, positions)
         degrees = [max(max(g[i]) for g in tables) for i in range(c)]
         return [LWETensor(self, o, d) for o, d in zip(outs, degrees)]
+
+    def _bootstrap_rows(self, data, tv, index, positions) -> list:
+        """KS(-centered MS)-PBS of LWE ciphertexts `data` (..., width): the outputs per position."""
+        p = self.params
+        ks = alg.keyswitch_lwe_ciphertext(self.keyswitch_key, data, self.modulus)
+        if p.modulus_switch_type == "centered":
+            ks = alg.center_modulus_switch(ks, self.modulus, p.log_n + 1, p.secret_distribution)
+        return alg.programmable_bootstrap_lwe_ciphertext(self.ring, self.bootstrap_key, ks, tv, index, positions)
+
+    def _bootstrap_shard(self, ex, tv, index, positions) -> list:
+        """This rank's share of the batch (ciphertexts r, r + p, ...), then the outputs all-gathered."""
+        flat = ex.data.reshape(-1, ex.data.shape[-1])
+        idx = None if index is None else index.reshape(-1)
+        n = flat.shape[0]
+        check_same([n, flat.shape[1], len(positions), tv.shape[0], checksum(flat), checksum(tv),
+                    -1 if idx is None else checksum(idx)], self.group, "tfhe.bootstrap (distributed)",
+                   "the batch (its size, LUTs and checksums)")
+        part = shard(n, group_rank(self.group), group_size(self.group))
+        rows = flat[part]
+        width = self.params.k * self.params.N + 1
+        if rows.shape[0]:
+            outs = self._bootstrap_rows(rows, tv, None if idx is None else idx[part], positions)
+        else:  # fewer ciphertexts than ranks: this one has none
+            outs = [flat.new_empty(0, width) for _ in positions]
+        return [gather_rows(o, n, self.group).view(*ex.shape, width) for o in outs]
 
     def apply_lut(self, ex: LWETensor, lut, *, index: torch.Tensor | None = None) -> LWETensor:
         """lut: a LUT, or a list of LUTs with index (ex's shape) choosing each element's LUT (one

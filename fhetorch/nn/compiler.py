@@ -29,9 +29,10 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from ..circuits.bootstrap import rotation_levels
+from ..circuits.bootstrap import key_levels, rotation_levels
 from ..circuits.presets import bootstrap_config, preset as _preset
 from ..circuits.switching import switch_config
+from .._ckks.context import galois_element
 from .._rlwe import switching_key_bytes
 from ..tensor import Context
 from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as composite_relu
@@ -248,6 +249,41 @@ class CompiledModel:
         top = [r for r, lvl in uses.items() if lvl >= self.params.max_level]
         low = {r: lvl for r, lvl in uses.items() if lvl < self.params.max_level}
         context.keygen(rotations=sorted(top), power_of_two_rotations=False, low_level_rotations=low, **kw)
+        return context
+
+    def use_context(self, context):
+        """Run this model under `context`'s keys without making any: a server's public context
+        (fhe.load of the client's saved ctx.public(), fhetorch.distributed.share_context) or
+        another client's. Checks first that it holds every key the plan uses: each rotation at the
+        level it runs at, bootstrapping's for the model's slot count where it bootstraps, the
+        switching keys where it runs lookup tables. Returns the context.
+
+        Raises ParameterError for a context of another preset, MissingKeyError naming the first
+        key it lacks (the client makes them with cm.keygen())."""
+        if context.params != self.params:
+            raise ParameterError(f"CompiledModel.use_context: the model is compiled for {self.params.name}, the "
+                                 f"context is {context.params.name}")
+        self.ctx, self._program = context, None  # the program's transforms belong to the context
+        prog = self.program()
+        need = dict(prog.rotations())
+        if self.plan.bootstraps or self.uses_lut:
+            cfg = context.bootstrap_config
+            slots = sorted({prog.slots, context.slots}) if self.uses_lut else [prog.slots]
+            for step, lvl in key_levels(self.params, cfg, slots).items():
+                need[step] = max(need.get(step, 0), lvl)
+            if context.encapsulation_keys is None:
+                self.ctx = None
+                raise MissingKeyError("CompiledModel.use_context: the context holds no bootstrapping keys; the client "
+                                      "makes them with cm.keygen() before saving ctx.public()")
+        if self.uses_lut and context.switch_keys is None:
+            self.ctx = None
+            raise MissingKeyError("CompiledModel.use_context: the model runs lookup tables and the context holds no "
+                                  "switching keys; the client makes them with cm.keygen()")
+        for step, lvl in sorted(need.items()):
+            if not context.has_galois_key(galois_element(step, context.n), lvl):
+                self.ctx = None
+                raise MissingKeyError(f"CompiledModel.use_context: the context lacks the rotation key for step {step} "
+                                      f"at level {lvl}; the client makes every key the model needs with cm.keygen()")
         return context
 
     def report(self) -> str:

@@ -1,0 +1,165 @@
+"""fhetorch.distributed: encrypted work spread over several GPUs through torch.distributed.
+
+The engine is PyTorch's own (NCCL between GPUs, gloo between CPUs; one process per GPU, as
+torchrun starts them); fhetorch adds what ciphertexts need on top of it:
+
+- `share_context`: one saved public context, loaded by every rank onto its own device: each
+  rank holds the evaluation keys, none the secret key, and no rank makes keys of its own.
+- `scatter` / `gather` / `run_sharded`: a batch of encrypted inputs (EncryptedTensors or
+  LWETensors) on one rank shared out, rank r taking inputs r, r + p, ... (fhetorch/_distributed.py),
+  each rank running fn on its share, the outputs gathered back in order (data parallel
+  inference of fhe.nn compiled models). What crosses ranks is fhe.save's format (checked on
+  arrival, never a secret key).
+- `all_reduce`: an EncryptedTensor summed over the ranks (residues summed as int64, reduced mod
+  each prime: the sum one process would compute, bit for bit): HELR's gradient over sharded data.
+- `tfhe.Context.distribute(group)`: every batched PBS (a circuit's waves) split over the ranks.
+
+Randomness stays unique per rank: every sampler's stream numbers carry the global rank
+(fhetorch/_ring/sampler.py).
+
+    torchrun --nproc-per-node 2 -m models.evaluate_resnet20 --encrypted 16 --distributed
+"""
+from __future__ import annotations
+
+import io
+import os
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from ._distributed import check_group, group_rank, group_size, shard
+from ._tfhe.lwe_tensor import LWETensor
+from ._ckks import evaluator as ev
+from .errors import ContextError, DistributedError
+from .serialization import load, save
+from .tensor import EncryptedTensor
+
+
+def device() -> torch.device:
+    """This process's device: cuda:LOCAL_RANK (torchrun's variable, 0 when unset) where CUDA is
+    available, else the CPU. Raises nothing."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def init_process_group(backend: str | None = None) -> torch.device:
+    """torch.distributed.init_process_group from torchrun's environment, unless already done:
+    NCCL where CUDA is available, else gloo (or `backend`); the CUDA device set to this rank's.
+    Returns device(). Raises DistributedError outside torchrun (no RANK / WORLD_SIZE / MASTER_ADDR)."""
+    d = device()
+    if d.type == "cuda":
+        torch.cuda.set_device(d)
+    if not dist.is_initialized():
+        missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+        if missing:
+            raise DistributedError(f"distributed.init_process_group: {', '.join(missing)} not set; start the "
+                                   "program with torchrun (e.g. torchrun --nproc-per-node 2 -m ...)")
+        kw = {"device_id": d} if d.type == "cuda" else {}
+        dist.init_process_group(backend or ("nccl" if d.type == "cuda" else "gloo"), **kw)
+    return d
+
+
+def share_context(ctx, path, *, group=None, src: int = 0):
+    """One set of evaluation keys for every rank: on rank `src`, ctx (a client context after
+    keygen, CKKS or TFHE) is saved without its secret key to `path`, a file every rank can read;
+    every other rank loads it onto its own device (device()) and gets that server context; src
+    gets ctx back. Collective: every rank of the group calls it (ctx is ignored off src).
+
+    Raises DistributedError without an initialised torch.distributed, what fhe.save and fhe.load
+    raise (SerializationError) for a context that cannot be saved or a file that cannot be read."""
+    check_group(group, "distributed.share_context")
+    rank = group_rank(group)
+    if rank == src:
+        save(ctx.public() if ctx.has_secret_key else ctx, path)
+    dist.barrier(group=group)
+    out = ctx if rank == src else load(path, device=device())
+    dist.barrier(group=group)  # src may remove the file once this returns
+    return out
+
+
+def _to_bytes(x) -> bytes:
+    if not isinstance(x, (EncryptedTensor, LWETensor)):
+        raise ContextError(f"distributed: expected EncryptedTensors or LWETensors, got {type(x).__name__}")
+    buf = io.BytesIO()
+    save(x, buf)
+    return buf.getvalue()
+
+
+def _from_bytes(b: bytes, ctx):
+    return load(io.BytesIO(b), ctx)
+
+
+def scatter(inputs, ctx, *, group=None, src: int = 0) -> list:
+    """This rank's share of rank src's list of encrypted inputs: inputs r, r + p, ... for rank r
+    of p, on this rank's context ctx (src keeps its own objects; the others receive them in
+    fhe.save's format). Collective; `inputs` is read on src only.
+
+    Raises DistributedError without an initialised torch.distributed, ContextError for inputs
+    that are not EncryptedTensors or LWETensors, SerializationError for data that does not load
+    under ctx (other keys)."""
+    check_group(group, "distributed.scatter")
+    rank, size = group_rank(group), group_size(group)
+    if rank == src:
+        inputs = list(inputs)
+        parts = [[_to_bytes(x) for x in inputs[shard(len(inputs), r, size)]] if r != src else []
+                 for r in range(size)]
+    got = [None]
+    dist.scatter_object_list(got, parts if rank == src else None, src=src, group=group)
+    return inputs[shard(len(inputs), src, size)] if rank == src else [_from_bytes(b, ctx) for b in got[0]]
+
+
+def gather(outputs, ctx, *, group=None, dst: int = 0) -> list | None:
+    """Every rank's outputs (of its share, in order) back on rank dst as one list in the order of
+    the inputs scatter shared out, under dst's context ctx; None on the other ranks. Collective.
+
+    Raises DistributedError without an initialised torch.distributed, ContextError for outputs
+    that are not EncryptedTensors or LWETensors, SerializationError for data that does not load
+    under ctx."""
+    check_group(group, "distributed.gather")
+    rank, size = group_rank(group), group_size(group)
+    mine = [] if rank == dst else [_to_bytes(y) for y in outputs]
+    every = [None] * size if rank == dst else None
+    dist.gather_object(mine, every, dst=dst, group=group)
+    if rank != dst:
+        return None
+    parts = [list(outputs) if r == dst else [_from_bytes(b, ctx) for b in every[r]] for r in range(size)]
+    n = sum(len(p) for p in parts)
+    out = [None] * n
+    for r, part in enumerate(parts):
+        span = range(n)[shard(n, r, size)]
+        if len(span) != len(part):
+            raise DistributedError(f"distributed.gather: rank {r} returned {len(part)} outputs for its {len(span)} "
+                                   "inputs; fn must return one output per input")
+        for i, y in zip(span, part):
+            out[i] = y
+    return out
+
+
+def run_sharded(fn, inputs, ctx, *, group=None, src: int = 0, progress: bool = False) -> list | None:
+    """Data parallel encrypted work: rank src's inputs shared out (scatter), fn applied by each
+    rank to each input of its share (e.g. a compiled model bound to this rank's server context:
+    cm.use_context(ctx)), the outputs gathered back to src in the inputs' order (None on the other
+    ranks). progress: a tqdm bar of src's share. Collective.
+
+    Raises what scatter, fn and gather raise (DistributedError, ContextError, SerializationError)."""
+    share = scatter(inputs, ctx, group=group, src=src)
+    show = progress and group_rank(group) == src
+    outs = [fn(x) for x in tqdm(share, desc=f"encrypted, {group_size(group)} ranks", unit="input", disable=not show)]
+    return gather(outs, ctx, group=group, dst=src)
+
+
+def all_reduce(x: EncryptedTensor, *, group=None) -> EncryptedTensor:
+    """x summed over the ranks of the group, every rank getting the sum (as torch.distributed's
+    all_reduce with SUM): bit for bit what adding the ranks' tensors in one process gives.
+
+    Raises DistributedError without an initialised torch.distributed or for ranks whose tensors
+    differ in shape, level, scale or slots, ContextError for anything but an EncryptedTensor."""
+    if not isinstance(x, EncryptedTensor):
+        raise ContextError(f"distributed.all_reduce: expected an EncryptedTensor, got {type(x).__name__}")
+    check_group(group, "distributed.all_reduce")
+    return EncryptedTensor(x.ctx, ev.sum_ranks(x.ctx, x.ciphertext, group), x.shape, x.is_complex(), x.layout)
+
+
+__all__ = ["all_reduce", "device", "gather", "init_process_group", "run_sharded", "scatter", "share_context"]

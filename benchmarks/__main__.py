@@ -1,4 +1,5 @@
 """python -m benchmarks --suite ops [--json PATH] [--device cuda|cpu] [--repeat R] [--shapes ...]
+(the distributed suite under torchrun: torchrun --nproc-per-node 2 -m benchmarks --suite distributed)
 
 Runs one benchmark suite, prints a table and writes JSON (see benchmarks/README.md).
 """
@@ -21,11 +22,12 @@ SUITES = {
     "tfhe": "benchmarks.tfhe",
     "switch": "benchmarks.switch",
     "sort": "benchmarks.sort",
+    "distributed": "benchmarks.distributed",
 }
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[2])
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[3])
     p.add_argument("--suite", default="ops", choices=sorted(SUITES), help="suite to run (default: ops)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     p.add_argument("--repeat", type=int, default=None,
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
         torch.cuda.set_device(device)
     cuda = device.type == "cuda"
     if args.repeat is None:
-        args.repeat = 3 if args.quick else (50 if cuda else 5)
+        args.repeat = 3 if args.quick or args.suite == "distributed" else (50 if cuda else 5)
     if args.warmup is None:
         args.warmup = 1 if args.quick or not cuda else 5
     if args.repeat < 1 or args.warmup < 0:
@@ -89,6 +91,8 @@ def main(argv=None) -> int:
     args.ops = [s.strip() for s in args.ops.split(",") if s.strip()] if args.ops else None
 
     doc = importlib.import_module(module).run(args, device)
+    if doc is None:  # a rank other than 0 of a distributed suite: rank 0 writes
+        return 0
 
     path = args.json
     if not args.no_json and (path or not args.quick):

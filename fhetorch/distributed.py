@@ -10,6 +10,8 @@ torchrun starts them); fhetorch adds what ciphertexts need on top of it:
   each rank running fn on its share, the outputs gathered back in order (data parallel
   inference of fhe.nn compiled models). What crosses ranks is fhe.save's format (checked on
   arrival, never a secret key).
+- `broadcast`: a ciphertext tensor on one rank replicated on every rank (the data as it is, by
+  the backend's broadcast), e.g. a TFHE circuit's inputs, which every rank holds.
 - `all_reduce`: an EncryptedTensor summed over the ranks (residues summed as int64, reduced mod
   each prime: the sum one process would compute, bit for bit): HELR's gradient over sharded data.
 - `tfhe.Context.distribute(group)`: every batched PBS (a circuit's waves) split over the ranks.
@@ -31,6 +33,7 @@ from tqdm import tqdm
 from ._distributed import check_group, group_rank, group_size, shard
 from ._tfhe.lwe_tensor import LWETensor
 from ._ckks import evaluator as ev
+from ._ckks.ciphertext import Ciphertext
 from .errors import ContextError, DistributedError
 from .serialization import load, save
 from .tensor import EncryptedTensor
@@ -79,6 +82,11 @@ def share_context(ctx, path, *, group=None, src: int = 0):
     return out
 
 
+def _global(group, r: int) -> int:
+    """Rank r of `group` as torch.distributed's collectives name it (the global rank)."""
+    return r if group is None else dist.get_global_rank(group, r)
+
+
 def _to_bytes(x) -> bytes:
     if not isinstance(x, (EncryptedTensor, LWETensor)):
         raise ContextError(f"distributed: expected EncryptedTensors or LWETensors, got {type(x).__name__}")
@@ -106,7 +114,7 @@ def scatter(inputs, ctx, *, group=None, src: int = 0) -> list:
         parts = [[_to_bytes(x) for x in inputs[shard(len(inputs), r, size)]] if r != src else []
                  for r in range(size)]
     got = [None]
-    dist.scatter_object_list(got, parts if rank == src else None, src=src, group=group)
+    dist.scatter_object_list(got, parts if rank == src else None, src=_global(group, src), group=group)
     return inputs[shard(len(inputs), src, size)] if rank == src else [_from_bytes(b, ctx) for b in got[0]]
 
 
@@ -121,7 +129,7 @@ def gather(outputs, ctx, *, group=None, dst: int = 0) -> list | None:
     rank, size = group_rank(group), group_size(group)
     mine = [] if rank == dst else [_to_bytes(y) for y in outputs]
     every = [None] * size if rank == dst else None
-    dist.gather_object(mine, every, dst=dst, group=group)
+    dist.gather_object(mine, every, dst=_global(group, dst), group=group)
     if rank != dst:
         return None
     parts = [list(outputs) if r == dst else [_from_bytes(b, ctx) for b in every[r]] for r in range(size)]
@@ -150,6 +158,41 @@ def run_sharded(fn, inputs, ctx, *, group=None, src: int = 0, progress: bool = F
     return gather(outs, ctx, group=group, dst=src)
 
 
+def broadcast(x, ctx, *, group=None, src: int = 0):
+    """Rank src's EncryptedTensor or LWETensor on every rank, under this rank's context ctx: its
+    description by an object broadcast, its data by the backend's (NCCL: GPU to GPU), as it is
+    (the ranks of one job trust each other; scatter's files are checked on arrival). Collective;
+    `x` is read on src only, which gets x back.
+
+    Raises DistributedError without an initialised torch.distributed, ContextError for anything
+    but an EncryptedTensor or LWETensor on src."""
+    check_group(group, "distributed.broadcast")
+    rank = group_rank(group)
+    desc = [None]
+    if rank == src:
+        if isinstance(x, EncryptedTensor):
+            ct = x.ciphertext
+            desc[0] = ("ckks", tuple(ct.data.shape), ct.level, ct.scale, ct.slots, tuple(x.shape), x.is_complex(),
+                       x.layout)
+        elif isinstance(x, LWETensor):
+            desc[0] = ("tfhe", tuple(x.data.shape), x.degree, x.noise_level)
+        else:
+            raise ContextError(f"distributed.broadcast: expected an EncryptedTensor or LWETensor, got {type(x).__name__}")
+    dist.broadcast_object_list(desc, src=_global(group, src), group=group)
+    kind, shape = desc[0][:2]
+    if rank == src:
+        data = x.ciphertext.data if kind == "ckks" else x.data
+    else:
+        data = torch.empty(shape, dtype=torch.int32 if kind == "ckks" else torch.int64, device=ctx.device)
+    dist.broadcast(data, src=_global(group, src), group=group)
+    if rank == src:
+        return x
+    if kind == "tfhe":
+        return LWETensor(ctx, data, *desc[0][2:])
+    level, scale, slots, tshape, cplx, layout = desc[0][2:]
+    return EncryptedTensor(ctx, Ciphertext(data, level, scale, slots), tshape, cplx, layout)
+
+
 def all_reduce(x: EncryptedTensor, *, group=None) -> EncryptedTensor:
     """x summed over the ranks of the group, every rank getting the sum (as torch.distributed's
     all_reduce with SUM): bit for bit what adding the ranks' tensors in one process gives.
@@ -162,4 +205,5 @@ def all_reduce(x: EncryptedTensor, *, group=None) -> EncryptedTensor:
     return EncryptedTensor(x.ctx, ev.sum_ranks(x.ctx, x.ciphertext, group), x.shape, x.is_complex(), x.layout)
 
 
-__all__ = ["all_reduce", "device", "gather", "init_process_group", "run_sharded", "scatter", "share_context"]
+__all__ = ["all_reduce", "broadcast", "device", "gather", "init_process_group", "run_sharded", "scatter",
+           "share_context"]

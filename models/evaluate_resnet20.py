@@ -3,6 +3,7 @@
     python -m models.evaluate_resnet20 [--checkpoint PATH] [--images PATH] [--count N]
                                        [--encrypted K [--encrypted-from I]] [--preset P] [--device cuda]
                                        [--relu lut --lut-bits B --lut-tfhe T --lut-form product|direct]
+    torchrun --nproc-per-node N -m models.evaluate_resnet20 --encrypted K --distributed
 
 Defaults read $FHETORCH_DATA or ../shared/data (the akamaster checkpoint and the first 512
 test images). Calibrates on the first `--calibration` images and evaluates on the rest: top-1
@@ -11,17 +12,28 @@ and planned ranges, float64), their top-1 agreement, the largest logit differenc
 plan. With --encrypted K: the first K evaluation images (from image I with --encrypted-from) also run encrypted (keys made here,
 the forward pass replayed from one CUDA graph on a GPU): encrypted accuracy, agreement of the
 encrypted top-1 with plaintext, logit errors, seconds per image.
+
+With --distributed under torchrun (one process per GPU; fhetorch.distributed): rank 0 makes the
+keys and saves the public context once, every other rank loads it (no keys made there); rank 0
+encrypts the K images, runs them alone on its GPU first (the one-GPU baseline; --no-baseline
+skips it), then shares them out over the ranks and gathers the outputs: images per second on 1
+and N GPUs, and the sharded outputs compared with the one-GPU ones bit for bit.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import tempfile
 import time
 
 import torch
+import torch.distributed as dist
 from tqdm import tqdm
 
 import fhetorch as fhe
+from fhetorch._distributed import check_same
 from fhetorch.nn.lut import LUTReLU
 from models.resnet20 import cifar_data, load_checkpoint, load_images
 
@@ -48,11 +60,23 @@ def main(argv=None):
     ap.add_argument("--lut-tfhe", default=None, help="with --relu lut: the TFHE preset (default: the CKKS preset's)")
     ap.add_argument("--lut-form", default="product", choices=("product", "direct"),
                     help="with --relu lut: x [x > 0] with the step by LUT (product, default) or relu by LUT (direct)")
+    ap.add_argument("--distributed", action="store_true",
+                    help="under torchrun: the encrypted images shared out over the ranks (one GPU each), keys made "
+                         "once on rank 0 and loaded by the others from one saved public context")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="with --distributed: skip the one-GPU run of the same images on rank 0")
+    ap.add_argument("--keys-dir", default=None,
+                    help="with --distributed: where rank 0 saves the public context for the others (default: "
+                         "/dev/shm where it exists, else the temporary directory)")
     args = ap.parse_args(argv)
     if not args.checkpoint or not args.images:
         raise SystemExit("evaluate_resnet20: no data; pass --checkpoint / --images (an akamaster-format checkpoint and "
                          "an .npz with uint8 'images' (n, 3, 32, 32) and 'labels') or set FHETORCH_DATA")
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.distributed:
+        device = fhe.distributed.init_process_group()
+        rank = dist.get_rank()
+    else:
+        device, rank = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu")), 0
     model = load_checkpoint(args.checkpoint)
     x, y = load_images(args.images, args.count)
     t0 = time.perf_counter()
@@ -61,15 +85,34 @@ def main(argv=None):
         relu = LUTReLU(args.lut_bits, args.lut_tfhe)
     cm = fhe.nn.compile(model, x[: args.calibration], preset=args.preset, device=device, relu=relu,
                         lut_form=args.lut_form)
-    print(f"compiled in {time.perf_counter() - t0:.1f} s: {cm.plan.bootstraps} bootstraps planned ({args.preset})")
-    if args.show_plan:
-        print(cm.plan)
+    if rank == 0:
+        print(f"compiled in {time.perf_counter() - t0:.1f} s: {cm.plan.bootstraps} bootstraps planned ({args.preset})")
+        if args.show_plan:
+            print(cm.plan)
     test, labels = x[args.calibration:], y[args.calibration:]
     plain = cm.plaintext(test).to(torch.float64)
+    out = {"preset": args.preset, "relu": str(relu), "lut_form": args.lut_form, "images": len(labels)}
+    if rank == 0:  # the simulation runs once, on rank 0
+        out.update(_simulated(cm, plain, test, labels, args))
+    if args.encrypted:
+        part = slice(args.encrypted_from, args.encrypted_from + args.encrypted)
+        if args.distributed:
+            out.update(_encrypted_sharded(cm, test[part], labels[part], plain[part], device, args))
+        else:
+            out.update(_encrypted(cm, test[part], labels[part], plain[part], device))
+        out["encrypted_from"] = args.encrypted_from
+    if args.json and rank == 0:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    if args.distributed:
+        dist.destroy_process_group()
+
+
+def _simulated(cm, plain, test, labels, args) -> dict:
     sim = cm.simulate(test)
     p, s = plain.argmax(1), sim.argmax(1)
     n = len(labels)
-    out = {"preset": args.preset, "relu": str(relu), "lut_form": args.lut_form, "images": n, "plaintext_accuracy": float((p == labels).float().mean()),
+    out = {"plaintext_accuracy": float((p == labels).float().mean()),
            "simulation_accuracy": float((s == labels).float().mean()), "simulation_agreement": float((p == s).float().mean()),
            "simulation_max_logit_error": float((plain - sim).abs().max())}
     print(f"images {n} (after {args.calibration} for calibration)")
@@ -78,13 +121,7 @@ def main(argv=None):
     print(f"top-1 agreement     {out['simulation_agreement']:.2%}")
     print(f"max logit error     {out['simulation_max_logit_error']:.3g}")
     print(cm.last_ranges)
-    if args.encrypted:
-        part = slice(args.encrypted_from, args.encrypted_from + args.encrypted)
-        out.update(_encrypted(cm, test[part], labels[part], plain[part], device))
-        out["encrypted_from"] = args.encrypted_from
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    return out
 
 
 def _encrypted(cm, x, labels, plain, device) -> dict:
@@ -120,6 +157,81 @@ def _encrypted(cm, x, labels, plain, device) -> dict:
     print(f"logit error: max {out['encrypted_max_logit_error']:.3g}, median {out['encrypted_median_logit_error']:.3g}")
     print(f"seconds per image: median {out['seconds_per_image_median']:.3f} (first call, with the graph capture: "
           f"{secs[0]:.2f})")
+    return out
+
+
+def _encrypted_sharded(cm, x, labels, plain, device, args) -> dict:
+    """--distributed: keys once on rank 0, the public context shared, the one-GPU baseline on rank
+    0, then the images shared out over the ranks (fhetorch.distributed.run_sharded)."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    k = len(labels)
+    # every rank compiled the model itself: the plans must agree, or the keys would not fit
+    plan = hashlib.sha256((str(cm.plan) + repr(sorted(cm.bounds.items()))).encode()).digest()
+    check_same([int.from_bytes(plan[:8], "little", signed=True)], None, "evaluate_resnet20", "the compiled plan")
+    folder = [None]
+    client = None
+    if rank == 0:
+        print(f"{size} ranks, one GPU each; making keys on rank 0 ...", flush=True)
+        t0 = time.perf_counter()
+        client = cm.keygen()
+        print(f"keys: {time.perf_counter() - t0:.1f} s, {client.key_bytes() / 2**30:.2f} GiB; saving the public "
+              "context for the other ranks ...", flush=True)
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        folder[0] = tempfile.mkdtemp(prefix="fhetorch-keys-", dir=args.keys_dir or shm)
+    dist.broadcast_object_list(folder, src=0)
+    path = os.path.join(folder[0], "server.pt")
+    t0 = time.perf_counter()
+    server = fhe.distributed.share_context(client, path)
+    shared_s = time.perf_counter() - t0
+    if rank == 0:
+        os.remove(path)
+        os.rmdir(folder[0])
+        print(f"public context saved and loaded by every rank: {shared_s:.1f} s", flush=True)
+    else:
+        cm.use_context(server)  # the loaded keys, checked against the plan; none made here
+    inputs = [cm.encrypt(x[i : i + 1]) for i in range(k)] if rank == 0 else None
+    # warm-up: one image on every rank (the first call captures the forward pass's CUDA graph)
+    fhe.distributed.run_sharded(cm, inputs[:1] * size if rank == 0 else None, server)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    single = None
+    if not args.no_baseline:
+        if rank == 0:
+            sync()
+            t0 = time.perf_counter()
+            single = [cm(ex) for ex in tqdm(inputs, desc="encrypted inference, 1 GPU", unit="image")]
+            sync()
+            single_s = time.perf_counter() - t0
+        dist.barrier()
+    sync()
+    dist.barrier()
+    t0 = time.perf_counter()
+    outs = fhe.distributed.run_sharded(cm, inputs, server, progress=True)
+    sync()
+    sharded_s = time.perf_counter() - t0
+    if rank != 0:
+        return {}
+    got = torch.cat([cm.decrypt(ey) for ey in outs])
+    e, p = got.argmax(1), plain.argmax(1)
+    err = (got - plain).abs().amax(1)
+    out = {"encrypted_images": k, "ranks": size, "encrypted_accuracy": float((e == labels).float().mean()),
+           "plaintext_accuracy_same_images": float((p == labels).float().mean()),
+           "encrypted_agreement": float((e == p).float().mean()), "disagreements": int((e != p).sum()),
+           "encrypted_max_logit_error": float(err.max()), "share_context_s": shared_s,
+           "images_per_s": k / sharded_s, "seconds": sharded_s,
+           "encrypted_top1": e.tolist(), "plaintext_top1": p.tolist(), "labels": labels.tolist()}
+    print(f"encrypted accuracy  {out['encrypted_accuracy']:.2%} (plaintext on the same {k}: "
+          f"{out['plaintext_accuracy_same_images']:.2%}); top-1 = plaintext on {out['encrypted_agreement']:.2%}")
+    print(f"{size} GPUs: {k} images in {sharded_s:.2f} s, {out['images_per_s']:.2f} images/s (scatter, run, gather)")
+    if single is not None:
+        same = all(torch.equal(a.ciphertext.data, b.ciphertext.data) for a, b in zip(single, outs))
+        out.update(images_per_s_1gpu=k / single_s, seconds_1gpu=single_s, speedup=single_s / sharded_s,
+                   sharded_equals_1gpu=same)
+        print(f"1 GPU:  {k} images in {single_s:.2f} s, {k / single_s:.2f} images/s; speedup {single_s / sharded_s:.2f}x; "
+              f"sharded outputs = 1-GPU outputs bit for bit: {same}")
     return out
 
 

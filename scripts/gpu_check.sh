@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|switch|digits|profile|bytes|resnet] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|switch|digits|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
@@ -12,6 +12,9 @@
 #   $FHETORCH_DATA or ../shared/data has the data; $2 = images, $3 = presets, space-separated).
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
 #   e.g. n16-bts40:user_levels=13+evalmod_bits=60).
+#   distributed: on every GPU of the machine (one rank each): the 2-rank NCCL tests, the
+#   distributed suite (a 2^16-PBS wave, HELR) and ResNet-20 encrypted on $2 images (default 16,
+#   preset $3, default n16-bts35) on 1 GPU and on all, through torchrun (needs the CIFAR-10 data).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out}"; mkdir -p "$OUT"
@@ -70,6 +73,19 @@ if [ "$STAGE" = tfhe ]; then
   if [ -x .anchors/tfhers/bench_pbs_sm90 ]; then
     OUT="$OUT" timeout 200 bash .anchors/tfhers/run.sh --ops pbs,kspbs --batches 1,1024,16384 | grep -E "^(pbs|ks\+)"
   fi
+fi
+if [ "$STAGE" = distributed ]; then  # NVLink multicast stays off (the device tool's KINDS.md)
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  echo "GPUs: $gpus"
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/distributed 2>&1 \
+    | tee "$OUT/distributed_tests.log" | tail -5
+  timeout 400 torchrun --standalone --nproc-per-node "$gpus" -m benchmarks --suite distributed \
+    --json "$OUT/distributed.json" 2>&1 | tee "$OUT/distributed.log" | grep -E "^(suite|  pbs|  helr|wrote)|Error"
+  k="${2:-16}"
+  timeout 500 torchrun --standalone --nproc-per-node "$gpus" -m models.evaluate_resnet20 --distributed \
+    --encrypted "$k" --count $((128 + k)) --preset "${3:-n16-bts35}" --json "$OUT/resnet20-distributed.json" 2>&1 \
+    | tee "$OUT/resnet20-distributed.log" | grep -v "it/s\]$\|image/s\]$\|input/s\]$" | tail -14
 fi
 if [ "$STAGE" = profile ]; then
   timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \

@@ -27,9 +27,9 @@ def tfhe_circuit(x, y):
     return h(a + b), a
 
 
-def vector_model(saved: dict):
+def vector_model(saved: dict, device="cpu"):
     """Linear -> ReLU -> Linear on (10,) inputs at toy-n10 (degree-7 ReLU, no bootstrapping),
     compiled from saved weights and calibration inputs: the same plan on every rank."""
     model = nn.Sequential(nn.Linear(10, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
     model.load_state_dict(saved["state"])
-    return fhe.nn.compile(model, saved["calibration"], preset="toy-n10", relu=7)
+    return fhe.nn.compile(model, saved["calibration"], preset="toy-n10", relu=7, device=device)

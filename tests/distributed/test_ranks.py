@@ -1,4 +1,5 @@
-"""fhetorch.distributed on two CPU processes (torchrun, gloo) against one process, bit for bit.
+"""fhetorch.distributed on two CPU processes (torchrun, gloo), and on two GPUs (NCCL, cuda marker),
+against one CPU process, bit for bit.
 
 One torchrun job (tests/distributed/worker.py) runs every scenario on 2 ranks from files this
 test's single process made (keys, ciphertexts, model weights); each test then compares one
@@ -9,9 +10,11 @@ scenario's results with the same computation in this process:
   public context (share_context), none regenerated;
 - HELR with the data's ciphertexts sharded and gradients all-reduced = HELR on one process,
   and the weights equal on both ranks; all_reduce = the sum of the ranks' tensors;
+- broadcast: rank 0's EncryptedTensor and LWETensor on every rank, as they are;
 - randomness: two ranks with the same test seed still draw different streams;
 - ranks that pass different ciphertexts to a sharded PBS get DistributedError.
 """
+import json
 import os
 import subprocess
 import sys
@@ -30,9 +33,13 @@ from . import scenarios
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    """(the single process's results, rank 0's and rank 1's results)."""
+@pytest.fixture(scope="module", params=["gloo", pytest.param("nccl", marks=pytest.mark.cuda)])
+def job(request, tmp_path_factory):
+    """(the single process's results, rank 0's and rank 1's results): gloo on two CPU processes,
+    or NCCL on two GPUs (cuda marker; needs two) against the same single CPU process."""
+    gpus = request.param == "nccl"
+    if gpus and torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
     d = tmp_path_factory.mktemp("distributed")
     p = lambda name: str(d / name)  # noqa: E731
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -77,7 +84,10 @@ def job(tmp_path_factory):
         for r, part in enumerate(parts):
             fhe.save(part, p(f"sum{r}.pt"))
         mine["sum"] = ev.add(hctx, parts[0].ciphertext, parts[1].ciphertext).data
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, NCCL_NVLS_ENABLE="0",
+               TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on the CPUs even where GPUs are
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         os.path.join(ROOT, "tests", "distributed", "worker.py"), str(d)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -134,6 +144,11 @@ def test_helr_sharded_gradients_bit_identical(job):
         assert torch.equal(rw, w) and torch.equal(rv, v)
 
 
+def test_broadcast_replicates_rank_0s_tensors(job):
+    _, r0, r1 = job
+    assert r0["broadcast"] == r1["broadcast"] == (True, True)
+
+
 def test_all_reduce_is_the_sum(job):
     mine, r0, r1 = job
     assert torch.equal(r0["all_reduce"], mine["sum"]) and torch.equal(r1["all_reduce"], mine["sum"])
@@ -166,3 +181,16 @@ def test_without_a_process_group_it_says_so():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         with pytest.raises(fhe.DistributedError, match="not initialised"):
             fhe.tfhe.Context("toy-tfhe-2bit").distribute()
+
+
+def test_benchmark_suite_runs_on_two_cpu_ranks(tmp_path):
+    """`torchrun ... -m benchmarks --suite distributed --quick`: rank 0 writes the JSON; the wave
+    on two ranks equals the wave on one, and is correct."""
+    path = tmp_path / "distributed.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+                        "benchmarks", "--suite", "distributed", "--quick", "--ops", "pbs", "--json", str(path)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"torchrun failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    doc = json.loads(path.read_text())
+    assert doc["ranks"] == 2 and doc["pbs"]["equal_to_one_gpu"] and doc["pbs"]["one_gpu_correct"]

@@ -15,7 +15,8 @@ one-GPU outputs bit for bit (they must be equal) and the speedup is one-GPU time
   CUDA-synchronised wall times.
 - `helr`: models/helr.py at the paper's shape (1024 x 197, 8 ciphertexts, n16-bts40): the data's
   ciphertexts sharded, the gradient's partial sums all-reduced; ms per iteration, median over the
-  second half of the iterations (bootstraps amortised, as the helr suite).
+  second half of 16 iterations (bootstraps amortised, each level's CUDA graphs captured by then:
+  as the helr suite).
 
 --quick: toy presets and sizes on CPU (gloo), seconds.
 """
@@ -129,7 +130,7 @@ def _helr(args, device, rank, size, folder) -> dict:
 
     preset = "toy-n13-bts" if args.quick else "n16-bts40"
     n, d = (128, 32) if args.quick else (1024, 196)
-    iters = 4 if args.quick else 8
+    iters = 4 if args.quick else 16
     gen = torch.Generator().manual_seed(1)
     x = torch.cat([torch.rand(n, d, generator=gen, dtype=torch.float64), torch.ones(n, 1, dtype=torch.float64)], 1)
     h = torch.randn(d + 1, generator=gen, dtype=torch.float64)
@@ -155,12 +156,12 @@ def _helr(args, device, rank, size, folder) -> dict:
             _sync(device)
             ms.append((time.perf_counter() - t0) * 1e3)
         steady = sorted(ms[iters // 2:])
-        return steady[len(steady) // 2], enc
+        return steady[len(steady) // 2], enc, ms
 
     if rank == 0:
-        row["one_gpu_ms"], single = train(False)
+        row["one_gpu_ms"], single, row["one_gpu_ms_per_iteration"] = train(False)
     dist.barrier()
-    row["n_gpu_ms"], enc = train(True)
+    row["n_gpu_ms"], enc, row["n_gpu_ms_per_iteration"] = train(True)
     if rank != 0:
         return {}
     plain = PlainHELR(z, cfg, client.slots)

@@ -8,8 +8,8 @@ torchrun starts them); fhetorch adds what ciphertexts need on top of it:
 - `scatter` / `gather` / `run_sharded`: a batch of encrypted inputs (EncryptedTensors or
   LWETensors) on one rank shared out, rank r taking inputs r, r + p, ... (fhetorch/_distributed.py),
   each rank running fn on its share, the outputs gathered back in order (data parallel
-  inference of fhe.nn compiled models). What crosses ranks is fhe.save's format (checked on
-  arrival, never a secret key).
+  inference of fhe.nn compiled models). What crosses ranks is ciphertext data (by the backend:
+  NCCL moves it GPU to GPU) and its description, never a secret key.
 - `broadcast`: a ciphertext tensor on one rank replicated on every rank (the data as it is, by
   the backend's broadcast), e.g. a TFHE circuit's inputs, which every rank holds.
 - `all_reduce`: an EncryptedTensor summed over the ranks (residues summed as int64, reduced mod
@@ -23,7 +23,6 @@ Randomness stays unique per rank: every sampler's stream numbers carry the globa
 """
 from __future__ import annotations
 
-import io
 import os
 
 import torch
@@ -87,52 +86,91 @@ def _global(group, r: int) -> int:
     return r if group is None else dist.get_global_rank(group, r)
 
 
-def _to_bytes(x) -> bytes:
-    if not isinstance(x, (EncryptedTensor, LWETensor)):
-        raise ContextError(f"distributed: expected EncryptedTensors or LWETensors, got {type(x).__name__}")
-    buf = io.BytesIO()
-    save(x, buf)
-    return buf.getvalue()
+def _describe(x, what: str) -> tuple:
+    """What rebuilds x on another rank around its data: (scheme, data shape, key id, fields)."""
+    if isinstance(x, EncryptedTensor):
+        ct = x.ciphertext
+        return ("ckks", tuple(ct.data.shape), x.ctx.key_id, ct.level, ct.scale, ct.slots, tuple(x.shape),
+                x.is_complex(), x.layout)
+    if isinstance(x, LWETensor):
+        return ("tfhe", tuple(x.data.shape), x.context.key_id, x.degree, x.noise_level)
+    raise ContextError(f"{what}: expected EncryptedTensors or LWETensors, got {type(x).__name__}")
 
 
-def _from_bytes(b: bytes, ctx):
-    return load(io.BytesIO(b), ctx)
+def _data(x) -> torch.Tensor:
+    return (x.ciphertext.data if isinstance(x, EncryptedTensor) else x.data).contiguous()
+
+
+def _empty(desc: tuple, ctx, what: str) -> torch.Tensor:
+    if desc[2] != ctx.key_id:
+        raise ContextError(f"{what}: the ciphertexts were made under other keys than this rank's context; load the "
+                           "public context of the keys they use (share_context)")
+    return torch.empty(desc[1], dtype=torch.int32 if desc[0] == "ckks" else torch.int64, device=ctx.device)
+
+
+def _rebuild(desc: tuple, data: torch.Tensor, ctx):
+    if desc[0] == "tfhe":
+        return LWETensor(ctx, data, *desc[3:])
+    level, scale, slots, shape, cplx, layout = desc[3:]
+    return EncryptedTensor(ctx, Ciphertext(data, level, scale, slots), shape, cplx, layout)
+
+
+def _exchange(sends: list, recvs: list, group):
+    """Point-to-point: sends [(tensor, peer)], recvs [(tensor, peer)] (peers as ranks of group), all at once."""
+    ops = [dist.P2POp(dist.isend, t, _global(group, r), group) for t, r in sends]
+    ops += [dist.P2POp(dist.irecv, t, _global(group, r), group) for t, r in recvs]
+    if ops:
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
 
 
 def scatter(inputs, ctx, *, group=None, src: int = 0) -> list:
     """This rank's share of rank src's list of encrypted inputs: inputs r, r + p, ... for rank r
-    of p, on this rank's context ctx (src keeps its own objects; the others receive them in
-    fhe.save's format). Collective; `inputs` is read on src only.
+    of p, on this rank's context ctx (src keeps its own objects). Their descriptions go by one
+    object scatter, their data by the backend (NCCL: GPU to GPU), as they are: the ranks of one
+    job trust each other (a server taking ciphertexts from outside loads them with fhe.load, which
+    checks them). Collective; `inputs` is read on src only.
 
     Raises DistributedError without an initialised torch.distributed, ContextError for inputs
-    that are not EncryptedTensors or LWETensors, SerializationError for data that does not load
-    under ctx (other keys)."""
+    that are not EncryptedTensors or LWETensors, or that belong to other keys than ctx's."""
     check_group(group, "distributed.scatter")
     rank, size = group_rank(group), group_size(group)
+    sends = []
     if rank == src:
         inputs = list(inputs)
-        parts = [[_to_bytes(x) for x in inputs[shard(len(inputs), r, size)]] if r != src else []
-                 for r in range(size)]
+        shares = [inputs[shard(len(inputs), r, size)] for r in range(size)]
+        descs = [[_describe(x, "distributed.scatter") for x in share] for share in shares]
+        sends = [(_data(x), r) for r in range(size) if r != src for x in shares[r]]
     got = [None]
-    dist.scatter_object_list(got, parts if rank == src else None, src=_global(group, src), group=group)
-    return inputs[shard(len(inputs), src, size)] if rank == src else [_from_bytes(b, ctx) for b in got[0]]
+    dist.scatter_object_list(got, descs if rank == src else None, src=_global(group, src), group=group)
+    if rank == src:
+        _exchange(sends, [], group)
+        return shares[src]
+    bufs = [_empty(d, ctx, "distributed.scatter") for d in got[0]]
+    _exchange([], [(b, src) for b in bufs], group)
+    return [_rebuild(d, b, ctx) for d, b in zip(got[0], bufs)]
 
 
 def gather(outputs, ctx, *, group=None, dst: int = 0) -> list | None:
     """Every rank's outputs (of its share, in order) back on rank dst as one list in the order of
-    the inputs scatter shared out, under dst's context ctx; None on the other ranks. Collective.
+    the inputs scatter shared out, under dst's context ctx; None on the other ranks. Descriptions
+    by one object gather, data by the backend, as in scatter. Collective.
 
-    Raises DistributedError without an initialised torch.distributed, ContextError for outputs
-    that are not EncryptedTensors or LWETensors, SerializationError for data that does not load
-    under ctx."""
+    Raises DistributedError without an initialised torch.distributed or for a rank returning
+    another number of outputs than its share of inputs, ContextError for outputs that are not
+    EncryptedTensors or LWETensors or belong to other keys than ctx's."""
     check_group(group, "distributed.gather")
     rank, size = group_rank(group), group_size(group)
-    mine = [] if rank == dst else [_to_bytes(y) for y in outputs]
+    outputs = list(outputs)
+    mine = [_describe(y, "distributed.gather") for y in outputs] if rank != dst else []
     every = [None] * size if rank == dst else None
     dist.gather_object(mine, every, dst=_global(group, dst), group=group)
     if rank != dst:
+        _exchange([(_data(y), dst) for y in outputs], [], group)
         return None
-    parts = [list(outputs) if r == dst else [_from_bytes(b, ctx) for b in every[r]] for r in range(size)]
+    bufs = {r: [_empty(d, ctx, "distributed.gather") for d in every[r]] for r in range(size) if r != dst}
+    _exchange([], [(b, r) for r, bs in bufs.items() for b in bs], group)
+    parts = [outputs if r == dst else [_rebuild(d, b, ctx) for d, b in zip(every[r], bufs[r])] for r in range(size)]
     n = sum(len(p) for p in parts)
     out = [None] * n
     for r, part in enumerate(parts):
@@ -151,7 +189,7 @@ def run_sharded(fn, inputs, ctx, *, group=None, src: int = 0, progress: bool = F
     cm.use_context(ctx)), the outputs gathered back to src in the inputs' order (None on the other
     ranks). progress: a tqdm bar of src's share. Collective.
 
-    Raises what scatter, fn and gather raise (DistributedError, ContextError, SerializationError)."""
+    Raises what scatter, fn and gather raise (DistributedError, ContextError)."""
     share = scatter(inputs, ctx, group=group, src=src)
     show = progress and group_rank(group) == src
     outs = [fn(x) for x in tqdm(share, desc=f"encrypted, {group_size(group)} ranks", unit="input", disable=not show)]
@@ -160,37 +198,18 @@ def run_sharded(fn, inputs, ctx, *, group=None, src: int = 0, progress: bool = F
 
 def broadcast(x, ctx, *, group=None, src: int = 0):
     """Rank src's EncryptedTensor or LWETensor on every rank, under this rank's context ctx: its
-    description by an object broadcast, its data by the backend's (NCCL: GPU to GPU), as it is
-    (the ranks of one job trust each other; scatter's files are checked on arrival). Collective;
-    `x` is read on src only, which gets x back.
+    description by an object broadcast, its data by the backend's broadcast, as it is (see
+    scatter). Collective; `x` is read on src only, which gets x back.
 
     Raises DistributedError without an initialised torch.distributed, ContextError for anything
-    but an EncryptedTensor or LWETensor on src."""
+    but an EncryptedTensor or LWETensor on src, or one of other keys than ctx's."""
     check_group(group, "distributed.broadcast")
     rank = group_rank(group)
-    desc = [None]
-    if rank == src:
-        if isinstance(x, EncryptedTensor):
-            ct = x.ciphertext
-            desc[0] = ("ckks", tuple(ct.data.shape), ct.level, ct.scale, ct.slots, tuple(x.shape), x.is_complex(),
-                       x.layout)
-        elif isinstance(x, LWETensor):
-            desc[0] = ("tfhe", tuple(x.data.shape), x.degree, x.noise_level)
-        else:
-            raise ContextError(f"distributed.broadcast: expected an EncryptedTensor or LWETensor, got {type(x).__name__}")
+    desc = [_describe(x, "distributed.broadcast") if rank == src else None]
     dist.broadcast_object_list(desc, src=_global(group, src), group=group)
-    kind, shape = desc[0][:2]
-    if rank == src:
-        data = x.ciphertext.data if kind == "ckks" else x.data
-    else:
-        data = torch.empty(shape, dtype=torch.int32 if kind == "ckks" else torch.int64, device=ctx.device)
+    data = _data(x) if rank == src else _empty(desc[0], ctx, "distributed.broadcast")
     dist.broadcast(data, src=_global(group, src), group=group)
-    if rank == src:
-        return x
-    if kind == "tfhe":
-        return LWETensor(ctx, data, *desc[0][2:])
-    level, scale, slots, tshape, cplx, layout = desc[0][2:]
-    return EncryptedTensor(ctx, Ciphertext(data, level, scale, slots), tshape, cplx, layout)
+    return x if rank == src else _rebuild(desc[0], data, ctx)
 
 
 def all_reduce(x: EncryptedTensor, *, group=None) -> EncryptedTensor:

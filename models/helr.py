@@ -236,7 +236,7 @@ class EncryptedHELR:
                        "HELR", "the starting weights and the batch's shape")
         self.mask = L.row_mask(cfg.weight_bound / cfg.sigmoid_bound).to(ctx.device)
         self._q = _gradient_poly(cfg, self.n)
-        self._mask_pt, self._z_levels = {}, {}
+        self._mask_pt, self._z_levels, self._summed = {}, {}, set()
         self.graphs = Graphs(ctx.device.type == "cuda")
         self.plan = plan_iterations(ctx.params, cfg.iterations)
         self.t = 0
@@ -317,7 +317,9 @@ class EncryptedHELR:
         self._refresh()
         if self.distributed:  # the ranks' partial sums all-reduced between two graphs
             part = self.graphs("partial", self._partial_gradient, self.v)
-            grad = self.graphs("columns", self._column_sums, ev.sum_ranks(ctx, part, self.group))
+            first = (part.level, part.scale) not in self._summed  # the ranks' agreement checked once
+            self._summed.add((part.level, part.scale))
+            grad = self.graphs("columns", self._column_sums, ev.sum_ranks(ctx, part, self.group, check=first))
         else:
             grad = self.graphs("gradient", self._gradient, self.v)
         w_new = ev.add(ctx, self.v, ev.mul_scalar(ctx, grad, gamma))

@@ -420,10 +420,81 @@ __device__ __forceinline__ void cluster_transform(double2* sm, int t, const Clus
   }
 }
 
+// ---- multi-bit bundles made beside the chain -------------------------------------------------------
+//
+// At small batches the bundles are made by the same launch as the chain: clusters past the batch's are
+// producers. Items (group, ciphertext, slice) in group order; producer block p takes items p, p + P, ...
+// (P producer blocks), writes its slice of the bundle (kBundleSlices slices of the slots) and counts it
+// in ready[b C + jj] (release); the chain waits for a count of kBundleSlices (acquire) before it reads a
+// bundle, a warp polling up to 32 groups at once, so it syncs only where it catches up with them.
+// Producers wait on nothing, so any order of scheduling finishes.
+constexpr int kBundleSlices = 8;
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void add_release(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Items of groups [j0, j0 + C) of every ciphertext into `made` (the layout tfhe_fourier_key_bundles
+// writes). rot: 2^G words of shared memory.
+__device__ void make_bundles(const FourierRotateArgs& a, int j0, int C, double* made, int* ready, int64_t p,
+                             int64_t producers, int32_t* rot) {
+  const int tid = threadIdx.x, threads = blockDim.x;
+  const int64_t values = tfhe_fourier_ggsw_values(a.g), items = int64_t(C) * a.B * kBundleSlices;
+  for (int64_t w = p; w < items; w += producers) {
+    const int jj = static_cast<int>(w / (a.B * kBundleSlices));
+    const int64_t b = (w / kBundleSlices) % a.B;
+    const int slice = static_cast<int>(w % kBundleSlices);
+    tfhe_team_fourier_subset_rotations(BlockTeam{tid, threads}, a, b, j0 + jj, rot);
+    __syncthreads();
+    tfhe_fourier_bundle_slots(a, j0 + jj, rot, int64_t(slice) * threads + tid, int64_t(kBundleSlices) * threads,
+                              made + 2 * (b * C + jj) * values);
+    __syncthreads();  // the slice is written (and rot read) by every thread before the count
+    if (tid == 0) add_release(ready + b * C + jj, 1);
+  }
+}
+
+// A key value: the classical key through the read-only cache; a bundle, which producers may have written
+// during this launch, by a plain load (after wait_bundles' acquire).
+template <bool BUNDLE>
+__device__ __forceinline__ TfheComplex load_key(const double* p) {
+  if constexpr (BUNDLE) {
+    const double2 v = __ldca(reinterpret_cast<const double2*>(p));
+    return TfheComplex{v.x, v.y};
+  } else {
+    return tfhe_load_complex(p);
+  }
+}
+
+// The highest group index g such that groups [from, g] of ciphertext b are made, waiting until at
+// least `from` is; every thread of the block calls it (one barrier).
+__device__ int wait_bundles(const int* ready, int64_t b, int C, int from, int* shared) {
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    int n = 0;
+    while (n == 0) {
+      const int g = from + lane;
+      const bool made = g >= C || load_acquire(ready + b * C + g) == kBundleSlices;
+      const unsigned ok = __ballot_sync(0xffffffffu, made);
+      n = ok == 0xffffffffu ? 32 : __ffs(~ok) - 1;  // consecutive made groups from `from`
+      if (n == 0) __nanosleep(64);
+    }
+    if (lane == 0) *shared = from + n - 1;
+  }
+  __syncthreads();
+  return *shared;
+}
+
 // The launch bounds leave the compiler every register (one block of M/8 threads per SM is the point).
 template <int LOG_M, bool MULTI>
 __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
-    fourier_rotate_cluster_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C) {
+    fourier_rotate_cluster_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C, double* made,
+                                  int* ready) {
   namespace cg = cooperative_groups;
   using P = ClusterRotation<LOG_M>;
   constexpr int M = P::M, N = 2 * M, L = P::ROUNDS - 1;
@@ -435,6 +506,12 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
   int64_t* acc = reinterpret_cast<int64_t*>(csmem);  // (2, N) torus; this block uses row r
   const double* tw = reinterpret_cast<const double*>(csmem + P::TW);
   int32_t* rots = reinterpret_cast<int32_t*>(csmem + P::MBAR + 1);
+  if constexpr (MULTI) {
+    if (ready != nullptr && b >= a.B) {  // a producer cluster: the bundles, beside the chain
+      make_bundles(a, j0, C, made, ready, blockIdx.x - 2 * a.B, gridDim.x - 2 * a.B, rots);
+      return;
+    }
+  }
   // mbarrier j counts the other block's transform into buffer j (steps j, j + 2, ...)
   const uint32_t bar = shared_address(csmem + P::MBAR), peer_smem = peer_address(shared_address(csmem), r ^ 1);
   const uint32_t peer_bar = peer_address(bar, r ^ 1);
@@ -468,7 +545,12 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
   const ClusterSlots<P> sl(tid);
   const uint32_t x0 = P::template value0<0>(static_cast<uint32_t>(tid));  // round 0: the digits, the torus
   int done = 0;  // steps taken: the parity of the buffer the other block pushes into
+  __shared__ int through;  // wait_bundles' answer
+  int made_through = MULTI && ready != nullptr ? -1 : j1;  // groups [j0, j0 + made_through] are made
   for (int bit = MULTI ? j0 : 0; bit < (MULTI ? j1 : a.n); ++bit) {
+    if constexpr (MULTI) {
+      if (bit - j0 > made_through) made_through = wait_bundles(ready, b, C, bit - j0, &through);
+    }
     const int64_t rot = MULTI ? 0 : rots[bit];
     if (!MULTI && rot == 0) continue;  // the same for both blocks
     const double* key = MULTI ? a.bundles + 2 * per_bit * (b * C + bit - j0) : a.bsk + 2 * per_bit * bit;
@@ -490,7 +572,7 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
     for (int i = 0; i < 8; ++i) {
       const int64_t k = (i << (LOG_M - 3)) | t;  // tfhe_fft_order of value 8 t + i (round L: bits [0, 3))
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) kv[rr][i] = tfhe_load_complex(key + 2 * ((rr * 2 + r) * int64_t(M) + k));
+      for (int rr = 0; rr < 2; ++rr) kv[rr][i] = load_key<MULTI>(key + 2 * ((rr * 2 + r) * int64_t(M) + k));
     }
     const uint32_t pin = P::PEER + static_cast<uint32_t>(done & 1) * M, b_own = bar + 8 * (done & 1);
     if (tid == 0) mbarrier_expect_bytes(b_own, 16 * M);
@@ -525,13 +607,15 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
   }
 }
 
+// producers: clusters past the batch's that make the bundles (multi-bit, with `made` and `ready`).
 template <int LOG_M, bool MULTI>
-cudaError_t launch_cluster_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
+cudaError_t launch_cluster_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s,
+                              int64_t producers = 0, double* made = nullptr, int* ready = nullptr) {
   using P = ClusterRotation<LOG_M>;
   const int64_t smem = P::smem_bytes(a.n);
   FT_TRY((allow_dynamic_smem<fourier_rotate_cluster_kernel<LOG_M, MULTI>>(smem, dev)));
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(2 * a.B), 1, 1);
+  cfg.gridDim = dim3(static_cast<unsigned>(2 * (a.B + producers)), 1, 1);
   cfg.blockDim = dim3(P::THREADS, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = s.stream;
@@ -542,7 +626,7 @@ cudaError_t launch_cluster_as(const FourierRotateArgs& a, int j0, int j1, int C,
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, fourier_rotate_cluster_kernel<LOG_M, MULTI>, a, j0, j1, C);
+  return cudaLaunchKernelEx(&cfg, fourier_rotate_cluster_kernel<LOG_M, MULTI>, a, j0, j1, C, made, ready);
 }
 
 // The cluster kernel for batches of at most half the SMs (two SMs per ciphertext), the register kernel
@@ -566,17 +650,27 @@ cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int 
 }
 
 // Multi-bit: the bundles of a chunk of groups for the whole batch (at most bundle_bytes(), at least one
-// group), then the rotation over that chunk; at batch 1 one chunk holds every group, so the bundles
-// of all groups are made by the whole GPU in one launch before the rotation's serial chain.
-// FHETORCH_FOURIER_BUNDLE_BYTES overrides the 256 MiB (the tests force several chunks).
+// group), then the rotation over that chunk; at batch 1 one chunk holds every group. On the cluster
+// kernel with at least as many idle SMs as the batch has ciphertexts (bundles_beside), the same launch
+// makes them beside the chain (make_bundles); otherwise the whole GPU makes a chunk's bundles in one
+// launch before the rotation's serial chain. FHETORCH_FOURIER_BUNDLE_BYTES overrides the 256 MiB (the
+// tests force several chunks); FHETORCH_FOURIER_BESIDE=0 or 1 forces either way of making them.
 int64_t bundle_bytes() {
   const char* e = std::getenv("FHETORCH_FOURIER_BUNDLE_BYTES");
   const long long v = e ? std::atoll(e) : 0;
   return v > 0 ? v : int64_t(256) << 20;
 }
 
+int64_t bundle_producers(int64_t B, int sms) {
+  const char* e = std::getenv("FHETORCH_FOURIER_BESIDE");
+  const int64_t idle = sms / 2 - B;  // clusters of two SMs left by the batch's
+  if (e != nullptr && e[0] == '0') return 0;
+  if (e != nullptr && e[0] == '1') return idle >= 1 ? idle : 0;  // never more clusters than fit: they would spin
+  return B <= idle ? idle : 0;
+}
+
 template <int LOG_M>
-cudaError_t launch_registers(const FourierRotateArgs& a_in, bool cluster, int dev, const Stream& s) {
+cudaError_t launch_registers(const FourierRotateArgs& a_in, bool cluster, int dev, int sms, const Stream& s) {
   if (a_in.grouping <= 1) return launch_registers_as<LOG_M, false>(a_in, 0, a_in.n, 0, cluster, dev, s);
   FourierRotateArgs a = a_in;
   const int steps = a.n / a.grouping;
@@ -584,14 +678,22 @@ cudaError_t launch_registers(const FourierRotateArgs& a_in, bool cluster, int de
   const int64_t fit = bundle_bytes() / (16 * values * a.B);
   const int C = static_cast<int>(fit < 1 ? 1 : (fit > steps ? steps : fit));
   // bundles (B C values complex), then the torus accumulators (B k1 N int64) where chunks follow
-  int32_t* buf = s.scratch(4 * a.B * C * values + (C < steps ? 2 * a.B * k1n : 0));
+  const int64_t producers = cluster ? bundle_producers(a.B, sms) : 0;
+  const int64_t torus = C < steps ? 2 * a.B * k1n : 0;  // int32 words
+  int32_t* buf = s.scratch(4 * a.B * C * values + torus + (producers > 0 ? a.B * C : 0));
   double* bundles = reinterpret_cast<double*>(buf);
   a.bundles = bundles;
   a.torus = C < steps ? reinterpret_cast<int64_t*>(buf + 4 * a.B * C * values) : nullptr;
+  int* ready = producers > 0 ? reinterpret_cast<int*>(buf + 4 * a.B * C * values + torus) : nullptr;
   for (int j0 = 0; j0 < steps; j0 += C) {
     const int c = C < steps - j0 ? C : steps - j0;
-    FT_TRY(tfhe_fourier_key_bundles(a, j0, c, bundles, s));
-    FT_TRY((launch_registers_as<LOG_M, true>(a, j0, j0 + c, c, cluster, dev, s)));
+    if (producers > 0) {
+      FT_TRY(cudaMemsetAsync(ready, 0, sizeof(int) * a.B * C, s.stream));
+      FT_TRY((launch_cluster_as<LOG_M, true>(a, j0, j0 + c, c, dev, s, producers, bundles, ready)));
+    } else {
+      FT_TRY(tfhe_fourier_key_bundles(a, j0, c, bundles, s));
+      FT_TRY((launch_registers_as<LOG_M, true>(a, j0, j0 + c, c, cluster, dev, s)));
+    }
   }
   return cudaSuccess;
 }
@@ -609,7 +711,7 @@ bool fourier_rotate_in_registers(const FourierRotateArgs& a, int64_t optin) {
 
 cudaError_t tfhe_fourier_rotate_registers(const FourierRotateArgs& a, int dev, int sms, const Stream& s) {
   const bool cluster = use_cluster(a.B, sms);
-  return a.g.f.log_n == 11 ? launch_registers<10>(a, cluster, dev, s) : launch_registers<9>(a, cluster, dev, s);
+  return a.g.f.log_n == 11 ? launch_registers<10>(a, cluster, dev, sms, s) : launch_registers<9>(a, cluster, dev, sms, s);
 }
 
 }  // namespace fhetorch::cuda

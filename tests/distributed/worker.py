@@ -65,6 +65,12 @@ def main(folder: str):
     for _ in range(cfg.iterations):
         enc.step()
     out["helr"] = (enc.w.data, enc.v.data, enc.bootstraps, enc.z.count)
+    if rank == 0:  # the same training on this rank's device alone (GPU encodings differ from the CPU's)
+        alone = EncryptedHELR(hctx, z, cfg, samples=scenarios.HELR_SAMPLES, weights=(w0, v0))
+        for _ in range(cfg.iterations):
+            alone.step()
+        out["helr_alone"] = (alone.w.data, alone.v.data)
+    out["backend"] = dist.get_backend()
     sent = fhe.distributed.broadcast(z if rank == 0 else None, hctx)
     lwe = fhe.distributed.broadcast(x if rank == 0 else None, tctx)
     out["broadcast"] = (torch.equal(sent.ciphertext.data, z.ciphertext.data) and sent.shape == z.shape

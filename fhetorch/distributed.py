@@ -74,7 +74,7 @@ def share_context(ctx, path, *, group=None, src: int = 0):
     check_group(group, "distributed.share_context")
     rank = group_rank(group)
     if rank == src:
-        save(ctx.public() if ctx.has_secret_key else ctx, path)
+        save(ctx, path)  # fhe.save never writes a secret key unless asked to
     dist.barrier(group=group)
     out = ctx if rank == src else load(path, device=device())
     dist.barrier(group=group)  # src may remove the file once this returns

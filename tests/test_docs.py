@@ -11,7 +11,8 @@ The rule, by the fence's info string (the first word is the language, the others
   ../shared/data, models.resnet20.cifar_data()).
 - ```bash: every command must resolve without running it (the demo and the test suite take
   minutes): `bash scripts/x.sh` exists and parses (`bash -n`); `python -m module ...` and
-  `python file.py ...` answer `--help` and list every `--option` the command uses; any other
+  `python file.py ...` answer `--help` and list every `--option` the command uses (the module of
+  `torchrun ... -m module ...` too); any other
   program is on the PATH. ```bash cpu: the commands also run (cheap CPU ones) and exit 0.
 - ```text: not code (file listings, formulas, output); not run.
 
@@ -114,6 +115,10 @@ def _resolve(cmd: str):
         r = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
         assert r.returncode == 0, f"{cmd!r}: {args[0]} does not parse: {r.stderr}"
         return
+    if prog == "torchrun":  # torchrun [its options] -m module [options]: the module is checked as python -m's
+        assert shutil.which(prog), f"{cmd!r}: torchrun is not on the PATH"
+        assert "-m" in args, f"{cmd!r}: the docs start modules under torchrun with -m"
+        prog, args = "python", args[args.index("-m"):]
     if prog in ("python", "python3"):
         if args[0] == "-m":
             target, rest = ["-m", args[1]], args[2:]

@@ -61,20 +61,15 @@ def run(args, device: torch.device):
     return doc if rank == 0 else None
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _timed(fn, device, repeat: int) -> tuple:
     """(median seconds of `repeat` synchronised calls after one warm-up, the last output)."""
     out = fn()
     times = []
     for _ in range(repeat):
-        _sync(device)
+        common.sync(device)
         t0 = time.perf_counter()
         out = fn()
-        _sync(device)
+        common.sync(device)
         times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2], out
 
@@ -150,10 +145,10 @@ def _helr(args, device, rank, size, folder) -> dict:
         enc = EncryptedHELR(ctx, ez, cfg, samples=n, weights=(w0, v0), distributed=distributed)
         ms = []
         for _ in range(iters):
-            _sync(device)
+            common.sync(device)
             t0 = time.perf_counter()
             enc.step()
-            _sync(device)
+            common.sync(device)
             ms.append((time.perf_counter() - t0) * 1e3)
         steady = ms[iters // 2:]  # iterations with and without a bootstrap alternate: the mean is the rate
         return sum(steady) / len(steady), enc, ms

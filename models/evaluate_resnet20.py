@@ -140,23 +140,29 @@ def _encrypted(cm, x, labels, plain, device) -> dict:
             torch.cuda.synchronize(device)
         secs.append(time.perf_counter() - t)
         got.append(cm.decrypt(ey))
-    got = torch.cat(got)
+    timed = sorted(secs[1:] or secs)  # the first call captures the CUDA graph
+    out = _scores(torch.cat(got), plain, labels)
+    out["seconds_per_image_median"] = timed[len(timed) // 2]
+    print(f"logit error: max {out['encrypted_max_logit_error']:.3g}, median {out['encrypted_median_logit_error']:.3g}")
+    print(f"seconds per image: median {out['seconds_per_image_median']:.3f} (first call, with the graph capture: "
+          f"{secs[0]:.2f})")
+    return out
+
+
+def _scores(got, plain, labels) -> dict:
+    """Encrypted logits `got` against the plaintext model's: accuracy, top-1 agreement, logit errors,
+    and the per-image classes (so that runs over several calls combine); printed."""
     e, p = got.argmax(1), plain.argmax(1)
     err = (got - plain).abs().amax(1)
-    timed = sorted(secs[1:] or secs)  # the first call captures the CUDA graph
+    k = len(labels)
     out = {"encrypted_images": k, "encrypted_accuracy": float((e == labels).float().mean()),
            "plaintext_accuracy_same_images": float((p == labels).float().mean()),
            "encrypted_agreement": float((e == p).float().mean()), "disagreements": int((e != p).sum()),
            "encrypted_max_logit_error": float(err.max()), "encrypted_median_logit_error": float(err.median()),
-           "seconds_per_image_median": timed[len(timed) // 2],
-           # per image, so that runs over several calls combine
            "encrypted_top1": e.tolist(), "plaintext_top1": p.tolist(), "labels": labels.tolist()}
     print(f"encrypted accuracy  {out['encrypted_accuracy']:.2%} (plaintext on the same {k}: "
           f"{out['plaintext_accuracy_same_images']:.2%})")
     print(f"encrypted top-1 = plaintext on {out['encrypted_agreement']:.2%} ({out['disagreements']} differ)")
-    print(f"logit error: max {out['encrypted_max_logit_error']:.3g}, median {out['encrypted_median_logit_error']:.3g}")
-    print(f"seconds per image: median {out['seconds_per_image_median']:.3f} (first call, with the graph capture: "
-          f"{secs[0]:.2f})")
     return out
 
 
@@ -214,17 +220,8 @@ def _encrypted_sharded(cm, x, labels, plain, device, args) -> dict:
     sharded_s = time.perf_counter() - t0
     if rank != 0:
         return {}
-    got = torch.cat([cm.decrypt(ey) for ey in outs])
-    e, p = got.argmax(1), plain.argmax(1)
-    err = (got - plain).abs().amax(1)
-    out = {"encrypted_images": k, "ranks": size, "encrypted_accuracy": float((e == labels).float().mean()),
-           "plaintext_accuracy_same_images": float((p == labels).float().mean()),
-           "encrypted_agreement": float((e == p).float().mean()), "disagreements": int((e != p).sum()),
-           "encrypted_max_logit_error": float(err.max()), "share_context_s": shared_s,
-           "images_per_s": k / sharded_s, "seconds": sharded_s,
-           "encrypted_top1": e.tolist(), "plaintext_top1": p.tolist(), "labels": labels.tolist()}
-    print(f"encrypted accuracy  {out['encrypted_accuracy']:.2%} (plaintext on the same {k}: "
-          f"{out['plaintext_accuracy_same_images']:.2%}); top-1 = plaintext on {out['encrypted_agreement']:.2%}")
+    out = _scores(torch.cat([cm.decrypt(ey) for ey in outs]), plain, labels)
+    out.update(ranks=size, share_context_s=shared_s, images_per_s=k / sharded_s, seconds=sharded_s)
     print(f"{size} GPUs: {k} images in {sharded_s:.2f} s, {out['images_per_s']:.2f} images/s (scatter, run, gather)")
     if single is not None:
         same = all(torch.equal(a.ciphertext.data, b.ciphertext.data) for a, b in zip(single, outs))

@@ -32,12 +32,11 @@ def group_rank(group) -> int:
     return dist.get_rank(group)
 
 
-def check_group(group, what: str):
+def check_group(group, what: str) -> None:
     """Raises DistributedError unless torch.distributed is initialised (group None: the default group)."""
     if not dist.is_available() or not dist.is_initialized():
         raise DistributedError(f"{what}: torch.distributed is not initialised; call "
                                "torch.distributed.init_process_group (torchrun sets its environment) first")
-    return group
 
 
 def shard(n: int, rank: int, size: int) -> slice:

@@ -139,7 +139,8 @@ def scatter(inputs, ctx, *, group=None, src: int = 0) -> list:
     if rank == src:
         inputs = list(inputs)
         shares = [inputs[shard(len(inputs), r, size)] for r in range(size)]
-        descs = [[_describe(x, "distributed.scatter") for x in share] for share in shares]
+        descs = [[_describe(x, "distributed.scatter") for x in share] if r != src else []
+                 for r, share in enumerate(shares)]
         sends = [(_data(x), r) for r in range(size) if r != src for x in shares[r]]
     got = [None]
     dist.scatter_object_list(got, descs if rank == src else None, src=_global(group, src), group=group)

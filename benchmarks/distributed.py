@@ -22,8 +22,6 @@ one-GPU outputs bit for bit (they must be equal) and the speedup is one-GPU time
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 import warnings
 
@@ -43,21 +41,13 @@ def run(args, device: torch.device):
     doc = {"suite": "distributed", **common.environment(device), "ranks": size, "anchors": ANCHORS}
     if rank == 0:
         print(f"suite distributed | {size} ranks x {doc['device']} | commit {doc['commit']} | {doc['date']}")
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    folder = [tempfile.mkdtemp(prefix="fhetorch-bench-", dir=shm) if rank == 0 else None]
-    dist.broadcast_object_list(folder, src=0)
     ops = args.ops or ["pbs", "helr"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         if "pbs" in ops:
-            doc["pbs"] = _pbs(args, device, rank, size, folder[0])
+            doc["pbs"] = _pbs(args, device, rank, size)
         if "helr" in ops:
-            doc["helr"] = _helr(args, device, rank, size, folder[0])
-    dist.barrier()
-    if rank == 0:
-        for f in os.listdir(folder[0]):
-            os.remove(os.path.join(folder[0], f))
-        os.rmdir(folder[0])
+            doc["helr"] = _helr(args, device, rank, size)
     return doc if rank == 0 else None
 
 
@@ -74,24 +64,24 @@ def _timed(fn, device, repeat: int) -> tuple:
     return sorted(times)[len(times) // 2], out
 
 
-def _shared(fhe, make, folder, name, rank):
+def _shared(fhe, make, rank):
     """The client context (made on rank 0) and every rank's server context from one saved file."""
     t0 = time.perf_counter()
     client = make() if rank == 0 else None
     keygen_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    server = fhe.distributed.share_context(client, os.path.join(folder, name))
+    server = fhe.distributed.share_context(client)
     return client, server, keygen_s, time.perf_counter() - t0
 
 
-def _pbs(args, device, rank, size, folder) -> dict:
+def _pbs(args, device, rank, size) -> dict:
     import fhetorch as fhe
 
     preset = "toy-tfhe-4bit" if args.quick else next((s for s in args.shapes if s.startswith("tfhe")), "tfhe-4bit-p128")
     n = (args.batches or [64 if args.quick else 1 << 16])[0]
     repeat = args.repeat
     client, tctx, keygen_s, share_s = _shared(
-        fhe, lambda: fhe.tfhe.Context(preset, device).keygen(), folder, "tfhe.pt", rank)
+        fhe, lambda: fhe.tfhe.Context(preset, device).keygen(), rank)
     lut = fhe.tfhe.LUT(lambda m: (3 * m + 1) % 16, bits=4)
     x = client.encrypt(torch.randint(0, 16, (n,))) if rank == 0 else None
     x = fhe.distributed.broadcast(x, tctx)
@@ -119,7 +109,7 @@ def _pbs(args, device, rank, size, folder) -> dict:
     return row
 
 
-def _helr(args, device, rank, size, folder) -> dict:
+def _helr(args, device, rank, size) -> dict:
     import fhetorch as fhe
     from models.helr import EncryptedHELR, HELRConfig, PlainHELR
 
@@ -132,7 +122,7 @@ def _helr(args, device, rank, size, folder) -> dict:
     s = x @ h
     z = x * torch.where(s > s.median(), 1.0, -1.0).to(torch.float64)[:, None]
     client, ctx, keygen_s, share_s = _shared(
-        fhe, lambda: EncryptedHELR.keygen(fhe.Context(preset, device), *z.shape), folder, "helr.pt", rank)
+        fhe, lambda: EncryptedHELR.keygen(fhe.Context(preset, device), *z.shape), rank)
     cfg = HELRConfig(iterations=iters)
     start = EncryptedHELR(client, z, cfg) if rank == 0 else None  # rank 0's ciphertexts, for both runs
     ez = fhe.distributed.broadcast(start.z if rank == 0 else None, ctx)

@@ -39,6 +39,12 @@ def check_group(group, what: str) -> None:
                                "torch.distributed.init_process_group (torchrun sets its environment) first")
 
 
+def global_rank(group, rank: int) -> int:
+    """Rank `rank` of `group` as torch.distributed's collectives name it (None: the default group,
+    whose ranks are global). Raises nothing."""
+    return rank if group is None else dist.get_global_rank(group, rank)
+
+
 def shard(n: int, rank: int, size: int) -> slice:
     """The items of rank `rank` among n: rank, rank + size, ... (a slice). Raises nothing."""
     return slice(rank, n, size)

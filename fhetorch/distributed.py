@@ -24,12 +24,13 @@ Randomness stays unique per rank: every sampler's stream numbers carry the globa
 from __future__ import annotations
 
 import os
+import tempfile
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from ._distributed import check_group, group_rank, group_size, shard
+from ._distributed import check_group, global_rank, group_rank, group_size, shard
 from ._tfhe.lwe_tensor import LWETensor
 from ._ckks import evaluator as ev
 from ._ckks.ciphertext import Ciphertext
@@ -63,27 +64,35 @@ def init_process_group(backend: str | None = None) -> torch.device:
     return d
 
 
-def share_context(ctx, path, *, group=None, src: int = 0):
+def share_context(ctx, path=None, *, group=None, src: int = 0):
     """One set of evaluation keys for every rank: on rank `src`, ctx (a client context after
-    keygen, CKKS or TFHE) is saved without its secret key to `path`, a file every rank can read;
-    every other rank loads it onto its own device (device()) and gets that server context; src
-    gets ctx back. Collective: every rank of the group calls it (ctx is ignored off src).
+    keygen, CKKS or TFHE) is saved without its secret key to `path`, a file every rank can read
+    (None: a temporary file, in /dev/shm where there is one, removed once every rank has read it:
+    one machine's ranks); every other rank loads it onto its own device (device()) and gets that
+    server context; src gets ctx back. Collective: every rank of the group calls it (ctx is
+    ignored off src).
 
     Raises DistributedError without an initialised torch.distributed, what fhe.save and fhe.load
     raise (SerializationError) for a context that cannot be saved or a file that cannot be read."""
     check_group(group, "distributed.share_context")
     rank = group_rank(group)
+    temporary = path is None
+    if temporary:
+        name = [None]
+        if rank == src:
+            fd, name[0] = tempfile.mkstemp(prefix="fhetorch-context-", suffix=".pt",
+                                           dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+            os.close(fd)
+        dist.broadcast_object_list(name, src=global_rank(group, src), group=group)
+        path = name[0]
     if rank == src:
         save(ctx, path)  # fhe.save never writes a secret key unless asked to
     dist.barrier(group=group)
     out = ctx if rank == src else load(path, device=device())
-    dist.barrier(group=group)  # src may remove the file once this returns
+    dist.barrier(group=group)  # every rank has read the file
+    if temporary and rank == src:
+        os.remove(path)
     return out
-
-
-def _global(group, r: int) -> int:
-    """Rank r of `group` as torch.distributed's collectives name it (the global rank)."""
-    return r if group is None else dist.get_global_rank(group, r)
 
 
 def _describe(x, what: str) -> tuple:
@@ -117,8 +126,8 @@ def _rebuild(desc: tuple, data: torch.Tensor, ctx):
 
 def _exchange(sends: list, recvs: list, group):
     """Point-to-point: sends [(tensor, peer)], recvs [(tensor, peer)] (peers as ranks of group), all at once."""
-    ops = [dist.P2POp(dist.isend, t, _global(group, r), group) for t, r in sends]
-    ops += [dist.P2POp(dist.irecv, t, _global(group, r), group) for t, r in recvs]
+    ops = [dist.P2POp(dist.isend, t, global_rank(group, r), group) for t, r in sends]
+    ops += [dist.P2POp(dist.irecv, t, global_rank(group, r), group) for t, r in recvs]
     if ops:
         for w in dist.batch_isend_irecv(ops):
             w.wait()
@@ -143,7 +152,7 @@ def scatter(inputs, ctx, *, group=None, src: int = 0) -> list:
                  for r, share in enumerate(shares)]
         sends = [(_data(x), r) for r in range(size) if r != src for x in shares[r]]
     got = [None]
-    dist.scatter_object_list(got, descs if rank == src else None, src=_global(group, src), group=group)
+    dist.scatter_object_list(got, descs if rank == src else None, src=global_rank(group, src), group=group)
     if rank == src:
         _exchange(sends, [], group)
         return shares[src]
@@ -165,7 +174,7 @@ def gather(outputs, ctx, *, group=None, dst: int = 0) -> list | None:
     outputs = list(outputs)
     mine = [_describe(y, "distributed.gather") for y in outputs] if rank != dst else []
     every = [None] * size if rank == dst else None
-    dist.gather_object(mine, every, dst=_global(group, dst), group=group)
+    dist.gather_object(mine, every, dst=global_rank(group, dst), group=group)
     if rank != dst:
         _exchange([(_data(y), dst) for y in outputs], [], group)
         return None
@@ -207,9 +216,9 @@ def broadcast(x, ctx, *, group=None, src: int = 0):
     check_group(group, "distributed.broadcast")
     rank = group_rank(group)
     desc = [_describe(x, "distributed.broadcast") if rank == src else None]
-    dist.broadcast_object_list(desc, src=_global(group, src), group=group)
+    dist.broadcast_object_list(desc, src=global_rank(group, src), group=group)
     data = _data(x) if rank == src else _empty(desc[0], ctx, "distributed.broadcast")
-    dist.broadcast(data, src=_global(group, src), group=group)
+    dist.broadcast(data, src=global_rank(group, src), group=group)
     return x if rank == src else _rebuild(desc[0], data, ctx)
 
 

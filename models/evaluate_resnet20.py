@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import tempfile
 import time
 
 import torch
@@ -65,9 +63,6 @@ def main(argv=None):
                          "once on rank 0 and loaded by the others from one saved public context")
     ap.add_argument("--no-baseline", action="store_true",
                     help="with --distributed: skip the one-GPU run of the same images on rank 0")
-    ap.add_argument("--keys-dir", default=None,
-                    help="with --distributed: where rank 0 saves the public context for the others (default: "
-                         "/dev/shm where it exists, else the temporary directory)")
     args = ap.parse_args(argv)
     if not args.checkpoint or not args.images:
         raise SystemExit("evaluate_resnet20: no data; pass --checkpoint / --images (an akamaster-format checkpoint and "
@@ -132,12 +127,10 @@ def _encrypted(cm, x, labels, plain, device) -> dict:
     got, secs = [], []
     for i in tqdm(range(k), desc="encrypted inference", unit="image"):
         ex = cm.encrypt(x[i : i + 1])
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        _sync(device)
         t = time.perf_counter()
         ey = cm(ex)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        _sync(device)
         secs.append(time.perf_counter() - t)
         got.append(cm.decrypt(ey))
     timed = sorted(secs[1:] or secs)  # the first call captures the CUDA graph
@@ -147,6 +140,11 @@ def _encrypted(cm, x, labels, plain, device) -> dict:
     print(f"seconds per image: median {out['seconds_per_image_median']:.3f} (first call, with the graph capture: "
           f"{secs[0]:.2f})")
     return out
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _scores(got, plain, labels) -> dict:
@@ -174,7 +172,6 @@ def _encrypted_sharded(cm, x, labels, plain, device, args) -> dict:
     # every rank compiled the model itself: the plans must agree, or the keys would not fit
     plan = hashlib.sha256((str(cm.plan) + repr(sorted(cm.bounds.items()))).encode()).digest()
     check_same([int.from_bytes(plan[:8], "little", signed=True)], None, "evaluate_resnet20", "the compiled plan")
-    folder = [None]
     client = None
     if rank == 0:
         print(f"{size} ranks, one GPU each; making keys on rank 0 ...", flush=True)
@@ -182,16 +179,10 @@ def _encrypted_sharded(cm, x, labels, plain, device, args) -> dict:
         client = cm.keygen()
         print(f"keys: {time.perf_counter() - t0:.1f} s, {client.key_bytes() / 2**30:.2f} GiB; saving the public "
               "context for the other ranks ...", flush=True)
-        shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        folder[0] = tempfile.mkdtemp(prefix="fhetorch-keys-", dir=args.keys_dir or shm)
-    dist.broadcast_object_list(folder, src=0)
-    path = os.path.join(folder[0], "server.pt")
     t0 = time.perf_counter()
-    server = fhe.distributed.share_context(client, path)
+    server = fhe.distributed.share_context(client)
     shared_s = time.perf_counter() - t0
     if rank == 0:
-        os.remove(path)
-        os.rmdir(folder[0])
         print(f"public context saved and loaded by every rank: {shared_s:.1f} s", flush=True)
     else:
         cm.use_context(server)  # the loaded keys, checked against the plan; none made here
@@ -199,24 +190,18 @@ def _encrypted_sharded(cm, x, labels, plain, device, args) -> dict:
     # warm-up: one image on every rank (the first call captures the forward pass's CUDA graph)
     fhe.distributed.run_sharded(cm, inputs[:1] * size if rank == 0 else None, server)
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     single = None
-    if not args.no_baseline:
-        if rank == 0:
-            sync()
-            t0 = time.perf_counter()
-            single = [cm(ex) for ex in tqdm(inputs, desc="encrypted inference, 1 GPU", unit="image")]
-            sync()
-            single_s = time.perf_counter() - t0
-        dist.barrier()
-    sync()
-    dist.barrier()
+    if rank == 0 and not args.no_baseline:
+        _sync(device)
+        t0 = time.perf_counter()
+        single = [cm(ex) for ex in tqdm(inputs, desc="encrypted inference, 1 GPU", unit="image")]
+        _sync(device)
+        single_s = time.perf_counter() - t0
+    _sync(device)
+    dist.barrier()  # the other ranks wait out the baseline here
     t0 = time.perf_counter()
     outs = fhe.distributed.run_sharded(cm, inputs, server, progress=True)
-    sync()
+    _sync(device)
     sharded_s = time.perf_counter() - t0
     if rank != 0:
         return {}

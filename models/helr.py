@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from fhetorch import EncryptedTensor
 from fhetorch.circuits import bootstrap as _bts
-from fhetorch._distributed import check_same, checksum, group_rank, group_size, shard
+from fhetorch._distributed import check_same, checksum, global_rank, group_rank, group_size, shard
 from fhetorch.circuits.polynomial import evaluate
 from fhetorch._ckks import evaluator as ev
 from fhetorch._ckks.graphs import Graphs
@@ -228,8 +228,7 @@ class EncryptedHELR:
             weights = ctx.encrypt_vector(zero, slots=ctx.slots), ctx.encrypt_vector(zero, slots=ctx.slots)
             if distributed:  # one start for every rank: rank 0's encryptions
                 for ct in weights:
-                    dist.broadcast(ct.data, src=dist.get_global_rank(group, 0) if group is not None else 0,
-                                   group=group)
+                    dist.broadcast(ct.data, src=global_rank(group, 0), group=group)
         self.w, self.v = (c.ciphertext if isinstance(c, EncryptedTensor) else c for c in weights)
         if distributed:
             check_same([checksum(self.w.data), checksum(self.v.data), self.n, rows, feats], group,

@@ -242,9 +242,10 @@ class CompiledModel:
         self.ctx = context
         self._program = None  # its transforms belong to the context
         prog = self.program()
-        kw = dict(bootstrap=True, bootstrap_slots=[prog.slots]) if self.plan.bootstraps else {}
-        if self.uses_lut:  # the switch's transforms run over the full packing
-            kw = dict(lut=self.lut.lut, bootstrap_slots=sorted({prog.slots, context.slots}))
+        slots = self._bootstrap_slots(context)
+        kw = dict(bootstrap=True, bootstrap_slots=slots) if slots else {}
+        if self.uses_lut:
+            kw = dict(lut=self.lut.lut, bootstrap_slots=slots)
         uses = prog.rotations()
         top = [r for r, lvl in uses.items() if lvl >= self.params.max_level]
         low = {r: lvl for r, lvl in uses.items() if lvl < self.params.max_level}
@@ -264,27 +265,36 @@ class CompiledModel:
             raise ParameterError(f"CompiledModel.use_context: the model is compiled for {self.params.name}, the "
                                  f"context is {context.params.name}")
         self.ctx, self._program = context, None  # the program's transforms belong to the context
+        missing = self._missing_key(context)
+        if missing:
+            self.ctx, self._program = None, None
+            raise MissingKeyError(f"CompiledModel.use_context: the context lacks {missing}; the client makes every "
+                                  "key the model needs with cm.keygen() before saving ctx.public()")
+        return context
+
+    def _bootstrap_slots(self, context) -> list:
+        """The slot counts whose bootstrapping keys the plan uses ([] without bootstraps): the
+        model's packing, and the full one too where lookup tables switch over it."""
         prog = self.program()
-        need = dict(prog.rotations())
-        if self.plan.bootstraps or self.uses_lut:
-            cfg = context.bootstrap_config
-            slots = sorted({prog.slots, context.slots}) if self.uses_lut else [prog.slots]
-            for step, lvl in key_levels(self.params, cfg, slots).items():
-                need[step] = max(need.get(step, 0), lvl)
+        if self.uses_lut:
+            return sorted({prog.slots, context.slots})
+        return [prog.slots] if self.plan.bootstraps else []
+
+    def _missing_key(self, context) -> str | None:
+        """The first key of the plan that `context` lacks (described), or None."""
+        need = dict(self.program().rotations())
+        slots = self._bootstrap_slots(context)
+        if slots:
             if context.encapsulation_keys is None:
-                self.ctx = None
-                raise MissingKeyError("CompiledModel.use_context: the context holds no bootstrapping keys; the client "
-                                      "makes them with cm.keygen() before saving ctx.public()")
+                return "bootstrapping keys"
+            for step, lvl in key_levels(self.params, context.bootstrap_config, slots).items():
+                need[step] = max(need.get(step, 0), lvl)
         if self.uses_lut and context.switch_keys is None:
-            self.ctx = None
-            raise MissingKeyError("CompiledModel.use_context: the model runs lookup tables and the context holds no "
-                                  "switching keys; the client makes them with cm.keygen()")
+            return "the switching keys of its lookup tables"
         for step, lvl in sorted(need.items()):
             if not context.has_galois_key(galois_element(step, context.n), lvl):
-                self.ctx = None
-                raise MissingKeyError(f"CompiledModel.use_context: the context lacks the rotation key for step {step} "
-                                      f"at level {lvl}; the client makes every key the model needs with cm.keygen()")
-        return context
+                return f"the rotation key for step {step} at level {lvl}"
+        return None
 
     def report(self) -> str:
         """The plan, then what running it takes: the linear transforms (diagonals), the rotation

@@ -295,7 +295,7 @@ class Switcher:
             return ev.add(self.ctx, self.to_ckks(a, f_scale), self.to_ckks(b, f_scale))
         both = self.to_ckks(torch.cat((a, b), -2), 1.0)  # repeats every 2M slots: a, b, a, b, ...
         out = ev.add(self.ctx, both, ev.rotate(self.ctx, both, m))
-        return out.replace(scale=out.scale / f_scale, slots=m) if f_scale != 1 else out.replace(slots=m)
+        return out.replace(scale=out.scale / f_scale, slots=m)
 
     def lwe_to_level0(self, lwe: torch.Tensor) -> Ciphertext:
         """Steps 1-2 of to_ckks, exact integer work (the same bits on CPU and CUDA): a level-0
@@ -332,7 +332,7 @@ class Switcher:
         while step < half:  # the M-slot packing repeats its values every M slots
             out = ev.add(ctx, out, ev.rotate(ctx, out, step))
             step *= 2
-        return out.replace(scale=out.scale / f_scale, slots=m) if f_scale != 1 else out.replace(slots=m)
+        return out.replace(scale=out.scale / f_scale, slots=m)
 
     # --- the whole switch ----------------------------------------------------------------------
     def lut(self, ct: Ciphertext, fns, interval, bits: int | None = None) -> list:

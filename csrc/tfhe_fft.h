@@ -562,27 +562,28 @@ FT_HD int64_t tfhe_fourier_rotation(const FourierRotateArgs& a, int64_t b, int i
   return static_cast<int64_t>(tfhe_round_pow2(a.ct[b * (a.n + 1) + i], a.m.q_full, a.g.f.log_n + 1));
 }
 
-// acc (k1, N) torus := X^(-~body) * (the LUT of ciphertext b, lifted to the torus), masks zero.
-template <class T>
-FT_HD void tfhe_team_fourier_rotate_init(const T& t, const FourierRotateArgs& a, int64_t b, int64_t* acc) {
+// Coefficient e (< k1 N) of ciphertext b's starting accumulator on the torus: X^(-~body) * (its LUT,
+// lifted) in the body, zero in the masks.
+FT_HD int64_t tfhe_fourier_start_value(const FourierRotateArgs& a, int64_t b, int64_t e) {
   const int log_n = a.g.f.log_n;
-  const int64_t n = int64_t(1) << log_n;
+  const int64_t n = int64_t(1) << log_n, body_start = (a.g.k1 - 1) * n;
+  if (e < body_start) return 0;
   const int64_t shift = (2 * n - tfhe_fourier_rotation(a, b, a.n)) & (2 * n - 1);
   int64_t li = a.lut_index ? a.lut_index[b] : 0;
   li = li < 0 ? 0 : (li >= a.T ? a.T - 1 : li);
-  const int64_t* lut = a.luts + li * n;
-  const int64_t k1n = a.g.k1 * n, body_start = (a.g.k1 - 1) * n;
-  for (int64_t e = t.rank; e < k1n; e += t.size) {
-    if (e < body_start) {
-      acc[e] = 0;
-      continue;
-    }
-    // coefficient c of X^shift lut, lifted: the lift of the LUT's value, negated on the torus where
-    // the rotation wraps (lifting q - x gives exactly minus x's lift: q is odd, no tie)
-    bool neg;
-    const int64_t v = tfhe_torus_from_q(lut[tfhe_rotation_source(e - body_start, shift, log_n, neg)], a.m.q_full);
-    acc[e] = neg ? tfhe_torus_sub(0, v) : v;
-  }
+  // coefficient c of X^shift lut, lifted: the lift of the LUT's value, negated on the torus where
+  // the rotation wraps (lifting q - x gives exactly minus x's lift: q is odd, no tie)
+  bool neg;
+  const int64_t v = tfhe_torus_from_q(a.luts[li * n + tfhe_rotation_source(e - body_start, shift, log_n, neg)],
+                                      a.m.q_full);
+  return neg ? tfhe_torus_sub(0, v) : v;
+}
+
+// acc (k1, N) torus := ciphertext b's starting accumulator (tfhe_fourier_start_value).
+template <class T>
+FT_HD void tfhe_team_fourier_rotate_init(const T& t, const FourierRotateArgs& a, int64_t b, int64_t* acc) {
+  const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n;
+  for (int64_t e = t.rank; e < k1n; e += t.size) acc[e] = tfhe_fourier_start_value(a, b, e);
   t.sync();
 }
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|switch|digits|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
 #   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
 #   then TFHE-rs's anchor where a copy of ../shared/anchors/tfhers is carried as .anchors/tfhers.
+#   large: the large-ring rotation (N >= 2^12, csrc/cuda/fourier_split_core.cuh): the TFHE cuda tests,
+#   one rotation per preset of $2 (default tfhe-6bit,tfhe-8bit,tfhe-8bit-p128) with its kernels' times,
+#   the tfhe suite's PBS at batches 1, 132, 1024 for those presets, and the 10-bit switch of $3 values
+#   (default 1024; 0 skips it).
 #   resnet: the cuda linear-transform / nn tests and the resnet20 suite (CIFAR-10 where
 #   $FHETORCH_DATA or ../shared/data has the data; $2 = images, $3 = presets, space-separated).
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
@@ -72,6 +76,21 @@ if [ "$STAGE" = tfhe ]; then
     --json "$OUT/tfhe.json" 2>&1 | tee "$OUT/tfhe.log" | grep -A12 "^| preset"
   if [ -x .anchors/tfhers/bench_pbs_sm90 ]; then
     OUT="$OUT" timeout 200 bash .anchors/tfhers/run.sh --ops pbs,kspbs --batches 1,1024,16384 | grep -E "^(pbs|ks\+)"
+  fi
+fi
+if [ "$STAGE" = large ]; then
+  presets="${2:-tfhe-6bit,tfhe-8bit,tfhe-8bit-p128}"
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/_tfhe tests/tfhe 2>&1 \
+    | tee "$OUT/tfhe_tests.log" | tail -5
+  for p in ${presets//,/ }; do
+    timeout 120 python3 scripts/fourier_rotate_timing.py 256 16 3 --preset "$p" --kernels 2>&1 | tee -a "$OUT/rotation.log"
+  done
+  timeout 400 python3 -m benchmarks --suite tfhe --device cuda --shapes "$presets" --batches 1,132,1024 \
+    --ops pbs,ks_pbs --repeat 3 --warmup 1 --max-call-s 20 --no-circuits --json "$OUT/tfhe-large.json" 2>&1 \
+    | tee "$OUT/tfhe-large.log" | grep -E "^== |check|^\| "
+  if [ "${3:-1024}" != 0 ]; then
+    timeout 300 python3 -m benchmarks --suite switch --device cuda --shapes "n16-bts40:tfhe-8bit-p128:10" \
+      --batches "${3:-1024}" --repeat 1 --json "$OUT/switch-10bit.json" 2>&1 | tee "$OUT/switch-10bit.log" | tail -6
   fi
 fi
 if [ "$STAGE" = distributed ]; then  # NVLink multicast stays off (the device tool's KINDS.md)

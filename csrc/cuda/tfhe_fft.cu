@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fourier_split_core.cuh"
 #include "kernels.h"
 #include "program.cuh"
 #include "util.cuh"
@@ -48,7 +49,8 @@ __global__ void __launch_bounds__(kFftTeam)
 // limit: N <= 2^11 at k = 1, level 1): one block per ciphertext, the torus accumulator and the
 // digit scratch in shared memory, every key bit in one launch, the key's rows read through the
 // read-only cache (the blocks in flight run about the same key bit, so they share it in L2).
-// Otherwise one launch per key bit over the batch, both in global memory.
+// Larger rings: fourier_split_core.cuh (three block programs per key bit over the batch); multi-bit
+// keys there: one launch per group over the batch, the accumulator and digits in global memory.
 // Registers capped so that three blocks share an SM (their 64 KiB of shared memory each at
 // tfhe-4bit-p128 allows three): uncapped, the compiler took 255 per thread and one block ran per SM.
 // MAXC: 2 for k = 1 (fewer accumulator registers), kTfheMaxK1 otherwise.
@@ -116,14 +118,13 @@ int fourier_team(int64_t B, int sms) {
 }
 
 // FHETORCH_FOURIER_KERNEL=generic forces the generic kernels where the register-scheduled one
-// (csrc/cuda/fourier_rotate.cu) would run: for measurements.
-bool generic_fourier_forced() {
-  static const bool forced = [] {
-    const char* e = std::getenv("FHETORCH_FOURIER_KERNEL");
-    return e != nullptr && std::string(e) == "generic";
-  }();
-  return forced;
+// (csrc/cuda/fourier_rotate.cu) would run, =per-bit the per-bit launches where the large-ring
+// programs (fourier_split_core.cuh) would: for measurements.
+std::string forced_fourier_kernel() {
+  const char* e = std::getenv("FHETORCH_FOURIER_KERNEL");
+  return e ? e : "";
 }
+bool generic_fourier_forced() { return forced_fourier_kernel() == "generic"; }
 
 template <int THREADS, int MAXC, bool MULTI>
 cudaError_t launch_fourier_fused_as(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
@@ -200,6 +201,13 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
   if (smem <= optin) {
     return a.g.k1 <= 2 ? launch_fourier_team<2>(a, smem, dev, sms, s)
                        : launch_fourier_team<kTfheMaxK1>(a, smem, dev, sms, s);
+  }
+  if (fourier_split::fits(a.g, a.grouping) && forced_fourier_kernel() != "per-bit") {
+    // large rings: three programs per key bit over the batch, at most ~1 GiB of spectra in flight
+    const int64_t words = fourier_split::scratch_words(a.g);
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(a.B, (int64_t(1) << 28) / words));
+    CudaExec ex{s.stream};
+    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk);
   }
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
   double* buf = fft_scratch(s, a.B, k1n + per);

@@ -40,7 +40,7 @@ def emu():
                         os.path.join(root, "tests", "cuda_emu", "emu.cu")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     lib = ctypes.CDLL(out)
-    for f in ("emu_mod_up", "emu_switch_modulus", "emu_ntt", "emu_bconv", "emu_sample"):
+    for f in ("emu_mod_up", "emu_switch_modulus", "emu_ntt", "emu_bconv", "emu_sample", "emu_fourier_split"):
         getattr(lib, f).restype = ctypes.c_longlong
     return lib
 
@@ -229,3 +229,38 @@ def test_emulated_samplers(emu, seed, total):
         got = torch.empty_like(want)
         assert emu.emu_sample(kind, _p(key), ctypes.c_ulonglong(stream), _p(got), _ll(total), 1, _ll(total), None) > 0
         expect_equal(got, want, f"emulated {op.__name__}", seed)
+
+
+@pytest.mark.parametrize("log_n,k,base_log,level,batch,n,chunk", [
+    (12, 1, 15, 2, 3, 5, 2), (13, 1, 15, 2, 3, 4, 3), (13, 2, 10, 2, 2, 3, 1), (15, 1, 11, 3, 2, 3, 2),
+    (16, 1, 11, 3, 2, 2, 1)])
+def test_emulated_fourier_split_rotation(emu, seed, log_n, k, base_log, level, batch, n, chunk):
+    """The Fourier blind rotation of large rings (csrc/cuda/fourier_split_core.cuh: three programs per
+    key bit over chunks of the batch) against the CPU op, bit for bit: random torus keys, mixed LUTs,
+    zero rotations, k = 2, the batch in chunks."""
+    from fhetorch._tfhe.fft import fft_twiddles
+    from fhetorch._tfhe.params import tfhe_primes
+    moduli = tfhe_primes()
+    q = moduli[0] * moduli[1]
+    gen = torch.Generator().manual_seed(seed)
+    k1, big_n = k + 1, 1 << log_n
+    tw = fft_twiddles(log_n)
+    bsk = _ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, k1, level, k1, big_n), generator=gen), tw)
+    ct = torch.randint(0, 1 << 62, (batch, n + 1), generator=gen) % q
+    ct[::2, 1] = 0  # a key bit whose rotation is zero
+    luts = torch.randint(0, 1 << 62, (3, big_n), generator=gen) % q
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    want = _ops.tfhe_fourier_blind_rotate(ct, luts, idx, bsk, tw, moduli, base_log, level)
+    got = torch.empty_like(want)
+    f = emu.emu_fourier_split
+    V, LL, I = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int
+    f.argtypes = [V, V, V, V, V, V, LL, LL, I, I, I, I, I, LL, LL]
+    assert f(_p(ct), _p(luts), _p(idx), _p(bsk), _p(tw), _p(got), batch, 3, n, log_n, k1, base_log, level, q,
+             chunk) == chunks_launches(batch, chunk, n)
+    expect_equal(got, want, f"emulated Fourier rotation N = 2^{log_n}", seed)
+    assert f(_p(ct), _p(luts), _p(idx), _p(bsk), _p(tw), _p(got), batch, 3, n, 11, k1, base_log, level, q, chunk) == -1
+
+
+def chunks_launches(batch, chunk, n):
+    """Launches of the large-ring rotation: per chunk the start, three per key bit, the return."""
+    return -(-batch // chunk) * (3 * n + 2)

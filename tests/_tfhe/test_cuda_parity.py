@@ -263,7 +263,7 @@ def test_torus_external_product_and_cmux(gen, log_n, k, base_log, level):
 def test_fourier_blind_rotate_paths(gen, batch, log_n, k, base_log, level):
     """The Fourier rotation's CUDA paths against the CPU: fused (one block per ciphertext in shared
     memory; 512 threads for batches within the SM count, 256 above) at N = 2^11 and k = 2, and the
-    per-bit launches at N = 2^13 (its 384 KiB do not fit a block): 40 key bits, mixed LUTs, some
+    large-ring programs at N = 2^13 (its 384 KiB do not fit a block): 40 key bits, mixed LUTs, some
     zero rotations."""
     from fhetorch._tfhe.fft import fft_twiddles
     k1, n, big_n = k + 1, 40, 1 << log_n
@@ -276,13 +276,36 @@ def test_fourier_blind_rotate_paths(gen, batch, log_n, k, base_log, level):
     _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, base_log, level)
 
 
-def test_fourier_blind_rotate_replays_in_a_cuda_graph(gen):
+@pytest.mark.parametrize("kernel", ["", "per-bit"])
+@pytest.mark.parametrize("log_n,k,base_log,level,batch,n", [
+    (12, 1, 15, 2, 40, 10), (13, 2, 10, 2, 8, 6), (15, 1, 11, 3, 8, 5), (16, 1, 11, 3, 5, 4), (16, 1, 11, 3, 260, 2)])
+def test_fourier_blind_rotate_large_rings(gen, monkeypatch, kernel, log_n, k, base_log, level, batch, n):
+    """The large-ring rotation (csrc/cuda/fourier_split_core.cuh: three programs per key bit over the
+    batch; 260 ciphertexts at N = 2^16 run as two chunks) and, forced, the per-bit launches it replaced,
+    against the CPU: the shapes of tfhe-6bit, tfhe-8bit and tfhe-8bit-p128, k = 2, zero rotations."""
     from fhetorch._tfhe.fft import fft_twiddles
-    n, big_n = 16, 2048
-    tw = fft_twiddles(11)
-    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, 1, 2, big_n), generator=gen), tw)
+    monkeypatch.setenv("FHETORCH_FOURIER_KERNEL", kernel)
+    if kernel and batch > 8:
+        pytest.skip("the per-bit launches at small batches only (slow)")
+    k1, big_n = k + 1, 1 << log_n
+    tw = fft_twiddles(log_n)
+    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, k1, level, k1, big_n), generator=gen), tw)
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[::3, 1] = 0
+    luts = rand_mod_q(gen, 3, big_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, base_log, level)
+
+
+@pytest.mark.parametrize("log_n,level", [(11, 1), (15, 3)])
+def test_fourier_blind_rotate_replays_in_a_cuda_graph(gen, log_n, level):
+    """The register kernel (N = 2^11) and the large-ring programs (N = 2^15, level 3) in a CUDA graph."""
+    from fhetorch._tfhe.fft import fft_twiddles
+    n, big_n = 16 if log_n == 11 else 3, 1 << log_n
+    tw = fft_twiddles(log_n)
+    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, level, 2, big_n), generator=gen), tw)
     _assert_replays_in_a_cuda_graph(gen, ops.tfhe_fourier_blind_rotate, n + 1, big_n,
-                                     (bsk.to(GPU), tw.to(GPU), MODULI, 23, 1))
+                                     (bsk.to(GPU), tw.to(GPU), MODULI, 23 if level == 1 else 11, level))
 
 
 def _fourier_multi_bit_case(gen, batch, log_n, k, base_log, level, g, groups):

@@ -1,0 +1,392 @@
+// The Fourier blind rotation for rings too large for one block (N >= 2^12: one ciphertext's torus
+// accumulator and digit rows outgrow a block's shared memory; tfhe-6bit's and tfhe-8bit's rings), as
+// block programs (program.cuh) over the whole batch, three per key bit. The transform of the M = N/2
+// folded values is cut at bit L, Cooley-Tukey's four-step order of the same radix-2 stages: the
+// stages on bits [L, log M) pair values of one column (equal low L bits), those on bits [0, L) values
+// of one chunk (equal high bits). Per key bit i:
+//   DigitsForward  (ciphertext, digit row (p, j), tile of 2^lc columns): the digits of
+//                  (X^(a_i) - 1) acc, the forward stages on bits [L, log M), to the spectra in memory;
+//   RowsProduct    (ciphertext, chunk of 2^L values): the forward stages on bits [0, L) of every digit
+//                  row, the product with the key bit's GGSW, the inverse stages on bits [0, L) of the
+//                  k + 1 outputs, back to the spectra;
+//   ColumnsInverse (ciphertext, row p, tile): the inverse stages on bits [L, log M), each value
+//                  rounded to the torus and added to the accumulator.
+// Every value goes through tfhe_fft_stages, tfhe_cmac and the digit and rounding functions of
+// csrc/tfhe_fft.h in the order of the CPU's team step (tfhe_team_fourier_rotate_step), so the results
+// equal the CPU's bit for bit; only the schedule differs (docs/tfhe.md, "Large rings"). Per key bit
+// and ciphertext the spectra cross memory twice: 16 (k + 1) level M bytes written and read, then
+// 16 (k + 1) M; the key bit's GGSW is read by every ciphertext of a chunk at about the same time (the
+// grid runs the ciphertexts of one chunk of values side by side), so it comes from DRAM about once.
+#pragma once
+#include <type_traits>
+
+#include "program.cuh"
+#include "../tfhe_fft.h"
+
+namespace fhetorch::cuda {
+namespace fourier_split {
+
+constexpr int kThreads = 128;
+constexpr int kTileValues = 2048;              // complex values of a block's shared memory (32 KiB)
+constexpr int kSmemWords = 4 * kTileValues;
+constexpr int kMaxCols = 4;                    // k + 1
+static_assert(kSmemWords <= kStaticSmemWords, "a tile must fit the static shared-memory limit");
+
+// How the transform of one ring is cut: M = 2^log_m values, the low L bits (RowsProduct's chunks),
+// the high H = log_m - L (the columns), 2^lc columns per tile; rows = k1 level digit rows, cols = k1.
+struct Geometry {
+  int log_m, L, H, lc, rows, cols;
+};
+
+FT_HD Geometry geometry(const TfheTorusGgsw& g) {
+  Geometry o{};
+  o.log_m = g.f.log_n - 1;
+  o.L = (o.log_m + 1) / 2 < 8 ? (o.log_m + 1) / 2 : 8;
+  o.H = o.log_m - o.L;
+  o.lc = o.L < 4 ? o.L : 4;
+  while (o.lc > 0 && (1 << (o.lc + o.H)) > kTileValues) --o.lc;
+  o.rows = g.k1 * g.level;
+  o.cols = g.k1;
+  return o;
+}
+
+// Whether this path takes the rotation: classical keys, k + 1 <= kMaxCols, 2^12 <= N <= 2^16, and
+// the tiles within a block's shared memory.
+FT_HD bool fits(const TfheTorusGgsw& g, int grouping) {
+  if (grouping > 1 || g.k1 > kMaxCols || g.f.log_n < 12 || g.f.log_n > 16) return false;
+  const Geometry o = geometry(g);
+  return (1 << (o.lc + o.H)) <= kTileValues && (o.rows << o.L) <= kTileValues && o.lc >= 3;
+}
+
+// The launch parameters of every program: the rotation, its cut, the chunk of ciphertexts
+// [b0, b0 + nb) in flight, the key bit, and the chunk's memory: the spectra (nb, rows, M) complex and
+// the torus accumulators (nb, k1, N).
+struct Args {
+  FourierRotateArgs a;
+  Geometry o;
+  int64_t b0, nb;
+  int i;
+  double* spec;
+  int64_t* torus;
+};
+
+// Rounds of at most `cap` stages over `bits` bits (as tfhe_team_fft splits them): how many, the
+// size of round r, and the bits before it.
+FT_HD int rounds(int bits, int cap) { return (bits + cap - 1) / cap; }
+FT_HD int round_bits(int bits, int cap, int r) {
+  const int n = rounds(bits, cap);
+  return bits / n + (r < bits % n ? 1 : 0);
+}
+FT_HD int bits_before(int bits, int cap, int r) {
+  int s = 0;
+  for (int k = 0; k < r; ++k) s += round_bits(bits, cap, k);
+  return s;
+}
+constexpr int kColumnCap = 4, kChunkCap = 3;  // RowsProduct's smaller rounds: more items per round
+
+// f(std::integral_constant<int, R>{}) for a round of R in [1, 4] stages.
+template <class F>
+FT_HD void with_round(int r, F&& f) {
+  switch (r) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    default: f(std::integral_constant<int, 4>{}); break;
+  }
+}
+
+// One item of a round: its 2^R values loaded (load(u)), the R stages on global bits [lo, lo + R) of
+// the values x0 | u 2^lo, stored (store(u, v)).
+template <bool INV, int R, class Load, class Store>
+FT_HD void round_item(const Args& s, uint32_t x0, int lo, Load&& load, Store&& store) {
+  TfheComplex v[1 << R];
+#pragma unroll
+  for (int u = 0; u < (1 << R); ++u) v[u] = load(u);
+  tfhe_fft_stages<INV, R>(v, 1u << s.o.log_m, x0, lo, s.a.g.f.twiddles);
+#pragma unroll
+  for (int u = 0; u < (1 << R); ++u) store(u, v[u]);
+}
+
+FT_HD TfheComplex* tile_of(uint32_t* sm) { return reinterpret_cast<TfheComplex*>(sm); }
+FT_HD TfheComplex* spectrum(const Args& s, int64_t b, int row) {
+  return reinterpret_cast<TfheComplex*>(s.spec) + ((b * s.o.rows + row) << s.o.log_m);
+}
+FT_HD int64_t* torus_row(const Args& s, int64_t b, int p) { return s.torus + ((b * s.o.cols + p) << (s.o.log_m + 1)); }
+
+// Digit j of the gadget decomposition of coefficient c of (X^rot - 1) acc (the value
+// tfhe_team_fourier_rotate_step writes to digit row (p, j)), as a double (exact).
+FT_HD double digit_at(const Args& s, const int64_t* acc, uint32_t c, int64_t rot, int j) {
+  const TfheTorusGgsw& g = s.a.g;
+  uint64_t v = tfhe_torus_round(tfhe_torus_sub(tfhe_torus_rotated(acc, c, rot, g.f.log_n), acc[c]),
+                                g.base_log * g.level);
+  int32_t d = 0;
+  for (int jj = g.level - 1; jj >= j; --jj) d = tfhe_next_digit(v, g.base_log);
+  return static_cast<double>(d);
+}
+
+// A column tile: 2^lc consecutive columns c0 + c (low bits of a value) and every high part h; value
+// (h, c) at tile position h 2^lc + c (consecutive columns in consecutive words: the warps' accesses
+// are conflict-free). Item it of a round on the high bits [hl, hl + R): column it mod 2^lc, the other
+// high bits from it / 2^lc.
+struct ColumnItem {
+  uint32_t c, h0;
+};
+FT_HD ColumnItem column_item(const Geometry& o, int it, int hl, int r) {
+  const uint32_t c = static_cast<uint32_t>(it) & ((1u << o.lc) - 1u), w = static_cast<uint32_t>(it) >> o.lc;
+  return ColumnItem{c, (w & ((1u << hl) - 1u)) | ((w >> hl) << (hl + r))};
+}
+
+// Shared by the column programs: the block's ciphertext, row, first column and rotation a_i.
+struct ColumnBlk {
+  int64_t b;
+  int p, j;
+  uint32_t c0;
+  int64_t rot;
+  TfheComplex* t;
+};
+
+// DigitsForward: block (b, p, tile, j), j fastest (the level blocks of one tile read the same
+// accumulator words, close in time), one step per round of the forward stages on the high bits, from
+// the top: the first computes its values' digits, the last writes the spectra.
+struct DigitsForward {
+  using Args = fourier_split::Args;
+  using Blk = ColumnBlk;
+  struct State {};
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = kSmemWords;
+  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.rows << (s.o.L - s.o.lc); }
+  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
+    const int level = s.a.g.level;
+    Blk k{};
+    k.j = static_cast<int>(block % level);
+    block /= level;
+    k.c0 = static_cast<uint32_t>(block & ((int64_t(1) << (s.o.L - s.o.lc)) - 1)) << s.o.lc;
+    block >>= s.o.L - s.o.lc;
+    k.p = static_cast<int>(block % s.o.cols);
+    k.b = block / s.o.cols;
+    k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
+    k.t = tile_of(sm);
+    return k;
+  }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kColumnCap); }
+  FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
+    const Geometry& o = s.o;
+    const int r = round_bits(o.H, kColumnCap, st), hl = o.H - bits_before(o.H, kColumnCap, st) - r;
+    const bool first = st == 0, last = st == rounds(o.H, kColumnCap) - 1;
+    const uint32_t m = 1u << o.log_m;
+    const int64_t* acc = torus_row(s, k.b, k.p);
+    TfheComplex* out = spectrum(s, k.b, k.p * s.a.g.level + k.j);
+    const int items = 1 << (o.H - r + o.lc);
+    with_round(r, [&](auto rc) {
+      constexpr int R = decltype(rc)::value;
+      for (int it = tid; it < items; it += THREADS) {
+        const ColumnItem ci = column_item(o, it, hl, R);
+        const uint32_t x0 = (ci.h0 << o.L) | (k.c0 + ci.c);
+        round_item<false, R>(
+            s, x0, o.L + hl,
+            [&](int u) {
+              const uint32_t x = x0 | (static_cast<uint32_t>(u) << (o.L + hl));
+              if (first) return TfheComplex{digit_at(s, acc, x, k.rot, k.j), digit_at(s, acc, x + m, k.rot, k.j)};
+              return k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c];
+            },
+            [&](int u, TfheComplex v) {
+              if (last) out[x0 | (static_cast<uint32_t>(u) << (o.L + hl))] = v;
+              else k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c] = v;
+            });
+      }
+    });
+  }
+};
+
+// ColumnsInverse: block (b, p, tile), one step per round of the inverse stages on the high bits,
+// from the bottom: the first reads the spectra, the last rounds each value x to the torus and adds
+// it to coefficients x (real part) and x + M (imaginary part) of accumulator row p.
+struct ColumnsInverse {
+  using Args = fourier_split::Args;
+  using Blk = ColumnBlk;
+  struct State {};
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = kSmemWords;
+  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lc); }
+  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
+    Blk k{};
+    k.c0 = static_cast<uint32_t>(block & ((int64_t(1) << (s.o.L - s.o.lc)) - 1)) << s.o.lc;
+    block >>= s.o.L - s.o.lc;
+    k.p = static_cast<int>(block % s.o.cols);
+    k.b = block / s.o.cols;
+    k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
+    k.t = tile_of(sm);
+    return k;
+  }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kColumnCap); }
+  FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
+    const Geometry& o = s.o;
+    const int r = round_bits(o.H, kColumnCap, st), hl = bits_before(o.H, kColumnCap, st);
+    const bool first = st == 0, last = st == rounds(o.H, kColumnCap) - 1;
+    const uint32_t m = 1u << o.log_m;
+    int64_t* acc = torus_row(s, k.b, k.p);
+    const TfheComplex* in = spectrum(s, k.b, k.p);
+    const int items = 1 << (o.H - r + o.lc);
+    with_round(r, [&](auto rc) {
+      constexpr int R = decltype(rc)::value;
+      for (int it = tid; it < items; it += THREADS) {
+        const ColumnItem ci = column_item(o, it, hl, R);
+        const uint32_t x0 = (ci.h0 << o.L) | (k.c0 + ci.c);
+        round_item<true, R>(
+            s, x0, o.L + hl,
+            [&](int u) {
+              if (first) return in[x0 | (static_cast<uint32_t>(u) << (o.L + hl))];
+              return k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c];
+            },
+            [&](int u, TfheComplex v) {
+              if (last) {
+                const uint32_t x = x0 | (static_cast<uint32_t>(u) << (o.L + hl));
+                acc[x] = tfhe_torus_add(acc[x], tfhe_torus_from_double(v.re, o.log_m));
+                acc[x + m] = tfhe_torus_add(acc[x + m], tfhe_torus_from_double(v.im, o.log_m));
+              } else {
+                k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c] = v;
+              }
+            });
+      }
+    });
+  }
+};
+
+// RowsProduct: block (b, chunk), b fastest (the blocks in flight read the same part of the key).
+// The chunk's 2^L values of every row in shared memory, value u of row r at r 2^L + swizzle(u)
+// (conflict-free for the rounds' strides 1 and 2^R and the product's stride 8). Steps: the forward
+// rounds on bits [0, L) from the top (the first reads the spectra), the product, the inverse rounds
+// of the cols outputs from the bottom (the last writes spectra rows [0, cols)).
+struct RowsProduct {
+  using Args = fourier_split::Args;
+  struct Blk {
+    int64_t b;
+    uint32_t hi;
+    int64_t rot;
+    TfheComplex* t;
+  };
+  struct State {};
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = kSmemWords;
+  FT_HD static uint32_t swizzle(uint32_t u) { return u ^ (((u >> 3) ^ (u >> 6)) & 7u); }
+  FT_HD static int64_t blocks(const Args& s) { return s.nb << s.o.H; }
+  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
+    Blk k{};
+    k.b = block % s.nb;
+    k.hi = static_cast<uint32_t>(block / s.nb);
+    k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
+    k.t = tile_of(sm);
+    return k;
+  }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : 2 * rounds(s.o.L, kChunkCap) + 1; }
+  FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
+    const Geometry& o = s.o;
+    const int nr = rounds(o.L, kChunkCap);
+    if (st == nr) return product(s, k, tid);
+    const bool inv = st > nr;
+    const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, kChunkCap, ri);
+    const int lo = inv ? bits_before(o.L, kChunkCap, ri) : o.L - bits_before(o.L, kChunkCap, ri) - r;
+    const bool first = st == 0, last = st == 2 * nr;
+    const int items = (inv ? o.cols : o.rows) << (o.L - r);
+    with_round(r, [&](auto rc) {
+      constexpr int R = decltype(rc)::value;
+      for (int it = tid; it < items; it += THREADS) {
+        const int row = it >> (o.L - R);
+        const uint32_t w = static_cast<uint32_t>(it) & ((1u << (o.L - R)) - 1u);
+        const uint32_t u0 = (w & ((1u << lo) - 1u)) | ((w >> lo) << (lo + R));
+        TfheComplex* t = k.t + (row << o.L);
+        TfheComplex* g = spectrum(s, k.b, row) + (static_cast<int64_t>(k.hi) << o.L);
+        auto load = [&](int u) {
+          const uint32_t x = u0 | (static_cast<uint32_t>(u) << lo);
+          return first ? g[x] : t[swizzle(x)];
+        };
+        auto store = [&](int u, TfheComplex v) {
+          const uint32_t x = u0 | (static_cast<uint32_t>(u) << lo);
+          if (last) g[x] = v;
+          else t[swizzle(x)] = v;
+        };
+        const uint32_t x0 = (k.hi << o.L) | u0;
+        if (inv) round_item<true, R>(s, x0, lo, load, store);
+        else round_item<false, R>(s, x0, lo, load, store);
+      }
+    });
+  }
+  // Value x of the chunk: cols products sum_r d_r key(r, c) at key slot tfhe_fft_order(x) (the
+  // accumulators from zero, rows in order: tfhe_team_fft_rows_product's operations). Thread tau takes
+  // x mod 8 = tau / 2^(L-3): a warp's key reads are consecutive.
+  FT_HD static void product(const Args& s, const Blk& k, int tid) {
+    const Geometry& o = s.o;
+    const uint32_t m = 1u << o.log_m;
+    const int64_t per_bit = static_cast<int64_t>(o.rows) * o.cols << o.log_m;  // complex values
+    const TfheFourierKey key{s.a.bsk + 2 * per_bit * s.i, o.cols, m};
+    for (int tau = tid; tau < (1 << o.L); tau += THREADS) {
+      const uint32_t u = ((static_cast<uint32_t>(tau) & ((1u << (o.L - 3)) - 1u)) << 3) |
+                         (static_cast<uint32_t>(tau) >> (o.L - 3));
+      const auto ks = key.slot(tfhe_fft_order((k.hi << o.L) | u, o.log_m));
+      TfheComplex acc[kMaxCols];
+#pragma unroll
+      for (int c = 0; c < kMaxCols; ++c) acc[c] = TfheComplex{0.0, 0.0};
+      for (int r = 0; r < o.rows; ++r) {
+        const TfheComplex d = k.t[(r << o.L) + swizzle(u)];
+#pragma unroll
+        for (int c = 0; c < kMaxCols; ++c)
+          if (c < o.cols) acc[c] = tfhe_cmac(acc[c], d, ks.at(r, c));
+      }
+#pragma unroll
+      for (int c = 0; c < kMaxCols; ++c)
+        if (c < o.cols) k.t[(c << o.L) + swizzle(u)] = acc[c];
+    }
+  }
+};
+
+// Element programs over the chunk's accumulators, one word per thread: the start
+// (tfhe_fourier_start_value) and the return mod q into the output.
+template <bool FINISH>
+struct Accumulators {
+  using Args = fourier_split::Args;
+  struct Blk {
+    int64_t e0;
+  };
+  struct State {};
+  static constexpr int THREADS = 256, MIN_BLOCKS = 1, SMEM = 4;
+  FT_HD static int64_t words(const Args& s) { return s.nb * s.o.cols << (s.o.log_m + 1); }
+  FT_HD static int64_t blocks(const Args& s) { return (words(s) + THREADS - 1) / THREADS; }
+  FT_HD static Blk setup(const Args&, int64_t block, uint32_t*) { return Blk{block * THREADS}; }
+  FT_HD static int num_steps(const Args&, const Blk&) { return 1; }
+  FT_HD static void step(const Args& s, const Blk& k, int, int tid, State&) {
+    const int64_t e = k.e0 + tid, k1n = static_cast<int64_t>(s.o.cols) << (s.o.log_m + 1);
+    if (e >= words(s)) return;
+    if (FINISH) s.a.acc[s.b0 * k1n + e] = tfhe_torus_to_q(s.torus[e], s.a.m.q_full);
+    else s.torus[e] = tfhe_fourier_start_value(s.a, s.b0 + e / k1n, e % k1n);
+  }
+};
+
+// Per ciphertext in flight: the spectra and the torus accumulator, in int32 words.
+FT_HD int64_t scratch_words(const TfheTorusGgsw& g) {
+  const Geometry o = geometry(g);
+  return (static_cast<int64_t>(o.rows) << (o.log_m + 2)) + (static_cast<int64_t>(o.cols) << (o.log_m + 2));
+}
+
+// The blind rotation of a.B ciphertexts, `chunk` at a time, in `scratch` (chunk * scratch_words,
+// 16-byte aligned): per chunk the start, three programs per key bit, the return mod q.
+template <class X>
+cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
+  Args s{};
+  s.a = a;
+  s.o = geometry(a.g);
+  s.spec = reinterpret_cast<double*>(scratch);
+  s.torus = reinterpret_cast<int64_t*>(scratch + chunk * (static_cast<int64_t>(s.o.rows) << (s.o.log_m + 2)));
+  for (int64_t b0 = 0; b0 < a.B; b0 += chunk) {
+    s.b0 = b0;
+    s.nb = a.B - b0 < chunk ? a.B - b0 : chunk;
+    FT_TRY(ex.template run<Accumulators<false>>(s));
+    for (int i = 0; i < a.n; ++i) {
+      s.i = i;
+      FT_TRY(ex.template run<DigitsForward>(s));
+      FT_TRY(ex.template run<RowsProduct>(s));
+      FT_TRY(ex.template run<ColumnsInverse>(s));
+    }
+    FT_TRY(ex.template run<Accumulators<true>>(s));
+  }
+  return cudaSuccess;
+}
+
+}  // namespace fourier_split
+}  // namespace fhetorch::cuda

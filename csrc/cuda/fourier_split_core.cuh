@@ -26,36 +26,45 @@
 namespace fhetorch::cuda {
 namespace fourier_split {
 
-constexpr int kThreads = 128;
-constexpr int kTileValues = 2048;              // complex values of a block's shared memory (32 KiB)
-constexpr int kSmemWords = 4 * kTileValues;
-constexpr int kMaxCols = 4;                    // k + 1
-static_assert(kSmemWords <= kStaticSmemWords, "a tile must fit the static shared-memory limit");
+constexpr int kThreads = 256;
+constexpr int kTile = 3072;     // complex values of a block's shared memory: 48 KiB, the static limit
+constexpr int kMaxCols = 4;     // k + 1
+static_assert(4 * kTile <= kStaticSmemWords, "a tile must fit the static shared-memory limit");
 
-// How the transform of one ring is cut: M = 2^log_m values, the low L bits (RowsProduct's chunks),
-// the high H = log_m - L (the columns), 2^lc columns per tile; rows = k1 level digit rows, cols = k1.
+// How the transform of one ring is cut: M = 2^log_m values, the low L bits (RowsProduct's chunks), the
+// high H = log_m - L (the columns); 2^lcd columns per DigitsForward tile (all levels of one row p),
+// 2^lci per ColumnsInverse tile; ct ciphertexts per RowsProduct block (they share the key's reads);
+// rows = k1 level digit rows, cols = k1.
 struct Geometry {
-  int log_m, L, H, lc, rows, cols;
+  int log_m, L, H, lcd, lci, ct, rows, cols, level;
 };
+
+FT_HD int tile_columns(int L, int H, int rows) {  // log2 columns of a tile of `rows` rows
+  int lc = L < 4 ? L : 4;
+  while (lc > 0 && (rows << (lc + H)) > kTile) --lc;
+  return lc;
+}
 
 FT_HD Geometry geometry(const TfheTorusGgsw& g) {
   Geometry o{};
   o.log_m = g.f.log_n - 1;
   o.L = (o.log_m + 1) / 2 < 8 ? (o.log_m + 1) / 2 : 8;
   o.H = o.log_m - o.L;
-  o.lc = o.L < 4 ? o.L : 4;
-  while (o.lc > 0 && (1 << (o.lc + o.H)) > kTileValues) --o.lc;
+  o.level = g.level;
   o.rows = g.k1 * g.level;
   o.cols = g.k1;
+  o.lcd = tile_columns(o.L, o.H, o.level);
+  o.lci = tile_columns(o.L, o.H, 1);
+  o.ct = (2 * o.rows << o.L) <= kTile ? 2 : 1;
   return o;
 }
 
 // Whether this path takes the rotation: classical keys, k + 1 <= kMaxCols, 2^12 <= N <= 2^16, and
-// the tiles within a block's shared memory.
+// tiles of at least 8 columns (64-byte runs) and one chunk of every row within a block's shared memory.
 FT_HD bool fits(const TfheTorusGgsw& g, int grouping) {
   if (grouping > 1 || g.k1 > kMaxCols || g.f.log_n < 12 || g.f.log_n > 16) return false;
   const Geometry o = geometry(g);
-  return (1 << (o.lc + o.H)) <= kTileValues && (o.rows << o.L) <= kTileValues && o.lc >= 3;
+  return o.lcd >= 3 && o.lci >= 3 && (o.rows << o.L) <= kTile && (o.level << (o.lcd + o.H)) <= kTile;
 }
 
 // The launch parameters of every program: the rotation, its cut, the chunk of ciphertexts
@@ -82,16 +91,16 @@ FT_HD int bits_before(int bits, int cap, int r) {
   for (int k = 0; k < r; ++k) s += round_bits(bits, cap, k);
   return s;
 }
-constexpr int kColumnCap = 4, kChunkCap = 3;  // RowsProduct's smaller rounds: more items per round
+// Rounds of at most 3 stages: 8 values a thread, within the 64 registers of four 256-thread blocks per SM.
+constexpr int kCap = 3;
 
-// f(std::integral_constant<int, R>{}) for a round of R in [1, 4] stages.
+// f(std::integral_constant<int, R>{}) for a round of R in [1, 3] stages.
 template <class F>
 FT_HD void with_round(int r, F&& f) {
   switch (r) {
     case 1: f(std::integral_constant<int, 1>{}); break;
     case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    default: f(std::integral_constant<int, 4>{}); break;
+    default: f(std::integral_constant<int, 3>{}); break;
   }
 }
 
@@ -113,84 +122,103 @@ FT_HD TfheComplex* spectrum(const Args& s, int64_t b, int row) {
 }
 FT_HD int64_t* torus_row(const Args& s, int64_t b, int p) { return s.torus + ((b * s.o.cols + p) << (s.o.log_m + 1)); }
 
-// Digit j of the gadget decomposition of coefficient c of (X^rot - 1) acc (the value
-// tfhe_team_fourier_rotate_step writes to digit row (p, j)), as a double (exact).
-FT_HD double digit_at(const Args& s, const int64_t* acc, uint32_t c, int64_t rot, int j) {
-  const TfheTorusGgsw& g = s.a.g;
-  uint64_t v = tfhe_torus_round(tfhe_torus_sub(tfhe_torus_rotated(acc, c, rot, g.f.log_n), acc[c]),
-                                g.base_log * g.level);
-  int32_t d = 0;
-  for (int jj = g.level - 1; jj >= j; --jj) d = tfhe_next_digit(v, g.base_log);
-  return static_cast<double>(d);
-}
-
-// A column tile: 2^lc consecutive columns c0 + c (low bits of a value) and every high part h; value
-// (h, c) at tile position h 2^lc + c (consecutive columns in consecutive words: the warps' accesses
-// are conflict-free). Item it of a round on the high bits [hl, hl + R): column it mod 2^lc, the other
-// high bits from it / 2^lc.
+// A column tile: 2^lc consecutive columns c0 + c (low bits of a value) and every high part h, for
+// `rows` rows; value (h, c) of tile row j at position (j 2^H + h) 2^lc + c (consecutive columns in
+// consecutive words: the warps' accesses are conflict-free). Item it of a round on the high bits
+// [hl, hl + R): column it mod 2^lc, then the other high bits, then the tile row.
 struct ColumnItem {
   uint32_t c, h0;
+  int row;
 };
-FT_HD ColumnItem column_item(const Geometry& o, int it, int hl, int r) {
-  const uint32_t c = static_cast<uint32_t>(it) & ((1u << o.lc) - 1u), w = static_cast<uint32_t>(it) >> o.lc;
-  return ColumnItem{c, (w & ((1u << hl) - 1u)) | ((w >> hl) << (hl + r))};
+FT_HD ColumnItem column_item(const Geometry& o, int lc, int it, int hl, int r) {
+  const uint32_t c = static_cast<uint32_t>(it) & ((1u << lc) - 1u), w = static_cast<uint32_t>(it) >> lc;
+  const uint32_t hw = w & ((1u << (o.H - r)) - 1u);
+  return ColumnItem{c, (hw & ((1u << hl) - 1u)) | ((hw >> hl) << (hl + r)), static_cast<int>(w >> (o.H - r))};
+}
+FT_HD uint32_t column_at(const Geometry& o, int lc, int row, uint32_t h, uint32_t c) {
+  return (((static_cast<uint32_t>(row) << o.H) | h) << lc) | c;
 }
 
-// Shared by the column programs: the block's ciphertext, row, first column and rotation a_i.
+// Shared by the column programs: the block's ciphertext, row p, first column and rotation a_i.
 struct ColumnBlk {
   int64_t b;
-  int p, j;
+  int p;
   uint32_t c0;
   int64_t rot;
   TfheComplex* t;
 };
+FT_HD ColumnBlk column_blk(const Args& s, int64_t block, int lc, uint32_t* sm) {
+  ColumnBlk k{};
+  k.c0 = static_cast<uint32_t>(block & ((int64_t(1) << (s.o.L - lc)) - 1)) << lc;
+  block >>= s.o.L - lc;
+  k.p = static_cast<int>(block % s.o.cols);
+  k.b = block / s.o.cols;
+  k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
+  k.t = tile_of(sm);
+  return k;
+}
 
-// DigitsForward: block (b, p, tile, j), j fastest (the level blocks of one tile read the same
-// accumulator words, close in time), one step per round of the forward stages on the high bits, from
-// the top: the first computes its values' digits, the last writes the spectra.
+// DigitsForward: block (b, p, tile). Step 0: the digits of every level of (X^(a_i) - 1) acc at the
+// tile's values (coefficients x and x + M of row p: the loads of four values first, then their
+// digits, tfhe_team_fourier_rotate_step's operations). Then one step per round of the forward stages
+// on the high bits, from the top, the last writing the spectra of rows (p, j).
 struct DigitsForward {
   using Args = fourier_split::Args;
   using Blk = ColumnBlk;
   struct State {};
-  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = kSmemWords;
-  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.rows << (s.o.L - s.o.lc); }
-  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
-    const int level = s.a.g.level;
-    Blk k{};
-    k.j = static_cast<int>(block % level);
-    block /= level;
-    k.c0 = static_cast<uint32_t>(block & ((int64_t(1) << (s.o.L - s.o.lc)) - 1)) << s.o.lc;
-    block >>= s.o.L - s.o.lc;
-    k.p = static_cast<int>(block % s.o.cols);
-    k.b = block / s.o.cols;
-    k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
-    k.t = tile_of(sm);
-    return k;
-  }
-  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kColumnCap); }
-  FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
+  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lcd); }
+  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) { return column_blk(s, block, s.o.lcd, sm); }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : 1 + rounds(s.o.H, kCap); }
+  FT_HD static void digits(const Args& s, const Blk& k, int tid) {
     const Geometry& o = s.o;
-    const int r = round_bits(o.H, kColumnCap, st), hl = o.H - bits_before(o.H, kColumnCap, st) - r;
-    const bool first = st == 0, last = st == rounds(o.H, kColumnCap) - 1;
-    const uint32_t m = 1u << o.log_m;
+    const TfheTorusGgsw& g = s.a.g;
+    const uint32_t m = 1u << o.log_m, values = 1u << (o.lcd + o.H);
     const int64_t* acc = torus_row(s, k.b, k.p);
-    TfheComplex* out = spectrum(s, k.b, k.p * s.a.g.level + k.j);
-    const int items = 1 << (o.H - r + o.lc);
+    constexpr int U = 4;
+    for (uint32_t v0 = static_cast<uint32_t>(tid); v0 < values; v0 += U * THREADS) {
+      int64_t x[U][2];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint32_t idx = v0 + u * THREADS;
+        if (idx >= values) continue;
+        const uint32_t c = (idx >> o.lcd << o.L) | (k.c0 + (idx & ((1u << o.lcd) - 1u)));
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          x[u][h] = tfhe_torus_sub(tfhe_torus_rotated(acc, c + h * m, k.rot, g.f.log_n), acc[c + h * m]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint32_t idx = v0 + u * THREADS;
+        if (idx >= values) continue;
+        uint64_t re = tfhe_torus_round(x[u][0], g.base_log * g.level), im = tfhe_torus_round(x[u][1], g.base_log * g.level);
+        for (int j = g.level - 1; j >= 0; --j) {
+          const int32_t dr = tfhe_next_digit(re, g.base_log), di = tfhe_next_digit(im, g.base_log);
+          k.t[(static_cast<uint32_t>(j) << (o.H + o.lcd)) | idx] =
+              TfheComplex{static_cast<double>(dr), static_cast<double>(di)};
+        }
+      }
+    }
+  }
+  FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
+    if (st == 0) return digits(s, k, tid);
+    const Geometry& o = s.o;
+    const int lc = o.lcd, ri = st - 1;
+    const int r = round_bits(o.H, kCap, ri), hl = o.H - bits_before(o.H, kCap, ri) - r;
+    const bool last = ri == rounds(o.H, kCap) - 1;
+    const int items = o.level << (o.H - r + lc);
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
-        const ColumnItem ci = column_item(o, it, hl, R);
+        const ColumnItem ci = column_item(o, lc, it, hl, R);
         const uint32_t x0 = (ci.h0 << o.L) | (k.c0 + ci.c);
+        TfheComplex* out = spectrum(s, k.b, k.p * o.level + ci.row);
         round_item<false, R>(
             s, x0, o.L + hl,
-            [&](int u) {
-              const uint32_t x = x0 | (static_cast<uint32_t>(u) << (o.L + hl));
-              if (first) return TfheComplex{digit_at(s, acc, x, k.rot, k.j), digit_at(s, acc, x + m, k.rot, k.j)};
-              return k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c];
-            },
+            [&](int u) { return k.t[column_at(o, lc, ci.row, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)]; },
             [&](int u, TfheComplex v) {
               if (last) out[x0 | (static_cast<uint32_t>(u) << (o.L + hl))] = v;
-              else k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c] = v;
+              else k.t[column_at(o, lc, ci.row, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)] = v;
             });
       }
     });
@@ -204,37 +232,28 @@ struct ColumnsInverse {
   using Args = fourier_split::Args;
   using Blk = ColumnBlk;
   struct State {};
-  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = kSmemWords;
-  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lc); }
-  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
-    Blk k{};
-    k.c0 = static_cast<uint32_t>(block & ((int64_t(1) << (s.o.L - s.o.lc)) - 1)) << s.o.lc;
-    block >>= s.o.L - s.o.lc;
-    k.p = static_cast<int>(block % s.o.cols);
-    k.b = block / s.o.cols;
-    k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
-    k.t = tile_of(sm);
-    return k;
-  }
-  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kColumnCap); }
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
+  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lci); }
+  FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) { return column_blk(s, block, s.o.lci, sm); }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kCap); }
   FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
     const Geometry& o = s.o;
-    const int r = round_bits(o.H, kColumnCap, st), hl = bits_before(o.H, kColumnCap, st);
-    const bool first = st == 0, last = st == rounds(o.H, kColumnCap) - 1;
+    const int lc = o.lci, r = round_bits(o.H, kCap, st), hl = bits_before(o.H, kCap, st);
+    const bool first = st == 0, last = st == rounds(o.H, kCap) - 1;
     const uint32_t m = 1u << o.log_m;
     int64_t* acc = torus_row(s, k.b, k.p);
     const TfheComplex* in = spectrum(s, k.b, k.p);
-    const int items = 1 << (o.H - r + o.lc);
+    const int items = 1 << (o.H - r + lc);
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
-        const ColumnItem ci = column_item(o, it, hl, R);
+        const ColumnItem ci = column_item(o, lc, it, hl, R);
         const uint32_t x0 = (ci.h0 << o.L) | (k.c0 + ci.c);
         round_item<true, R>(
             s, x0, o.L + hl,
             [&](int u) {
               if (first) return in[x0 | (static_cast<uint32_t>(u) << (o.L + hl))];
-              return k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c];
+              return k.t[column_at(o, lc, 0, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)];
             },
             [&](int u, TfheComplex v) {
               if (last) {
@@ -242,7 +261,7 @@ struct ColumnsInverse {
                 acc[x] = tfhe_torus_add(acc[x], tfhe_torus_from_double(v.re, o.log_m));
                 acc[x + m] = tfhe_torus_add(acc[x + m], tfhe_torus_from_double(v.im, o.log_m));
               } else {
-                k.t[((ci.h0 | (static_cast<uint32_t>(u) << hl)) << o.lc) | ci.c] = v;
+                k.t[column_at(o, lc, 0, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)] = v;
               }
             });
       }
@@ -250,49 +269,57 @@ struct ColumnsInverse {
   }
 };
 
-// RowsProduct: block (b, chunk), b fastest (the blocks in flight read the same part of the key).
-// The chunk's 2^L values of every row in shared memory, value u of row r at r 2^L + swizzle(u)
-// (conflict-free for the rounds' strides 1 and 2^R and the product's stride 8). Steps: the forward
-// rounds on bits [0, L) from the top (the first reads the spectra), the product, the inverse rounds
-// of the cols outputs from the bottom (the last writes spectra rows [0, cols)).
+// RowsProduct: block (ciphertexts 2 q, 2 q + 1 (o.ct of them), chunk), the ciphertext pair fastest (the
+// blocks in flight read the same part of the key, and the block's two ciphertexts read it once). The
+// chunk's 2^L values of every row in shared memory, value u of row r of ciphertext e at
+// (e rows + r) 2^L + swizzle(u) (conflict-free for the rounds' strides 1 and 2^R and the product's
+// stride 8). Steps: the forward rounds on bits [0, L) from the top (the first reads the spectra), the
+// product, the inverse rounds of the cols outputs from the bottom (the last writes spectra rows
+// [0, cols)).
 struct RowsProduct {
   using Args = fourier_split::Args;
   struct Blk {
-    int64_t b;
+    int64_t b;   // the block's first ciphertext
+    int n;       // its ciphertexts, 1 or 2; only those with a nonzero rotation take part
+    bool on[2];
     uint32_t hi;
-    int64_t rot;
     TfheComplex* t;
   };
   struct State {};
-  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = kSmemWords;
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
   FT_HD static uint32_t swizzle(uint32_t u) { return u ^ (((u >> 3) ^ (u >> 6)) & 7u); }
-  FT_HD static int64_t blocks(const Args& s) { return s.nb << s.o.H; }
+  FT_HD static int64_t pairs(const Args& s) { return (s.nb + s.o.ct - 1) / s.o.ct; }
+  FT_HD static int64_t blocks(const Args& s) { return pairs(s) << s.o.H; }
   FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
     Blk k{};
-    k.b = block % s.nb;
-    k.hi = static_cast<uint32_t>(block / s.nb);
-    k.rot = tfhe_fourier_rotation(s.a, s.b0 + k.b, s.i);
+    k.b = block % pairs(s) * s.o.ct;
+    k.hi = static_cast<uint32_t>(block / pairs(s));
+    k.n = s.nb - k.b < s.o.ct ? static_cast<int>(s.nb - k.b) : s.o.ct;
+    for (int e = 0; e < 2; ++e) k.on[e] = e < k.n && tfhe_fourier_rotation(s.a, s.b0 + k.b + e, s.i) != 0;
     k.t = tile_of(sm);
     return k;
   }
-  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : 2 * rounds(s.o.L, kChunkCap) + 1; }
+  FT_HD static int num_steps(const Args& s, const Blk& k) {
+    return k.on[0] || k.on[1] ? 2 * rounds(s.o.L, kCap) + 1 : 0;
+  }
   FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
     const Geometry& o = s.o;
-    const int nr = rounds(o.L, kChunkCap);
+    const int nr = rounds(o.L, kCap);
     if (st == nr) return product(s, k, tid);
     const bool inv = st > nr;
-    const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, kChunkCap, ri);
-    const int lo = inv ? bits_before(o.L, kChunkCap, ri) : o.L - bits_before(o.L, kChunkCap, ri) - r;
+    const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, kCap, ri);
+    const int lo = inv ? bits_before(o.L, kCap, ri) : o.L - bits_before(o.L, kCap, ri) - r;
     const bool first = st == 0, last = st == 2 * nr;
-    const int items = (inv ? o.cols : o.rows) << (o.L - r);
+    const int per = inv ? o.cols : o.rows, items = k.n * per << (o.L - r);
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
-        const int row = it >> (o.L - R);
+        const int er = it >> (o.L - R), e = er / per, row = er % per;
+        if (!k.on[e]) continue;
         const uint32_t w = static_cast<uint32_t>(it) & ((1u << (o.L - R)) - 1u);
         const uint32_t u0 = (w & ((1u << lo) - 1u)) | ((w >> lo) << (lo + R));
-        TfheComplex* t = k.t + (row << o.L);
-        TfheComplex* g = spectrum(s, k.b, row) + (static_cast<int64_t>(k.hi) << o.L);
+        TfheComplex* t = k.t + ((e * o.rows + row) << o.L);
+        TfheComplex* g = spectrum(s, k.b + e, row) + (static_cast<int64_t>(k.hi) << o.L);
         auto load = [&](int u) {
           const uint32_t x = u0 | (static_cast<uint32_t>(u) << lo);
           return first ? g[x] : t[swizzle(x)];
@@ -308,9 +335,10 @@ struct RowsProduct {
       }
     });
   }
-  // Value x of the chunk: cols products sum_r d_r key(r, c) at key slot tfhe_fft_order(x) (the
-  // accumulators from zero, rows in order: tfhe_team_fft_rows_product's operations). Thread tau takes
-  // x mod 8 = tau / 2^(L-3): a warp's key reads are consecutive.
+  // Value x of the chunk, for each ciphertext: cols products sum_r d_r key(r, c) at key slot
+  // tfhe_fft_order(x) (the accumulators from zero, rows in order: tfhe_team_fft_rows_product's
+  // operations), each key entry read once for both. Thread tau takes x mod 8 = tau / 2^(L-3): a warp's
+  // key reads are consecutive.
   FT_HD static void product(const Args& s, const Blk& k, int tid) {
     const Geometry& o = s.o;
     const uint32_t m = 1u << o.log_m;
@@ -319,19 +347,31 @@ struct RowsProduct {
     for (int tau = tid; tau < (1 << o.L); tau += THREADS) {
       const uint32_t u = ((static_cast<uint32_t>(tau) & ((1u << (o.L - 3)) - 1u)) << 3) |
                          (static_cast<uint32_t>(tau) >> (o.L - 3));
+      const uint32_t su = swizzle(u);
       const auto ks = key.slot(tfhe_fft_order((k.hi << o.L) | u, o.log_m));
-      TfheComplex acc[kMaxCols];
+      TfheComplex acc[2][kMaxCols];
 #pragma unroll
-      for (int c = 0; c < kMaxCols; ++c) acc[c] = TfheComplex{0.0, 0.0};
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int c = 0; c < kMaxCols; ++c) acc[e][c] = TfheComplex{0.0, 0.0};
       for (int r = 0; r < o.rows; ++r) {
-        const TfheComplex d = k.t[(r << o.L) + swizzle(u)];
+        TfheComplex d[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) d[e] = k.on[e] ? k.t[((e * o.rows + r) << o.L) + su] : TfheComplex{0.0, 0.0};
 #pragma unroll
         for (int c = 0; c < kMaxCols; ++c)
-          if (c < o.cols) acc[c] = tfhe_cmac(acc[c], d, ks.at(r, c));
+          if (c < o.cols) {
+            const TfheComplex kv = ks.at(r, c);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) acc[e][c] = tfhe_cmac(acc[e][c], d[e], kv);
+          }
       }
 #pragma unroll
-      for (int c = 0; c < kMaxCols; ++c)
-        if (c < o.cols) k.t[(c << o.L) + swizzle(u)] = acc[c];
+      for (int e = 0; e < 2; ++e)
+        if (k.on[e])
+#pragma unroll
+          for (int c = 0; c < kMaxCols; ++c)
+            if (c < o.cols) k.t[((e * o.rows + c) << o.L) + su] = acc[e][c];
     }
   }
 };

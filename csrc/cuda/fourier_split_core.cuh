@@ -91,23 +91,16 @@ FT_HD int bits_before(int bits, int cap, int r) {
   for (int k = 0; k < r; ++k) s += round_bits(bits, cap, k);
   return s;
 }
-// The programs take rounds of at most CAP stages: CAP = 3 (the default) holds 8 values a thread within
-// the 64 registers of four 256-thread blocks per SM; CAP = 4, 16 values in up to 128 registers (two
-// blocks), one round trip through shared memory fewer per program.
-constexpr int kDefaultCap = 3;
-template <int CAP>
-constexpr int min_blocks() { return CAP == 4 ? 2 : 4; }
+// Rounds of at most 3 stages: 8 values a thread, within the 64 registers of four 256-thread blocks per SM.
+constexpr int kCap = 3;
 
-// f(std::integral_constant<int, R>{}) for a round of R in [1, CAP] stages.
-template <int CAP, class F>
+// f(std::integral_constant<int, R>{}) for a round of R in [1, 3] stages.
+template <class F>
 FT_HD void with_round(int r, F&& f) {
   switch (r) {
     case 1: f(std::integral_constant<int, 1>{}); break;
     case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    default:
-      if constexpr (CAP >= 4) f(std::integral_constant<int, 4>{});
-      break;
+    default: f(std::integral_constant<int, 3>{}); break;
   }
 }
 
@@ -169,15 +162,14 @@ FT_HD ColumnBlk column_blk(const Args& s, int64_t block, int lc, uint32_t* sm) {
 // tile's values (coefficients x and x + M of row p: the loads of four values first, then their
 // digits, tfhe_team_fourier_rotate_step's operations). Then one step per round of the forward stages
 // on the high bits, from the top, the last writing the spectra of rows (p, j).
-template <int CAP>
 struct DigitsForward {
   using Args = fourier_split::Args;
   using Blk = ColumnBlk;
   struct State {};
-  static constexpr int THREADS = kThreads, MIN_BLOCKS = min_blocks<CAP>(), SMEM = 4 * kTile;
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
   FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lcd); }
   FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) { return column_blk(s, block, s.o.lcd, sm); }
-  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : 1 + rounds(s.o.H, CAP); }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : 1 + rounds(s.o.H, kCap); }
   FT_HD static void digits(const Args& s, const Blk& k, int tid) {
     const Geometry& o = s.o;
     const TfheTorusGgsw& g = s.a.g;
@@ -212,10 +204,10 @@ struct DigitsForward {
     if (st == 0) return digits(s, k, tid);
     const Geometry& o = s.o;
     const int lc = o.lcd, ri = st - 1;
-    const int r = round_bits(o.H, CAP, ri), hl = o.H - bits_before(o.H, CAP, ri) - r;
-    const bool last = ri == rounds(o.H, CAP) - 1;
+    const int r = round_bits(o.H, kCap, ri), hl = o.H - bits_before(o.H, kCap, ri) - r;
+    const bool last = ri == rounds(o.H, kCap) - 1;
     const int items = o.level << (o.H - r + lc);
-    with_round<CAP>(r, [&](auto rc) {
+    with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
         const ColumnItem ci = column_item(o, lc, it, hl, R);
@@ -236,24 +228,23 @@ struct DigitsForward {
 // ColumnsInverse: block (b, p, tile), one step per round of the inverse stages on the high bits,
 // from the bottom: the first reads the spectra, the last rounds each value x to the torus and adds
 // it to coefficients x (real part) and x + M (imaginary part) of accumulator row p.
-template <int CAP>
 struct ColumnsInverse {
   using Args = fourier_split::Args;
   using Blk = ColumnBlk;
   struct State {};
-  static constexpr int THREADS = kThreads, MIN_BLOCKS = min_blocks<CAP>(), SMEM = 4 * kTile;
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
   FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lci); }
   FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) { return column_blk(s, block, s.o.lci, sm); }
-  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, CAP); }
+  FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kCap); }
   FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
     const Geometry& o = s.o;
-    const int lc = o.lci, r = round_bits(o.H, CAP, st), hl = bits_before(o.H, CAP, st);
-    const bool first = st == 0, last = st == rounds(o.H, CAP) - 1;
+    const int lc = o.lci, r = round_bits(o.H, kCap, st), hl = bits_before(o.H, kCap, st);
+    const bool first = st == 0, last = st == rounds(o.H, kCap) - 1;
     const uint32_t m = 1u << o.log_m;
     int64_t* acc = torus_row(s, k.b, k.p);
     const TfheComplex* in = spectrum(s, k.b, k.p);
     const int items = 1 << (o.H - r + lc);
-    with_round<CAP>(r, [&](auto rc) {
+    with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
         const ColumnItem ci = column_item(o, lc, it, hl, R);
@@ -285,7 +276,6 @@ struct ColumnsInverse {
 // stride 8). Steps: the forward rounds on bits [0, L) from the top (the first reads the spectra), the
 // product, the inverse rounds of the cols outputs from the bottom (the last writes spectra rows
 // [0, cols)).
-template <int CAP>
 struct RowsProduct {
   using Args = fourier_split::Args;
   struct Blk {
@@ -296,7 +286,7 @@ struct RowsProduct {
     TfheComplex* t;
   };
   struct State {};
-  static constexpr int THREADS = kThreads, MIN_BLOCKS = min_blocks<CAP>(), SMEM = 4 * kTile;
+  static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
   FT_HD static uint32_t swizzle(uint32_t u) { return u ^ (((u >> 3) ^ (u >> 6)) & 7u); }
   FT_HD static int64_t pairs(const Args& s) { return (s.nb + s.o.ct - 1) / s.o.ct; }
   FT_HD static int64_t blocks(const Args& s) { return pairs(s) << s.o.H; }
@@ -310,18 +300,18 @@ struct RowsProduct {
     return k;
   }
   FT_HD static int num_steps(const Args& s, const Blk& k) {
-    return k.on[0] || k.on[1] ? 2 * rounds(s.o.L, CAP) + 1 : 0;
+    return k.on[0] || k.on[1] ? 2 * rounds(s.o.L, kCap) + 1 : 0;
   }
   FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
     const Geometry& o = s.o;
-    const int nr = rounds(o.L, CAP);
+    const int nr = rounds(o.L, kCap);
     if (st == nr) return product(s, k, tid);
     const bool inv = st > nr;
-    const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, CAP, ri);
-    const int lo = inv ? bits_before(o.L, CAP, ri) : o.L - bits_before(o.L, CAP, ri) - r;
+    const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, kCap, ri);
+    const int lo = inv ? bits_before(o.L, kCap, ri) : o.L - bits_before(o.L, kCap, ri) - r;
     const bool first = st == 0, last = st == 2 * nr;
     const int per = inv ? o.cols : o.rows, items = k.n * per << (o.L - r);
-    with_round<CAP>(r, [&](auto rc) {
+    with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
         const int er = it >> (o.L - R), e = er / per, row = er % per;
@@ -415,9 +405,9 @@ FT_HD int64_t scratch_words(const TfheTorusGgsw& g) {
 }
 
 // The blind rotation of a.B ciphertexts, `chunk` at a time, in `scratch` (chunk * scratch_words,
-// 16-byte aligned): per chunk the start, three programs per key bit, the return mod q. cap: 3 or 4.
-template <int CAP, class X>
-cudaError_t run_rounds(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
+// 16-byte aligned): per chunk the start, three programs per key bit, the return mod q.
+template <class X>
+cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
   Args s{};
   s.a = a;
   s.o = geometry(a.g);
@@ -429,17 +419,13 @@ cudaError_t run_rounds(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int
     FT_TRY(ex.template run<Accumulators<false>>(s));
     for (int i = 0; i < a.n; ++i) {
       s.i = i;
-      FT_TRY(ex.template run<DigitsForward<CAP>>(s));
-      FT_TRY(ex.template run<RowsProduct<CAP>>(s));
-      FT_TRY(ex.template run<ColumnsInverse<CAP>>(s));
+      FT_TRY(ex.template run<DigitsForward>(s));
+      FT_TRY(ex.template run<RowsProduct>(s));
+      FT_TRY(ex.template run<ColumnsInverse>(s));
     }
     FT_TRY(ex.template run<Accumulators<true>>(s));
   }
   return cudaSuccess;
-}
-template <class X>
-cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int cap = kDefaultCap) {
-  return cap == 4 ? run_rounds<4>(ex, a, scratch, chunk) : run_rounds<3>(ex, a, scratch, chunk);
 }
 
 }  // namespace fourier_split

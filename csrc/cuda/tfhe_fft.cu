@@ -206,10 +206,8 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
     // large rings: three programs per key bit over the batch, at most ~1 GiB of spectra in flight
     const int64_t words = fourier_split::scratch_words(a.g);
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(a.B, (int64_t(1) << 28) / words));
-    const char* cap = std::getenv("FHETORCH_FOURIER_SPLIT_CAP");  // 4: rounds of 4 stages (measurements)
     CudaExec ex{s.stream};
-    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk,
-                              cap && std::string(cap) == "4" ? 4 : fourier_split::kDefaultCap);
+    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk);
   }
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
   double* buf = fft_scratch(s, a.B, k1n + per);

@@ -276,18 +276,16 @@ def test_fourier_blind_rotate_paths(gen, batch, log_n, k, base_log, level):
     _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, base_log, level)
 
 
-@pytest.mark.parametrize("kernel", ["", "cap4", "per-bit"])
+@pytest.mark.parametrize("kernel", ["", "per-bit"])
 @pytest.mark.parametrize("log_n,k,base_log,level,batch,n", [
     (12, 1, 15, 2, 40, 10), (13, 2, 10, 2, 8, 6), (15, 1, 11, 3, 8, 5), (16, 1, 11, 3, 5, 4), (16, 1, 11, 3, 260, 2)])
 def test_fourier_blind_rotate_large_rings(gen, monkeypatch, kernel, log_n, k, base_log, level, batch, n):
     """The large-ring rotation (csrc/cuda/fourier_split_core.cuh: three programs per key bit over the
-    batch; 260 ciphertexts at N = 2^16 run as two chunks), in rounds of 3 stages and of 4, and, forced,
-    the per-bit launches it replaced, against the CPU: the shapes of tfhe-6bit, tfhe-8bit and
-    tfhe-8bit-p128, k = 2, zero rotations."""
+    batch; 260 ciphertexts at N = 2^16 run as two chunks) and, forced, the per-bit launches it replaced,
+    against the CPU: the shapes of tfhe-6bit, tfhe-8bit and tfhe-8bit-p128, k = 2, zero rotations."""
     from fhetorch._tfhe.fft import fft_twiddles
-    monkeypatch.setenv("FHETORCH_FOURIER_KERNEL", "per-bit" if kernel == "per-bit" else "")
-    monkeypatch.setenv("FHETORCH_FOURIER_SPLIT_CAP", "4" if kernel == "cap4" else "")
-    if kernel == "per-bit" and batch > 8:
+    monkeypatch.setenv("FHETORCH_FOURIER_KERNEL", kernel)
+    if kernel and batch > 8:
         pytest.skip("the per-bit launches at small batches only (slow)")
     k1, big_n = k + 1, 1 << log_n
     tw = fft_twiddles(log_n)

@@ -59,14 +59,6 @@ FT_HD Geometry geometry(const TfheTorusGgsw& g) {
   return o;
 }
 
-// Whether this path takes the rotation: classical keys, k + 1 <= kMaxCols, 2^12 <= N <= 2^16, and
-// tiles of at least 8 columns (64-byte runs) and one chunk of every row within a block's shared memory.
-FT_HD bool fits(const TfheTorusGgsw& g, int grouping) {
-  if (grouping > 1 || g.k1 > kMaxCols || g.f.log_n < 12 || g.f.log_n > 16) return false;
-  const Geometry o = geometry(g);
-  return o.lcd >= 3 && o.lci >= 3 && (o.rows << o.L) <= kTile && (o.level << (o.lcd + o.H)) <= kTile;
-}
-
 // The launch parameters of every program: the rotation, its cut, the chunk of ciphertexts
 // [b0, b0 + nb) in flight, the key bit, and the chunk's memory: the spectra (nb, rows, M) complex and
 // the torus accumulators (nb, k1, N).
@@ -93,6 +85,15 @@ FT_HD int bits_before(int bits, int cap, int r) {
 }
 // Rounds of at most 3 stages: 8 values a thread, within the 64 registers of four 256-thread blocks per SM.
 constexpr int kCap = 3;
+
+// Whether this path takes the rotation: classical keys, k + 1 <= kMaxCols, 2^12 <= N <= 2^16, and
+// tiles of at least 8 columns (64-byte runs) and one chunk of every row within a block's shared memory.
+FT_HD bool fits(const TfheTorusGgsw& g, int grouping) {
+  if (grouping > 1 || g.k1 > kMaxCols || g.f.log_n < 12 || g.f.log_n > 16) return false;
+  const Geometry o = geometry(g);
+  return o.lcd >= 3 && o.lci >= 3 && (o.rows << o.L) <= kTile && (o.level << (o.lcd + o.H)) <= kTile &&
+         rounds(o.H, kCap) >= 2;
+}
 
 // f(std::integral_constant<int, R>{}) for a round of R in [1, 3] stages.
 template <class F>
@@ -159,7 +160,7 @@ FT_HD ColumnBlk column_blk(const Args& s, int64_t block, int lc, uint32_t* sm) {
 }
 
 // DigitsForward: block (b, p, tile). Step 0: the digits of every level of (X^(a_i) - 1) acc at the
-// tile's values (coefficients x and x + M of row p: the loads of four values first, then their
+// tile's values (coefficients x and x + M of row p: the loads of two values first, then their
 // digits, tfhe_team_fourier_rotate_step's operations). Then one step per round of the forward stages
 // on the high bits, from the top, the last writing the spectra of rows (p, j).
 struct DigitsForward {
@@ -175,7 +176,7 @@ struct DigitsForward {
     const TfheTorusGgsw& g = s.a.g;
     const uint32_t m = 1u << o.log_m, values = 1u << (o.lcd + o.H);
     const int64_t* acc = torus_row(s, k.b, k.p);
-    constexpr int U = 4;
+    constexpr int U = 2;
     for (uint32_t v0 = static_cast<uint32_t>(tid); v0 < values; v0 += U * THREADS) {
       int64_t x[U][2];
 #pragma unroll
@@ -213,13 +214,15 @@ struct DigitsForward {
         const ColumnItem ci = column_item(o, lc, it, hl, R);
         const uint32_t x0 = (ci.h0 << o.L) | (k.c0 + ci.c);
         TfheComplex* out = spectrum(s, k.b, k.p * o.level + ci.row);
-        round_item<false, R>(
-            s, x0, o.L + hl,
-            [&](int u) { return k.t[column_at(o, lc, ci.row, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)]; },
-            [&](int u, TfheComplex v) {
-              if (last) out[x0 | (static_cast<uint32_t>(u) << (o.L + hl))] = v;
-              else k.t[column_at(o, lc, ci.row, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)] = v;
-            });
+        auto from_t = [&](int u) {
+          return k.t[column_at(o, lc, ci.row, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)];
+        };
+        auto to_t = [&](int u, TfheComplex v) {
+          k.t[column_at(o, lc, ci.row, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)] = v;
+        };
+        auto to_g = [&](int u, TfheComplex v) { out[x0 | (static_cast<uint32_t>(u) << (o.L + hl))] = v; };
+        if (last) round_item<false, R>(s, x0, o.L + hl, from_t, to_g);
+        else round_item<false, R>(s, x0, o.L + hl, from_t, to_t);
       }
     });
   }
@@ -249,33 +252,33 @@ struct ColumnsInverse {
       for (int it = tid; it < items; it += THREADS) {
         const ColumnItem ci = column_item(o, lc, it, hl, R);
         const uint32_t x0 = (ci.h0 << o.L) | (k.c0 + ci.c);
-        round_item<true, R>(
-            s, x0, o.L + hl,
-            [&](int u) {
-              if (first) return in[x0 | (static_cast<uint32_t>(u) << (o.L + hl))];
-              return k.t[column_at(o, lc, 0, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)];
-            },
-            [&](int u, TfheComplex v) {
-              if (last) {
-                const uint32_t x = x0 | (static_cast<uint32_t>(u) << (o.L + hl));
-                acc[x] = tfhe_torus_add(acc[x], tfhe_torus_from_double(v.re, o.log_m));
-                acc[x + m] = tfhe_torus_add(acc[x + m], tfhe_torus_from_double(v.im, o.log_m));
-              } else {
-                k.t[column_at(o, lc, 0, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)] = v;
-              }
-            });
+        auto from_g = [&](int u) { return in[x0 | (static_cast<uint32_t>(u) << (o.L + hl))]; };
+        auto from_t = [&](int u) { return k.t[column_at(o, lc, 0, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)]; };
+        auto to_t = [&](int u, TfheComplex v) {
+          k.t[column_at(o, lc, 0, ci.h0 | (static_cast<uint32_t>(u) << hl), ci.c)] = v;
+        };
+        auto to_acc = [&](int u, TfheComplex v) {
+          const uint32_t x = x0 | (static_cast<uint32_t>(u) << (o.L + hl));
+          acc[x] = tfhe_torus_add(acc[x], tfhe_torus_from_double(v.re, o.log_m));
+          acc[x + m] = tfhe_torus_add(acc[x + m], tfhe_torus_from_double(v.im, o.log_m));
+        };
+        if (first) round_item<true, R>(s, x0, o.L + hl, from_g, to_t);  // at least two rounds (fits)
+        else if (last) round_item<true, R>(s, x0, o.L + hl, from_t, to_acc);
+        else round_item<true, R>(s, x0, o.L + hl, from_t, to_t);
       }
     });
   }
 };
 
-// RowsProduct: block (ciphertexts 2 q, 2 q + 1 (o.ct of them), chunk), the ciphertext pair fastest (the
+// RowsProduct<MAXC>: MAXC >= cols accumulators a value (2 for k = 1: no registers spilled).
+// Block (ciphertexts 2 q, 2 q + 1 (o.ct of them), chunk), the ciphertext pair fastest (the
 // blocks in flight read the same part of the key, and the block's two ciphertexts read it once). The
 // chunk's 2^L values of every row in shared memory, value u of row r of ciphertext e at
 // (e rows + r) 2^L + swizzle(u) (conflict-free for the rounds' strides 1 and 2^R and the product's
 // stride 8). Steps: the forward rounds on bits [0, L) from the top (the first reads the spectra), the
 // product, the inverse rounds of the cols outputs from the bottom (the last writes spectra rows
 // [0, cols)).
+template <int MAXC>
 struct RowsProduct {
   using Args = fourier_split::Args;
   struct Blk {
@@ -314,24 +317,22 @@ struct RowsProduct {
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
-        const int er = it >> (o.L - R), e = er / per, row = er % per;
+        const int er = it >> (o.L - R), e = er >= per ? 1 : 0, row = er - e * per;
         if (!k.on[e]) continue;
         const uint32_t w = static_cast<uint32_t>(it) & ((1u << (o.L - R)) - 1u);
         const uint32_t u0 = (w & ((1u << lo) - 1u)) | ((w >> lo) << (lo + R));
         TfheComplex* t = k.t + ((e * o.rows + row) << o.L);
         TfheComplex* g = spectrum(s, k.b + e, row) + (static_cast<int64_t>(k.hi) << o.L);
-        auto load = [&](int u) {
-          const uint32_t x = u0 | (static_cast<uint32_t>(u) << lo);
-          return first ? g[x] : t[swizzle(x)];
-        };
-        auto store = [&](int u, TfheComplex v) {
-          const uint32_t x = u0 | (static_cast<uint32_t>(u) << lo);
-          if (last) g[x] = v;
-          else t[swizzle(x)] = v;
-        };
+        // one code path per source and destination (fewer live registers than a branch per value)
+        auto from_g = [&](int u) { return g[u0 | (static_cast<uint32_t>(u) << lo)]; };
+        auto from_t = [&](int u) { return t[swizzle(u0 | (static_cast<uint32_t>(u) << lo))]; };
+        auto to_g = [&](int u, TfheComplex v) { g[u0 | (static_cast<uint32_t>(u) << lo)] = v; };
+        auto to_t = [&](int u, TfheComplex v) { t[swizzle(u0 | (static_cast<uint32_t>(u) << lo))] = v; };
         const uint32_t x0 = (k.hi << o.L) | u0;
-        if (inv) round_item<true, R>(s, x0, lo, load, store);
-        else round_item<false, R>(s, x0, lo, load, store);
+        if (first) round_item<false, R>(s, x0, lo, from_g, to_t);  // the first round is forward, the last inverse
+        else if (last) round_item<true, R>(s, x0, lo, from_t, to_g);
+        else if (inv) round_item<true, R>(s, x0, lo, from_t, to_t);
+        else round_item<false, R>(s, x0, lo, from_t, to_t);
       }
     });
   }
@@ -349,17 +350,17 @@ struct RowsProduct {
                          (static_cast<uint32_t>(tau) >> (o.L - 3));
       const uint32_t su = swizzle(u);
       const auto ks = key.slot(tfhe_fft_order((k.hi << o.L) | u, o.log_m));
-      TfheComplex acc[2][kMaxCols];
+      TfheComplex acc[2][MAXC];
 #pragma unroll
       for (int e = 0; e < 2; ++e)
 #pragma unroll
-        for (int c = 0; c < kMaxCols; ++c) acc[e][c] = TfheComplex{0.0, 0.0};
+        for (int c = 0; c < MAXC; ++c) acc[e][c] = TfheComplex{0.0, 0.0};
       for (int r = 0; r < o.rows; ++r) {
         TfheComplex d[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) d[e] = k.on[e] ? k.t[((e * o.rows + r) << o.L) + su] : TfheComplex{0.0, 0.0};
 #pragma unroll
-        for (int c = 0; c < kMaxCols; ++c)
+        for (int c = 0; c < MAXC; ++c)
           if (c < o.cols) {
             const TfheComplex kv = ks.at(r, c);
 #pragma unroll
@@ -370,7 +371,7 @@ struct RowsProduct {
       for (int e = 0; e < 2; ++e)
         if (k.on[e])
 #pragma unroll
-          for (int c = 0; c < kMaxCols; ++c)
+          for (int c = 0; c < MAXC; ++c)
             if (c < o.cols) k.t[((e * o.rows + c) << o.L) + su] = acc[e][c];
     }
   }
@@ -406,8 +407,8 @@ FT_HD int64_t scratch_words(const TfheTorusGgsw& g) {
 
 // The blind rotation of a.B ciphertexts, `chunk` at a time, in `scratch` (chunk * scratch_words,
 // 16-byte aligned): per chunk the start, three programs per key bit, the return mod q.
-template <class X>
-cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
+template <int MAXC, class X>
+cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
   Args s{};
   s.a = a;
   s.o = geometry(a.g);
@@ -420,12 +421,16 @@ cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t ch
     for (int i = 0; i < a.n; ++i) {
       s.i = i;
       FT_TRY(ex.template run<DigitsForward>(s));
-      FT_TRY(ex.template run<RowsProduct>(s));
+      FT_TRY(ex.template run<RowsProduct<MAXC>>(s));
       FT_TRY(ex.template run<ColumnsInverse>(s));
     }
     FT_TRY(ex.template run<Accumulators<true>>(s));
   }
   return cudaSuccess;
+}
+template <class X>
+cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
+  return a.g.k1 <= 2 ? run_cols<2>(ex, a, scratch, chunk) : run_cols<kMaxCols>(ex, a, scratch, chunk);
 }
 
 }  // namespace fourier_split

@@ -4,11 +4,11 @@
 // folded values is cut at bit L, Cooley-Tukey's four-step order of the same radix-2 stages: the
 // stages on bits [L, log M) pair values of one column (equal low L bits), those on bits [0, L) values
 // of one chunk (equal high bits). Per key bit i:
-//   DigitsForward  (ciphertext, digit row (p, j), tile of 2^lc columns): the digits of
+//   DigitsForward  (ciphertext, row p, tile of columns): the digits of every level of
 //                  (X^(a_i) - 1) acc, the forward stages on bits [L, log M), to the spectra in memory;
-//   RowsProduct    (ciphertext, chunk of 2^L values): the forward stages on bits [0, L) of every digit
-//                  row, the product with the key bit's GGSW, the inverse stages on bits [0, L) of the
-//                  k + 1 outputs, back to the spectra;
+//   RowsProduct    (two ciphertexts, chunk of 2^L values): the forward stages on bits [0, L) of every
+//                  digit row, the product with the key bit's GGSW, the inverse stages on bits [0, L) of
+//                  the k + 1 outputs, back to the spectra;
 //   ColumnsInverse (ciphertext, row p, tile): the inverse stages on bits [L, log M), each value
 //                  rounded to the torus and added to the accumulator.
 // Every value goes through tfhe_fft_stages, tfhe_cmac and the digit and rounding functions of

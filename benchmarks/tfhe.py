@@ -18,8 +18,9 @@ graph (launch gaps gone). A call slower than --max-call-s skips the larger batch
 the repeats shrink so that one measurement takes about REPEAT_BUDGET_S (at least 3). Batches
 whose estimated memory exceeds the GPU's free memory are skipped with the estimate printed.
 
-Every row carries the floor of a small model (pbs_model): the integer multiplies and bytes of
-the op at that batch against the H100's IMAD rate and copy bandwidth.
+Every row carries the floor of a small model (pbs_model): the operations (the key switch's integer
+multiply-adds, the PBS's float64 operations on the torus or its Montgomery IMADs mod q) and bytes of
+the op at that batch against the H100's rate (64 of either per clock per SM) and copy bandwidth.
 
 Radix circuits: when benchmarks/tfhe_circuits.py exists (CIRCUITS_MODULE, found by
 importlib.util.find_spec, never by catching an ImportError), its `run(args, device) -> dict` is
@@ -54,9 +55,13 @@ GRAPH_MAX_BATCH = 1024
 REPEAT_BUDGET_S = 5.0
 CIRCUITS_MODULE = "benchmarks.tfhe_circuits"
 
-# the model's H100 SXM: 132 SMs x 64 32-bit IMAD per clock (CUDA C Programming Guide, compute
-# capability 9.0 throughput table) at the 1.98 GHz boost clock: an upper bound on the rate
-H100_IMAD_PER_S = 132 * 64 * 1.98e9
+# the model's H100 SXM: 132 SMs x 64 32-bit IMAD, or 64 float64 operations (add, multiply or fma), per
+# clock (CUDA C Programming Guide, compute capability 9.0 throughput table) at the 1.98 GHz boost clock:
+# an upper bound on the rate of either kind
+H100_OPS_PER_S = 132 * 64 * 1.98e9
+# the largest block the fused Fourier rotation can use on the H100 (its shared-memory opt-in limit);
+# rings whose accumulator and digits need more run csrc/cuda/fourier_split_core.cuh
+H100_BLOCK_SMEM = 227 * 1024
 # TFHE-rs's CUDA backend on our H100, 4-bit messages, p_fail 2^-128 (../shared/reference/ANCHORS.md)
 ANCHORS = {"tfhers_ks_pbs_per_s_16384": 42600, "tfhers_pbs_per_s_16384": 48200, "tfhers_ks_pbs_ms_batch1": 4.40,
            "tfhers_pbs_ms_batch1": 4.27, "tfhers_multibit_pbs_ms_batch1": 1.04, "tfhers_ks_per_s_16384": 385000,
@@ -67,38 +72,54 @@ ANCHORS = {"tfhers_ks_pbs_per_s_16384": 42600, "tfhers_pbs_per_s_16384": 48200, 
 def pbs_model(p) -> dict:
     """Operations and bytes of one ciphertext's key switch and PBS at TFHEParams p (docs/tfhe.md,
     "Benchmarks"). Key bytes are read once per batch (CMux-level batching, the GEMM key switch);
-    ciphertext bytes once per ciphertext. Multiplies: the key switch's multiply-adds (one 32 x 32
-    -> 64-bit IMAD each, both primes); the PBS's Montgomery multiplications (3 IMAD each: the
-    NTT butterflies of 2 (k+1) level forward and 2 (k+1) inverse NTTs and the 2 (k+1)^2 level N
-    products per CMux, n CMuxes). Multi-bit (grouping G): n / G steps of one such product, each
-    also building its key bundle (2^G - 1 products per entry of the (k+1) level (k+1) 2 N bundle),
-    and the key is the n / G groups' 2^G GGSWs."""
+    ciphertext bytes once per ciphertext. The key switch: its multiply-adds (one 32 x 32 -> 64-bit
+    IMAD each, both primes). The PBS, n CMuxes (multi-bit: n / G steps, each also building its key
+    bundle, 2^G - 1 products per bundle entry; the key is the n / G groups' 2^G GGSWs):
+    - on the 2^64 torus (p.blind_rotation "fft", the default): float64 operations, per step the
+      forward FFTs of (k+1) level digit rows (M/2 log M butterflies of 6 fmas, M = N/2), the inverse
+      FFTs of k + 1 (8 operations a butterfly) and (k+1)^2 level M complex products (4 fmas); keys of
+      16-byte complex values; a ring whose accumulator and digits outgrow a block (H100_BLOCK_SMEM)
+      also moves its spectra through memory every step (csrc/cuda/fourier_split_core.cuh: 16 M
+      (2 (k+1) level + 2 (k+1)) + 24 (k+1) N bytes);
+    - mod q = q0 q1 ("ntt"): Montgomery multiplications (3 IMAD each: the NTT butterflies of
+      2 (k+1) level forward and 2 (k+1) inverse NTTs and the 2 (k+1)^2 level N products per step)."""
     n_in, w, k1, big_n, g = p.k * p.N, p.n + 1, p.k + 1, p.N, p.grouping_factor
-    ntt_mults = (big_n // 2) * p.log_n
-    ggsw_words = k1 * p.pbs_level * k1 * 2 * big_n
-    cmux_mults = 2 * (k1 * p.pbs_level + k1) * ntt_mults + ggsw_words
-    steps, ggsws = p.n, p.n
-    if g > 1:
-        cmux_mults += ((1 << g) - 1) * ggsw_words
-        steps, ggsws = p.n // g, (p.n // g) << g
-    return {
+    steps, ggsws = (p.n // g, (p.n // g) << g) if g > 1 else (p.n, p.n)
+    model = {
         "ks_imad": n_in * p.ks_level * w * 2,
         "ks_key_bytes": n_in * p.ks_level * 2 * w * 4,
         "ks_ct_bytes": (n_in + 1) * 8 + w * 8,
-        "pbs_mont_mults": steps * cmux_mults,
-        "pbs_imad": 3 * steps * cmux_mults,
-        "pbs_key_bytes": ggsws * ggsw_words * 4,
+        "pbs_rotation": p.blind_rotation,
         "pbs_ct_bytes": w * 8 + (n_in + 1) * 8,
     }
+    if p.blind_rotation == "fft":
+        m = big_n // 2
+        fft = (m // 2) * (m.bit_length() - 1)  # butterflies of one transform
+        entries = k1 * p.pbs_level * k1 * m  # complex values of one GGSW
+        step_ops = 6 * fft * k1 * p.pbs_level + 8 * fft * k1 + 4 * entries
+        if g > 1:
+            step_ops += 4 * ((1 << g) - 1) * entries
+        model.update(pbs_ops=steps * step_ops, pbs_key_bytes=ggsws * entries * 16)
+        if g <= 1 and 8 * k1 * big_n * (1 + p.pbs_level) > H100_BLOCK_SMEM:
+            model["pbs_ct_bytes"] += steps * (16 * m * (2 * k1 * p.pbs_level + 2 * k1) + 24 * k1 * big_n)
+        return model
+    ntt_mults = (big_n // 2) * p.log_n
+    ggsw_words = k1 * p.pbs_level * k1 * 2 * big_n
+    cmux_mults = 2 * (k1 * p.pbs_level + k1) * ntt_mults + ggsw_words
+    if g > 1:
+        cmux_mults += ((1 << g) - 1) * ggsw_words
+    model.update(pbs_mont_mults=steps * cmux_mults, pbs_ops=3 * steps * cmux_mults, pbs_key_bytes=ggsws * ggsw_words * 4)
+    return model
 
 
 def floor_of(model: dict, op: str, batch: int, bandwidth_gbs: float) -> dict:
-    """The op's floor at `batch`: max(IMADs / H100 rate, bytes / bandwidth), seconds, and which bound."""
+    """The op's floor at `batch`: max(operations / H100 rate, bytes / bandwidth), seconds, and which bound
+    (the key switch's IMADs and the PBS's float64 operations or IMADs, at 64 per clock per SM either way)."""
     parts = {"ks": ["ks"], "ks_gemm": ["ks"], "pbs": ["pbs"], "ks_pbs": ["ks", "pbs"]}[op]
-    imad = sum(model[f"{x}_imad"] for x in parts) * batch
+    ops = sum(model["ks_imad" if x == "ks" else "pbs_ops"] for x in parts) * batch
     nbytes = sum(model[f"{x}_key_bytes"] + model[f"{x}_ct_bytes"] * batch for x in parts)
-    t_ops, t_mem = imad / H100_IMAD_PER_S, nbytes / (bandwidth_gbs * 1e9)
-    return {"floor_imad": imad, "floor_bytes": nbytes, "floor_us": max(t_ops, t_mem) * 1e6,
+    t_ops, t_mem = ops / H100_OPS_PER_S, nbytes / (bandwidth_gbs * 1e9)
+    return {"floor_ops": ops, "floor_bytes": nbytes, "floor_us": max(t_ops, t_mem) * 1e6,
             "floor_bound": "compute" if t_ops >= t_mem else "memory"}
 
 
@@ -281,12 +302,12 @@ def run(args, device: torch.device) -> dict:
     doc = {"suite": "tfhe", **common.environment(device), "anchors": ANCHORS}
     doc["config"] = {"repeat": args.repeat, "warmup": args.warmup, "batches": args.batches, "ops": args.ops,
                      "bandwidth_gbs": args.bandwidth_gbs, "bandwidth_source": args.bandwidth_source,
-                     "imad_per_s": H100_IMAD_PER_S, "max_call_s": args.max_call_s, "quick": args.quick,
+                     "ops_per_s": H100_OPS_PER_S, "max_call_s": args.max_call_s, "quick": args.quick,
                      "graph_max_batch": GRAPH_MAX_BATCH,
                      "timing": ("cuda events on the current stream, GPU idle before each repeat"
                                 if device.type == "cuda" else "time.perf_counter per call")}
     print(f"suite tfhe | device {doc['device']} | commit {doc['commit']} | {doc['date']} | torch {doc['torch']}")
-    print(f"presets {', '.join(presets)}; batches {args.batches}; floor: {H100_IMAD_PER_S:.3g} IMAD/s (H100), "
+    print(f"presets {', '.join(presets)}; batches {args.batches}; floor: {H100_OPS_PER_S:.3g} IMAD or float64 operations/s (H100), "
           f"{args.bandwidth_gbs:.4g} GB/s ({args.bandwidth_source})")
     results, infos = [], {}
     for name in presets:

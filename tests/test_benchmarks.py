@@ -3,6 +3,7 @@ measured against this machine's memory bandwidth, not the H100's, and every suit
 point runs is documented. Speed itself is never asserted here."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -72,22 +73,39 @@ def test_tfhe_suite_quick_on_cpu(tmp_path):
         assert r == {**r, **tfhe.floor_of(model, op, batch, bw)}
         assert r["x_floor"] == pytest.approx(r["median_us"] / r["floor_us"])
     # KS + PBS does the work of both
-    assert rows[("ks_pbs", 3)]["floor_imad"] == rows[("ks", 3)]["floor_imad"] + rows[("pbs", 3)]["floor_imad"]
+    assert rows[("ks_pbs", 3)]["floor_ops"] == rows[("ks", 3)]["floor_ops"] + rows[("pbs", 3)]["floor_ops"]
 
 
 def test_tfhe_model_counts_the_tfhe_4bit_key_switch():
     m = tfhe.pbs_model(preset("tfhe-4bit"))  # n_in = kN = 2048, level 5, n_out = 833, two primes
     assert m["ks_imad"] == 2048 * 5 * 834 * 2 and m["ks_key_bytes"] == 2048 * 5 * 2 * 834 * 4
     f = tfhe.floor_of(m, "ks", 16384, 3000.0)
-    assert f["floor_imad"] == 16384 * 2048 * 5 * 834 * 2 and f["floor_bound"] == "compute"
+    assert f["floor_ops"] == 16384 * 2048 * 5 * 834 * 2 and f["floor_bound"] == "compute"
 
 
 def test_tfhe_model_counts_the_multi_bit_pbs():
     m = tfhe.pbs_model(preset("tfhe-4bit-mb4"))  # n 808, G 4: 202 groups of 16 GGSWs (k1 2, level 1, N 2048)
+    entries = 2 * 1 * 2 * 1024  # complex values of a GGSW in FFT form (M = 1024)
+    assert m["pbs_rotation"] == "fft" and m["pbs_key_bytes"] == 202 * 16 * entries * 16
+    fft = 512 * 10  # butterflies of one transform of M = 1024
+    step = 6 * fft * 2 + 8 * fft * 2 + 4 * entries + 4 * 15 * entries  # + the key bundle's 15 products an entry
+    assert m["pbs_ops"] == 202 * step
+    ntt = tfhe.pbs_model(dataclasses.replace(preset("tfhe-4bit-mb4"), blind_rotation="ntt"))
     ggsw = 2 * 1 * 2 * 2 * 2048
-    assert m["pbs_key_bytes"] == 202 * 16 * ggsw * 4
-    ntt = 2 * (2 + 2) * 1024 * 11  # 4 forward and 4 inverse NTTs of N per group
-    assert m["pbs_mont_mults"] == 202 * (ntt + ggsw + 15 * ggsw)  # + the key bundle's 15 products per entry
+    assert ntt["pbs_key_bytes"] == 202 * 16 * ggsw * 4
+    mults = 202 * (2 * (2 + 2) * 1024 * 11 + ggsw + 15 * ggsw)  # 4 forward and 4 inverse NTTs of N per group
+    assert ntt["pbs_mont_mults"] == mults and ntt["pbs_ops"] == 3 * mults
+
+
+def test_tfhe_model_counts_the_large_ring_traffic():
+    """At N = 2^16 the spectra cross memory every key bit (fourier_split_core.cuh): 11 MiB a ciphertext
+    and key bit at tfhe-8bit-p128, the bound of a large batch."""
+    p = preset("tfhe-8bit-p128")  # n 1267, k 1, N 2^16, level 3
+    m = tfhe.pbs_model(p)
+    per_bit = 16 * 32768 * (2 * 6 + 2 * 2) + 24 * 2 * 65536
+    assert per_bit == 11 * 2**20 and m["pbs_ct_bytes"] == 1268 * 8 + 65537 * 8 + 1267 * per_bit
+    assert tfhe.floor_of(m, "pbs", 1024, 4800.0)["floor_bound"] == "memory"
+    assert tfhe.pbs_model(preset("tfhe-4bit-p128"))["pbs_ct_bytes"] == 919 * 8 + 2049 * 8  # fused: on chip
 
 
 def test_sort_suite_quick_on_cpu(tmp_path):

@@ -52,8 +52,9 @@ from ..linear import LinearTransform
 from .keys import SwitchKeys
 
 
-# the PBS runs in chunks whose rotation scratch (the per-bit path's accumulator and digits in
-# global memory, 4 MiB a ciphertext at N_t = 2^16) stays within this
+# the PBS runs in chunks whose rotation scratch stays within this where the op does not bound it
+# itself (the large-ring programs keep theirs within 1 GiB; the per-bit launches of multi-bit keys on
+# large rings hold an accumulator and digits per ciphertext, 4 MiB at N_t = 2^16)
 PBS_SCRATCH_BYTES = 4 << 30
 
 

@@ -78,9 +78,8 @@ def pbs_model(p) -> dict:
     - on the 2^64 torus (p.blind_rotation "fft", the default): float64 operations, per step the
       forward FFTs of (k+1) level digit rows (M/2 log M butterflies of 6 fmas, M = N/2), the inverse
       FFTs of k + 1 (8 operations a butterfly) and (k+1)^2 level M complex products (4 fmas); keys of
-      16-byte complex values; a ring whose accumulator and digits outgrow a block (H100_BLOCK_SMEM)
-      also moves its spectra through memory every step (csrc/cuda/fourier_split_core.cuh: 16 M
-      (2 (k+1) level + 2 (k+1)) + 24 (k+1) N bytes);
+      16-byte complex values; a ring whose accumulator and digits outgrow a block also moves its
+      spectra through memory every step (large_ring_bytes_per_bit);
     - mod q = q0 q1 ("ntt"): Montgomery multiplications (3 IMAD each: the NTT butterflies of
       2 (k+1) level forward and 2 (k+1) inverse NTTs and the 2 (k+1)^2 level N products per step)."""
     n_in, w, k1, big_n, g = p.k * p.N, p.n + 1, p.k + 1, p.N, p.grouping_factor
@@ -100,8 +99,7 @@ def pbs_model(p) -> dict:
         if g > 1:
             step_ops += 4 * ((1 << g) - 1) * entries
         model.update(pbs_ops=steps * step_ops, pbs_key_bytes=ggsws * entries * 16)
-        if g <= 1 and 8 * k1 * big_n * (1 + p.pbs_level) > H100_BLOCK_SMEM:
-            model["pbs_ct_bytes"] += steps * (16 * m * (2 * k1 * p.pbs_level + 2 * k1) + 24 * k1 * big_n)
+        model["pbs_ct_bytes"] += steps * large_ring_bytes_per_bit(p)
         return model
     ntt_mults = (big_n // 2) * p.log_n
     ggsw_words = k1 * p.pbs_level * k1 * 2 * big_n
@@ -110,6 +108,17 @@ def pbs_model(p) -> dict:
         cmux_mults += ((1 << g) - 1) * ggsw_words
     model.update(pbs_mont_mults=steps * cmux_mults, pbs_ops=3 * steps * cmux_mults, pbs_key_bytes=ggsws * ggsw_words * 4)
     return model
+
+
+def large_ring_bytes_per_bit(p) -> int:
+    """Bytes one ciphertext moves per key bit on the 2^64 torus where its accumulator and digits
+    outgrow a block (H100_BLOCK_SMEM; csrc/cuda/fourier_split_core.cuh, classical keys): the spectra
+    written and read twice, 16 M (2 (k+1) level + 2 (k+1)), and the accumulator read twice and
+    written once, 24 (k+1) N. 0 where the rotation runs on chip."""
+    k1, big_n = p.k + 1, p.N
+    if p.blind_rotation != "fft" or p.grouping_factor > 1 or 8 * k1 * big_n * (1 + p.pbs_level) <= H100_BLOCK_SMEM:
+        return 0
+    return 16 * (big_n // 2) * (2 * k1 * p.pbs_level + 2 * k1) + 24 * k1 * big_n
 
 
 def floor_of(model: dict, op: str, batch: int, bandwidth_gbs: float) -> dict:

@@ -7,7 +7,9 @@ large-ring programs (N >= 2^12), the bytes they must move per ciphertext and key
 FHETORCH_FOURIER_KERNEL=generic|per-bit and FHETORCH_FOURIER_BLOCKS=2|3 pick the CUDA kernel
 (csrc/cuda/tfhe_fft.cu, fourier_rotate.cu). Needs a CUDA GPU."""
 import argparse
+import os
 import statistics
+import sys
 from collections import defaultdict
 
 import torch
@@ -16,6 +18,9 @@ import fhetorch._ops as ops
 from fhetorch._tfhe.fft import fft_twiddles
 from fhetorch._tfhe.params import tfhe_primes
 from fhetorch._tfhe.presets import preset
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.tfhe import large_ring_bytes_per_bit  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("B", type=int)
@@ -65,8 +70,7 @@ if args.kernels:
     total = sum(per.values())
     for name, us in sorted(per.items(), key=lambda kv: -kv[1])[:8]:
         print(f"  {us / 1e3:9.3f} ms {100 * us / total:5.1f} %  {name}")
-    if log_n >= 12:  # the large-ring programs' traffic per ciphertext and key bit (fourier_split_core.cuh)
-        m, rows = big_n // 2, k1 * p.pbs_level
-        moved = 16 * m * (2 * rows + 2 * k1) + 8 * big_n * k1 * 3  # spectra out and in twice, acc read x2, written
+    moved = large_ring_bytes_per_bit(p)  # the large-ring programs' traffic per ciphertext and key bit
+    if moved:
         print(f"  bytes per ciphertext and key bit: {moved / 2**20:.2f} MiB; at {ms * 1e3 / (B * n):.2f} us: "
               f"{moved / (ms * 1e-3 / (B * n)) / 1e12:.2f} TB/s")

@@ -91,8 +91,8 @@ constexpr int kCap = 3;
 FT_HD bool fits(const TfheTorusGgsw& g, int grouping) {
   if (grouping > 1 || g.k1 > kMaxCols || g.f.log_n < 12 || g.f.log_n > 16) return false;
   const Geometry o = geometry(g);
-  return o.lcd >= 3 && o.lci >= 3 && (o.rows << o.L) <= kTile && (o.level << (o.lcd + o.H)) <= kTile &&
-         rounds(o.H, kCap) >= 2;
+  // (tile_columns keeps every column tile within kTile)
+  return o.lcd >= 3 && o.lci >= 3 && (o.rows << o.L) <= kTile && rounds(o.H, kCap) >= 2;
 }
 
 // f(std::integral_constant<int, R>{}) for a round of R in [1, 3] stages.

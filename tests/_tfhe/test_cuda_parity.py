@@ -258,6 +258,26 @@ def test_torus_external_product_and_cmux(gen, log_n, k, base_log, level):
     _both(ops.tfhe_torus_cmux, c0, c1, ggsw, tw, base_log, level)
 
 
+def _fourier_key(gen, n, log_n, k, level):
+    """A Fourier bootstrapping key of random torus GGSWs (n, k1, level, k1, N/2) and its twiddles."""
+    from fhetorch._tfhe.fft import fft_twiddles
+    k1 = k + 1
+    tw = fft_twiddles(log_n)
+    torus = torch.randint(-(1 << 63), (1 << 63) - 1, (n, k1, level, k1, 1 << log_n), generator=gen)
+    return ops.tfhe_fft(torus, tw), tw
+
+
+def _fourier_case(gen, batch, n, log_n, k, level, zero):
+    """A classical Fourier rotation's inputs: batch ciphertexts of n key bits (mask entry zero[1] zeroed
+    every zero[0] ciphertexts: zero rotations), three LUTs mixed by index, the key and twiddles."""
+    bsk, tw = _fourier_key(gen, n, log_n, k, level)
+    ct = rand_mod_q(gen, batch, n + 1)
+    ct[::zero[0], zero[1]] = 0
+    luts = rand_mod_q(gen, 3, 1 << log_n)
+    idx = torch.randint(0, 3, (batch,), generator=gen)
+    return ct, luts, idx, bsk, tw
+
+
 @pytest.mark.parametrize("batch", [8, 300])
 @pytest.mark.parametrize("log_n,k,base_log,level", [(11, 1, 23, 1), (11, 1, 12, 2), (10, 2, 23, 1), (13, 1, 15, 2)])
 def test_fourier_blind_rotate_paths(gen, batch, log_n, k, base_log, level):
@@ -265,14 +285,7 @@ def test_fourier_blind_rotate_paths(gen, batch, log_n, k, base_log, level):
     memory; 512 threads for batches within the SM count, 256 above) at N = 2^11 and k = 2, and the
     large-ring programs at N = 2^13 (its 384 KiB do not fit a block): 40 key bits, mixed LUTs, some
     zero rotations."""
-    from fhetorch._tfhe.fft import fft_twiddles
-    k1, n, big_n = k + 1, 40, 1 << log_n
-    tw = fft_twiddles(log_n)
-    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, k1, level, k1, big_n), generator=gen), tw)
-    ct = rand_mod_q(gen, batch, n + 1)
-    ct[::7, 5] = 0
-    luts = rand_mod_q(gen, 3, big_n)
-    idx = torch.randint(0, 3, (batch,), generator=gen)
+    ct, luts, idx, bsk, tw = _fourier_case(gen, batch, 40, log_n, k, level, zero=(7, 5))
     _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, base_log, level)
 
 
@@ -283,27 +296,18 @@ def test_fourier_blind_rotate_large_rings(gen, monkeypatch, kernel, log_n, k, ba
     """The large-ring rotation (csrc/cuda/fourier_split_core.cuh: three programs per key bit over the
     batch; 260 ciphertexts at N = 2^16 run as two chunks) and, forced, the per-bit launches it replaced,
     against the CPU: the shapes of tfhe-6bit, tfhe-8bit and tfhe-8bit-p128, k = 2, zero rotations."""
-    from fhetorch._tfhe.fft import fft_twiddles
     monkeypatch.setenv("FHETORCH_FOURIER_KERNEL", kernel)
     if kernel and batch > 8:
         pytest.skip("the per-bit launches at small batches only (slow)")
-    k1, big_n = k + 1, 1 << log_n
-    tw = fft_twiddles(log_n)
-    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, k1, level, k1, big_n), generator=gen), tw)
-    ct = rand_mod_q(gen, batch, n + 1)
-    ct[::3, 1] = 0
-    luts = rand_mod_q(gen, 3, big_n)
-    idx = torch.randint(0, 3, (batch,), generator=gen)
+    ct, luts, idx, bsk, tw = _fourier_case(gen, batch, n, log_n, k, level, zero=(3, 1))
     _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, base_log, level)
 
 
 @pytest.mark.parametrize("log_n,level", [(11, 1), (15, 3)])
 def test_fourier_blind_rotate_replays_in_a_cuda_graph(gen, log_n, level):
     """The register kernel (N = 2^11) and the large-ring programs (N = 2^15, level 3) in a CUDA graph."""
-    from fhetorch._tfhe.fft import fft_twiddles
     n, big_n = 16 if log_n == 11 else 3, 1 << log_n
-    tw = fft_twiddles(log_n)
-    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, level, 2, big_n), generator=gen), tw)
+    bsk, tw = _fourier_key(gen, n, log_n, 1, level)
     _assert_replays_in_a_cuda_graph(gen, ops.tfhe_fourier_blind_rotate, n + 1, big_n,
                                      (bsk.to(GPU), tw.to(GPU), MODULI, 23 if level == 1 else 11, level))
 
@@ -354,15 +358,9 @@ def test_fourier_rotation_kernels_of_the_register_shapes(gen, monkeypatch, clust
     """Both CUDA kernels of the level-1, k = 1 shapes on the same batches, against the CPU: the register
     kernel (one block per ciphertext) and the 2-block cluster (one row per block, 8 values a thread) that
     batches within half the SM count take; classical with zero rotations, multi-bit whole and in chunks."""
-    from fhetorch._tfhe.fft import fft_twiddles
     monkeypatch.setenv("FHETORCH_FOURIER_CLUSTER", cluster)
-    n, big_n, batch = 24, 1 << log_n, 5
-    tw = fft_twiddles(log_n)
-    bsk = ops.tfhe_fft(torch.randint(-(1 << 63), (1 << 63) - 1, (n, 2, 1, 2, big_n), generator=gen), tw)
-    ct = rand_mod_q(gen, batch, n + 1)
-    ct[::2, 3] = 0
-    luts = rand_mod_q(gen, 3, big_n)
-    idx = torch.randint(0, 3, (batch,), generator=gen)
+    batch = 5
+    ct, luts, idx, bsk, tw = _fourier_case(gen, batch, 24, log_n, 1, 1, zero=(2, 3))
     _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, 23, 1)
     multi = _fourier_multi_bit_case(gen, batch, log_n, 1, 22, 1, 4, 5)
     _both(ops.tfhe_fourier_multi_bit_blind_rotate, *multi)

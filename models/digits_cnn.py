@@ -9,6 +9,11 @@ digits' seeded 80/20 split (models/digits.load_digits); the weights are cached u
     python -m models.digits_cnn                        # plaintext, simulated and 2 encrypted test images
     python -m models.digits_cnn --encrypted 20 --preset n16-bts40 --device cuda [--argmax] [--lut-tfhe tfhe-6bit]
     python -m models.digits_cnn --encrypted 0 --preset n16-bts40 --lut-tfhe tfhe-8bit --lut-bits 6 --lut-form direct
+    python -m models.digits_cnn --encrypted all --shard 0/4 --json shard0.json ...   # one GPU's quarter of the split
+
+--shard K/N takes the images K, K + N, K + 2N, ... of the first --encrypted ones (each process with
+its own keys: one per GPU, CUDA_VISIBLE_DEVICES=K); --json writes each image's index, label and
+classes; `python -m models.digits_cnn --merge shard*.json` adds the shards up.
 
 On a CPU the default preset is toy-n13-bts: insecure (a test preset), for a run of minutes. The
 report: test accuracy of the float model and of simulate() (the lookup tables' grid), their
@@ -19,6 +24,7 @@ seconds per image.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import warnings
@@ -67,7 +73,10 @@ def trained_model() -> DigitsCNN:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--encrypted", type=int, default=2, help="test images to run encrypted")
+    ap.add_argument("--encrypted", default="2", help="test images to run encrypted (a count, or 'all')")
+    ap.add_argument("--shard", default="0/1", help="K/N: this process takes images K, K + N, ... of them")
+    ap.add_argument("--json", default=None, help="write each encrypted image's result here")
+    ap.add_argument("--merge", nargs="+", default=None, help="add up the --json files of a sharded run and stop")
     ap.add_argument("--preset", default=None, help="CKKS preset (default: n16-bts40 on CUDA, toy-n13-bts on CPU)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--lut-tfhe", default=None, help="TFHE set of the switching keys (e.g. tfhe-6bit: a finer grid)")
@@ -76,6 +85,8 @@ def main(argv=None):
     ap.add_argument("--lut-form", default="product", choices=("product", "direct"),
                     help="GELU as x Phi(x) and max as b + (a - b)[a > b], the factor by LUT (product), or by LUT (direct)")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge)
 
     import fhetorch as fhe
     from fhetorch.nn.lut import LUTReLU
@@ -100,17 +111,18 @@ def main(argv=None):
           f"({args.lut_form} form) "
           f"{float((sim == yte).float().mean()):.4f}, top-1 agreement {float((sim == plain).float().mean()):.4f} "
           f"({len(yte)} images); {cm.last_ranges}")
-    if args.encrypted <= 0:
+    images = shard_images(args.encrypted, args.shard, len(yte))
+    if not images:
         return
     print(f"keys ({cm.lut.lut if cm.lut.tfhe else 'default TFHE set'}) ...", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         cm.keygen()
     agree_plain = agree_sim = 0
-    worst, times = 0.0, []
+    worst, times, records = 0.0, [], []
     from tqdm import tqdm
 
-    for i in tqdm(range(args.encrypted), desc="encrypted images", unit="image"):
+    for i in tqdm(images, desc="encrypted images", unit="image"):
         x = xte[i : i + 1]
         t = time.perf_counter()
         ey = cm(cm.encrypt(x))
@@ -124,12 +136,51 @@ def main(argv=None):
             got, s = got.argmax(1), s.argmax(1)
         agree_plain += int(got == plain[i])
         agree_sim += int(got == s)
+        records.append({"index": i, "label": int(yte[i]), "float": int(plain[i]), "simulated": int(s),
+                        "encrypted": int(got), "seconds": times[-1]})
+        if args.json:  # after every image: a run cut short keeps what it did
+            with open(args.json, "w") as f:
+                json.dump({"preset": preset, "lut_tfhe": args.lut_tfhe, "lut_bits": cm.lut_bits, "form": args.lut_form,
+                           "argmax": args.argmax, "device": args.device, "images": records}, f)
     times.sort()
-    n = args.encrypted
+    n = len(images)
     what = "class (argmax head)" if args.argmax else "top-1"
     print(f"encrypted: {what} = float model {agree_plain}/{n}, = simulation {agree_sim}/{n}; "
           + ("" if args.argmax else f"max |encrypted - simulated| logit {worst:.2e} of the logits' range; ") +
           f"median {times[len(times) // 2]:.2f} s per image (fastest {times[0]:.2f} s)")
+
+
+
+def shard_images(count: str, shard: str, total: int) -> list:
+    """The test images of this process: K, K + N, ... among the first `count` ('all': every one)."""
+    n_images = total if count == "all" else min(int(count), total)
+    k, n = (int(v) for v in shard.split("/"))
+    if not 0 <= k < n:
+        raise SystemExit(f"--shard {shard}: K/N with 0 <= K < N")
+    return list(range(k, n_images, n))
+
+
+def merge(paths: list) -> dict:
+    """The sharded run's totals: accuracy of the float model, the simulation and the encrypted
+    classes over every image, agreements and the median seconds per image; printed and returned."""
+    runs = [json.load(open(p)) for p in paths]
+    rows = sorted((r for run in runs for r in run["images"]), key=lambda r: r["index"])
+    if len({r["index"] for r in rows}) != len(rows):
+        raise SystemExit("--merge: an image appears in two shards")
+    n = len(rows)
+    count = lambda key, other: sum(r[key] == r[other] for r in rows)  # noqa: E731
+    secs = sorted(r["seconds"] for r in rows)
+    out = {"images": n, "accuracy_float": count("float", "label") / n,
+           "accuracy_simulated": count("simulated", "label") / n,
+           "accuracy_encrypted": count("encrypted", "label") / n,
+           "encrypted_eq_float": count("encrypted", "float"), "encrypted_eq_simulated": count("encrypted", "simulated"),
+           "median_seconds": secs[n // 2], "shards": len(runs),
+           "setting": {k: runs[0][k] for k in ("preset", "lut_tfhe", "lut_bits", "form", "argmax", "device")}}
+    print(f"{n} images in {len(runs)} shards ({out['setting']}): accuracy float {out['accuracy_float']:.4f}, "
+          f"simulated {out['accuracy_simulated']:.4f}, encrypted {out['accuracy_encrypted']:.4f}; encrypted class = "
+          f"float {out['encrypted_eq_float']}/{n}, = simulation {out['encrypted_eq_simulated']}/{n}; "
+          f"median {out['median_seconds']:.2f} s per image")
+    return out
 
 
 if __name__ == "__main__":

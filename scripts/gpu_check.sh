@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
+#   digits-split: the digits CNN encrypted over the test split (or its first $3 images), grid of the TFHE
+#   set $2 (default tfhe-6bit), one shard per GPU of the machine, merged (models.digits_cnn --merge).
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
 #   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
@@ -65,6 +67,19 @@ if [ "$STAGE" = digits ]; then  # the digits CNN (GELU, MaxPool2d by lookup tabl
     | tee "$OUT/digits_cnn.log" | grep -v "it/s\]$" | tail -6
   timeout 300 python3 -m models.digits_cnn --device cuda --preset n16-bts40 --lut-tfhe tfhe-6bit \
     --encrypted "${3:-4}" 2>&1 | tee "$OUT/digits_cnn_6bit.log" | grep -v "it/s\]$" | tail -6
+fi
+if [ "$STAGE" = digits-split ]; then  # one process per GPU, each with its own keys; then the totals
+  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  echo "GPUs: $gpus"
+  python3 -m models.digits_cnn --encrypted 0 --device cpu --preset n16-bts40 --lut-tfhe "${2:-tfhe-6bit}" | tail -1
+  for k in $(seq 0 $((gpus - 1))); do
+    CUDA_VISIBLE_DEVICES=$k timeout "${4:-540}" python3 -m models.digits_cnn --device cuda --preset n16-bts40 \
+      --lut-tfhe "${2:-tfhe-6bit}" --encrypted "${3:-all}" --shard "$k/$gpus" --json "$OUT/digits-shard$k.json" \
+      > "$OUT/digits-shard$k.log" 2>&1 &
+  done
+  wait
+  for k in $(seq 0 $((gpus - 1))); do grep -v "it/s\]$\|image/s\]$" "$OUT/digits-shard$k.log" | tail -2; done
+  python3 -m models.digits_cnn --merge "$OUT"/digits-shard*.json | tee "$OUT/digits-split.log"
 fi
 if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests
   timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/models/test_helr.py 2>&1 | tail -5

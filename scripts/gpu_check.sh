@@ -71,7 +71,7 @@ fi
 if [ "$STAGE" = digits-split ]; then  # one process per GPU, each with its own keys; then the totals
   gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
   echo "GPUs: $gpus"
-  python3 -m models.digits_cnn --encrypted 0 --device cpu --preset n16-bts40 --lut-tfhe "${2:-tfhe-6bit}" | tail -1
+  python3 -c "from models.digits_cnn import trained_model; trained_model()"  # trained once, before the shards read it
   for k in $(seq 0 $((gpus - 1))); do
     CUDA_VISIBLE_DEVICES=$k timeout "${4:-540}" python3 -m models.digits_cnn --device cuda --preset n16-bts40 \
       --lut-tfhe "${2:-tfhe-6bit}" --encrypted "${3:-all}" --shard "$k/$gpus" --json "$OUT/digits-shard$k.json" \

@@ -6,9 +6,9 @@
 // of one chunk (equal high bits). Per key bit i:
 //   DigitsForward  (ciphertext, row p, tile of columns): the digits of every level of
 //                  (X^(a_i) - 1) acc, the forward stages on bits [L, log M), to the spectra in memory;
-//   RowsProduct    (two ciphertexts, chunk of 2^L values): the forward stages on bits [0, L) of every
-//                  digit row, the product with the key bit's GGSW, the inverse stages on bits [0, L) of
-//                  the k + 1 outputs, back to the spectra;
+//   RowsProduct    (two ciphertexts, 2^lh chunks of 2^L values): the forward stages on bits [0, L) of
+//                  every digit row, the product with the key bit's GGSW, the inverse stages on bits
+//                  [0, L) of the k + 1 outputs, back to the spectra;
 //   ColumnsInverse (ciphertext, row p, tile): the inverse stages on bits [L, log M), each value
 //                  rounded to the torus and added to the accumulator.
 // Every value goes through tfhe_fft_stages, tfhe_cmac and the digit and rounding functions of
@@ -33,19 +33,24 @@ static_assert(4 * kTile <= kStaticSmemWords, "a tile must fit the static shared-
 
 // How the transform of one ring is cut: M = 2^log_m values, the low L bits (RowsProduct's chunks), the
 // high H = log_m - L (the columns); 2^lcd columns per DigitsForward tile (all levels of one row p),
-// 2^lci per ColumnsInverse tile; ct ciphertexts per RowsProduct block (they share the key's reads);
-// rows = k1 level digit rows, cols = k1.
+// 2^lci per ColumnsInverse tile; ct ciphertexts and 2^lh chunks per RowsProduct block (the
+// ciphertexts share the key's reads); rows = k1 level digit rows, cols = k1.
 struct Geometry {
-  int log_m, L, H, lcd, lci, ct, rows, cols, level;
+  int log_m, L, H, lcd, lci, ct, lh, rows, cols, level;
 };
 
-FT_HD int tile_columns(int L, int H, int rows) {  // log2 columns of a tile of `rows` rows
-  int lc = L < 4 ? L : 4;
+FT_HD int tile_columns(int L, int H, int rows, int cap = 4) {  // log2 columns of a tile of `rows` rows
+  int lc = L < cap ? L : cap;
   while (lc > 0 && (rows << (lc + H)) > kTile) --lc;
   return lc;
 }
 
-FT_HD Geometry geometry(const TfheTorusGgsw& g) {
+// Blocks of a round with fewer than 256 items of 8 values leave threads idle (tfhe-6bit's product
+// blocks: 64 of 256 busy with one chunk). Larger blocks, more chunks a product block and more columns an
+// inverse tile, fill them, but only where the grid keeps min_blocks blocks (2 per SM): at small batches
+// more, smaller blocks are faster. nb: the ciphertexts in flight.
+constexpr int kFullBlock = 8 * kThreads;  // values of a round that occupy every thread
+FT_HD Geometry geometry(const TfheTorusGgsw& g, int64_t nb = 1, int64_t min_blocks = 1 << 30) {
   Geometry o{};
   o.log_m = g.f.log_n - 1;
   o.L = (o.log_m + 1) / 2 < 8 ? (o.log_m + 1) / 2 : 8;
@@ -56,6 +61,14 @@ FT_HD Geometry geometry(const TfheTorusGgsw& g) {
   o.lcd = tile_columns(o.L, o.H, o.level);
   o.lci = tile_columns(o.L, o.H, 1);
   o.ct = (2 * o.rows << o.L) <= kTile ? 2 : 1;
+  const int64_t pairs = (nb + o.ct - 1) / o.ct;
+  o.lh = 0;
+  while (o.lh < o.H && (o.ct * o.rows << (o.L + o.lh + 1)) <= kTile &&
+         (o.ct * o.cols << (o.L + o.lh)) < kFullBlock && (pairs << (o.H - o.lh - 1)) >= min_blocks)
+    ++o.lh;
+  const int lci = tile_columns(o.L, o.H, 1, o.L);
+  while (o.lci < lci && (1 << (o.lci + o.H)) < kFullBlock && (nb * o.cols << (o.L - o.lci - 1)) >= min_blocks)
+    ++o.lci;
   return o;
 }
 
@@ -271,13 +284,13 @@ struct ColumnsInverse {
 };
 
 // RowsProduct<MAXC>: MAXC >= cols accumulators a value (2 for k = 1: no registers spilled).
-// Block (ciphertexts 2 q, 2 q + 1 (o.ct of them), chunk), the ciphertext pair fastest (the
-// blocks in flight read the same part of the key, and the block's two ciphertexts read it once). The
-// chunk's 2^L values of every row in shared memory, value u of row r of ciphertext e at
-// (e rows + r) 2^L + swizzle(u) (conflict-free for the rounds' strides 1 and 2^R and the product's
-// stride 8). Steps: the forward rounds on bits [0, L) from the top (the first reads the spectra), the
-// product, the inverse rounds of the cols outputs from the bottom (the last writes spectra rows
-// [0, cols)).
+// Block (ciphertexts 2 q, 2 q + 1 (o.ct of them), chunks hi .. hi + 2^lh - 1), the ciphertext pair
+// fastest (the blocks in flight read the same part of the key, and the block's two ciphertexts read it
+// once). The chunks' 2^L values of every row in shared memory, value u of chunk j of row r of
+// ciphertext e at ((e rows + r) 2^lh + j) 2^L + swizzle(u) (conflict-free for the rounds' strides 1 and
+// 2^R and the product's stride 8). Steps: the forward rounds on bits [0, L) from the top (the first
+// reads the spectra), the product, the inverse rounds of the cols outputs from the bottom (the last
+// writes spectra rows [0, cols)).
 template <int MAXC>
 struct RowsProduct {
   using Args = fourier_split::Args;
@@ -292,11 +305,11 @@ struct RowsProduct {
   static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
   FT_HD static uint32_t swizzle(uint32_t u) { return u ^ (((u >> 3) ^ (u >> 6)) & 7u); }
   FT_HD static int64_t pairs(const Args& s) { return (s.nb + s.o.ct - 1) / s.o.ct; }
-  FT_HD static int64_t blocks(const Args& s) { return pairs(s) << s.o.H; }
+  FT_HD static int64_t blocks(const Args& s) { return pairs(s) << (s.o.H - s.o.lh); }
   FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) {
     Blk k{};
     k.b = block % pairs(s) * s.o.ct;
-    k.hi = static_cast<uint32_t>(block / pairs(s));
+    k.hi = static_cast<uint32_t>(block / pairs(s)) << s.o.lh;
     k.n = s.nb - k.b < s.o.ct ? static_cast<int>(s.nb - k.b) : s.o.ct;
     for (int e = 0; e < 2; ++e) k.on[e] = e < k.n && tfhe_fourier_rotation(s.a, s.b0 + k.b + e, s.i) != 0;
     k.t = tile_of(sm);
@@ -313,22 +326,24 @@ struct RowsProduct {
     const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, kCap, ri);
     const int lo = inv ? bits_before(o.L, kCap, ri) : o.L - bits_before(o.L, kCap, ri) - r;
     const bool first = st == 0, last = st == 2 * nr;
-    const int per = inv ? o.cols : o.rows, items = k.n * per << (o.L - r);
+    const int per = inv ? o.cols : o.rows, items = k.n * per << (o.L + o.lh - r);
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
-        const int er = it >> (o.L - R), e = er >= per ? 1 : 0, row = er - e * per;
+        // item (e, row, j, w): the chunk j fastest after w, so a warp's spectra accesses run on
+        const int erj = it >> (o.L - R), er = erj >> o.lh, e = er >= per ? 1 : 0, row = er - e * per;
+        const uint32_t j = static_cast<uint32_t>(erj) & ((1u << o.lh) - 1u);
         if (!k.on[e]) continue;
         const uint32_t w = static_cast<uint32_t>(it) & ((1u << (o.L - R)) - 1u);
         const uint32_t u0 = (w & ((1u << lo) - 1u)) | ((w >> lo) << (lo + R));
-        TfheComplex* t = k.t + ((e * o.rows + row) << o.L);
-        TfheComplex* g = spectrum(s, k.b + e, row) + (static_cast<int64_t>(k.hi) << o.L);
+        TfheComplex* t = k.t + ((((e * o.rows + row) << o.lh) + j) << o.L);
+        TfheComplex* g = spectrum(s, k.b + e, row) + (static_cast<int64_t>(k.hi + j) << o.L);
         // one code path per source and destination (fewer live registers than a branch per value)
         auto from_g = [&](int u) { return g[u0 | (static_cast<uint32_t>(u) << lo)]; };
         auto from_t = [&](int u) { return t[swizzle(u0 | (static_cast<uint32_t>(u) << lo))]; };
         auto to_g = [&](int u, TfheComplex v) { g[u0 | (static_cast<uint32_t>(u) << lo)] = v; };
         auto to_t = [&](int u, TfheComplex v) { t[swizzle(u0 | (static_cast<uint32_t>(u) << lo))] = v; };
-        const uint32_t x0 = (k.hi << o.L) | u0;
+        const uint32_t x0 = ((k.hi + j) << o.L) | u0;
         if (first) round_item<false, R>(s, x0, lo, from_g, to_t);  // the first round is forward, the last inverse
         else if (last) round_item<true, R>(s, x0, lo, from_t, to_g);
         else if (inv) round_item<true, R>(s, x0, lo, from_t, to_t);
@@ -336,20 +351,20 @@ struct RowsProduct {
       }
     });
   }
-  // Value x of the chunk, for each ciphertext: cols products sum_r d_r key(r, c) at key slot
+  // Value x of the chunks, for each ciphertext: cols products sum_r d_r key(r, c) at key slot
   // tfhe_fft_order(x) (the accumulators from zero, rows in order: tfhe_team_fft_rows_product's
-  // operations), each key entry read once for both. Thread tau takes x mod 8 = tau / 2^(L-3): a warp's
-  // key reads are consecutive.
+  // operations), each key entry read once for both. Thread tau takes chunk tau / 2^L and in it
+  // x mod 8 = (tau mod 2^L) / 2^(L-3): a warp's key reads are consecutive.
   FT_HD static void product(const Args& s, const Blk& k, int tid) {
     const Geometry& o = s.o;
     const uint32_t m = 1u << o.log_m;
     const int64_t per_bit = static_cast<int64_t>(o.rows) * o.cols << o.log_m;  // complex values
     const TfheFourierKey key{s.a.bsk + 2 * per_bit * s.i, o.cols, m};
-    for (int tau = tid; tau < (1 << o.L); tau += THREADS) {
-      const uint32_t u = ((static_cast<uint32_t>(tau) & ((1u << (o.L - 3)) - 1u)) << 3) |
-                         (static_cast<uint32_t>(tau) >> (o.L - 3));
-      const uint32_t su = swizzle(u);
-      const auto ks = key.slot(tfhe_fft_order((k.hi << o.L) | u, o.log_m));
+    for (int tau = tid; tau < (1 << (o.L + o.lh)); tau += THREADS) {
+      const uint32_t j = static_cast<uint32_t>(tau) >> o.L, tl = static_cast<uint32_t>(tau) & ((1u << o.L) - 1u);
+      const uint32_t u = ((tl & ((1u << (o.L - 3)) - 1u)) << 3) | (tl >> (o.L - 3));
+      const uint32_t su = (j << o.L) + swizzle(u);
+      const auto ks = key.slot(tfhe_fft_order(((k.hi + j) << o.L) | u, o.log_m));
       TfheComplex acc[2][MAXC];
 #pragma unroll
       for (int e = 0; e < 2; ++e)
@@ -358,7 +373,7 @@ struct RowsProduct {
       for (int r = 0; r < o.rows; ++r) {
         TfheComplex d[2];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) d[e] = k.on[e] ? k.t[((e * o.rows + r) << o.L) + su] : TfheComplex{0.0, 0.0};
+        for (int e = 0; e < 2; ++e) d[e] = k.on[e] ? k.t[((e * o.rows + r) << (o.L + o.lh)) + su] : TfheComplex{0.0, 0.0};
 #pragma unroll
         for (int c = 0; c < MAXC; ++c)
           if (c < o.cols) {
@@ -372,7 +387,7 @@ struct RowsProduct {
         if (k.on[e])
 #pragma unroll
           for (int c = 0; c < MAXC; ++c)
-            if (c < o.cols) k.t[((e * o.rows + c) << o.L) + su] = acc[e][c];
+            if (c < o.cols) k.t[((e * o.rows + c) << (o.L + o.lh)) + su] = acc[e][c];
     }
   }
 };
@@ -408,7 +423,7 @@ FT_HD int64_t scratch_words(const TfheTorusGgsw& g) {
 // The blind rotation of a.B ciphertexts, `chunk` at a time, in `scratch` (chunk * scratch_words,
 // 16-byte aligned): per chunk the start, three programs per key bit, the return mod q.
 template <int MAXC, class X>
-cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
+cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int64_t min_blocks) {
   Args s{};
   s.a = a;
   s.o = geometry(a.g);
@@ -417,6 +432,7 @@ cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64
   for (int64_t b0 = 0; b0 < a.B; b0 += chunk) {
     s.b0 = b0;
     s.nb = a.B - b0 < chunk ? a.B - b0 : chunk;
+    s.o = geometry(a.g, s.nb, min_blocks);
     FT_TRY(ex.template run<Accumulators<false>>(s));
     for (int i = 0; i < a.n; ++i) {
       s.i = i;
@@ -428,9 +444,11 @@ cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64
   }
   return cudaSuccess;
 }
+// min_blocks: the grid size below which blocks stay small (geometry); 2 per SM on the GPU.
 template <class X>
-cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk) {
-  return a.g.k1 <= 2 ? run_cols<2>(ex, a, scratch, chunk) : run_cols<kMaxCols>(ex, a, scratch, chunk);
+cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int64_t min_blocks) {
+  return a.g.k1 <= 2 ? run_cols<2>(ex, a, scratch, chunk, min_blocks)
+                     : run_cols<kMaxCols>(ex, a, scratch, chunk, min_blocks);
 }
 
 }  // namespace fourier_split

@@ -126,6 +126,14 @@ std::string forced_fourier_kernel() {
 }
 bool generic_fourier_forced() { return forced_fourier_kernel() == "generic"; }
 
+// The grid below which the large-ring programs keep their blocks small (fourier_split::geometry): two
+// per SM; FHETORCH_FOURIER_SPLIT_BLOCKS sets another (a huge value keeps every block small), for
+// measurements.
+int64_t split_min_blocks(int sms) {
+  const char* e = std::getenv("FHETORCH_FOURIER_SPLIT_BLOCKS");
+  return e ? std::max<int64_t>(1, std::atoll(e)) : 2 * int64_t(sms);
+}
+
 template <int THREADS, int MAXC, bool MULTI>
 cudaError_t launch_fourier_fused_as(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
   FT_TRY((allow_dynamic_smem<fourier_rotate_fused_kernel<THREADS, MAXC, MULTI>>(smem, dev)));
@@ -207,7 +215,7 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
     const int64_t words = fourier_split::scratch_words(a.g);
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(a.B, (int64_t(1) << 28) / words));
     CudaExec ex{s.stream};
-    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk);
+    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk, split_min_blocks(sms));
   }
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
   double* buf = fft_scratch(s, a.B, k1n + per);

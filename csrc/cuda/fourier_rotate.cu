@@ -149,23 +149,6 @@ struct SharedTwiddles {
   }
 };
 
-// Round C's twiddles: its stage on bit b (0, 1, 2) reads, at thread tau, slots M/2^(b+1) + 2^(2-b) tau + j
-// (j < 2^(2-b)); in heap order a warp's 32 loads of one j were 2 or 4 slots apart (2- and 4-way bank
-// conflicts, Nsight Compute). The register kernel keeps those slots as [j][tau] per stage, so the 32 are
-// consecutive. Rounds A and B read only slots below M/8, round C only slots from M/8 on; the values are
-// the table's, only their places in shared memory change.
-template <int LOG_M>
-__device__ __forceinline__ uint32_t twiddle_slot(uint32_t h) {
-  constexpr uint32_t M = 1u << LOG_M, TAUS = LOG_M - 3;  // log2 of round C's threads
-  if (h < M / 4) return h;                                // stage on bit 2: already consecutive
-  const uint32_t c = h < M / 2 ? 1 : 2, r = h < M / 2 ? M / 4 : M / 2, d = h - r;  // c: bits of j
-  return r + ((d & ((1u << c) - 1u)) << TAUS) + (d >> c);
-}
-template <int LOG_M>
-struct RoundCTwiddles {
-  __device__ static TfheTwiddle at(const double* tw, uint32_t h) { return SharedTwiddles::at(tw, twiddle_slot<LOG_M>(h)); }
-};
-
 // Round A's and B's stages over a thread's 16 values (one row).
 template <bool INV, class P>
 __device__ __forceinline__ void rounds_a(TfheComplex* z, int t, const double* tw) {
@@ -200,7 +183,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
 
   for (int h = tau_all; h < M; h += P::THREADS) {
     const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
-    tw_sm[twiddle_slot<LOG_M>(h)] = make_double2(w.re, w.im);
+    tw_sm[h] = make_double2(w.re, w.im);
   }
   const int64_t k1n = 2 * int64_t(N);
   const int steps = MULTI ? a.n / a.grouping : a.n;
@@ -246,7 +229,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     // round C: values 8 tau .. 8 tau + 7 of both rows; the product; the inverse round C
     const uint32_t xc = static_cast<uint32_t>(tau) << 3;
     P::template load<'C'>(rsmem, r, t, tau, z);
-    tfhe_fft_stages<false, 3, 2, RoundCTwiddles<LOG_M>>(z, M, xc, 0, tw);
+    tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int64_t k = (static_cast<int64_t>(u) << (LOG_M - 3)) | tau;  // tfhe_fft_order(xc | u)
@@ -261,7 +244,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
       z[u] = out[0];
       z[8 + u] = out[1];
     }
-    tfhe_fft_stages<true, 3, 2, RoundCTwiddles<LOG_M>>(z, M, xc, 0, tw);
+    tfhe_fft_stages<true, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     __syncthreads();
     P::template store<'C'>(rsmem, r, t, tau, z);
     __syncthreads();

@@ -34,10 +34,9 @@ static_assert(4 * kTile <= kStaticSmemWords, "a tile must fit the static shared-
 // How the transform of one ring is cut: M = 2^log_m values, the low L bits (RowsProduct's chunks), the
 // high H = log_m - L (the columns); 2^lcd columns per DigitsForward tile (all levels of one row p),
 // 2^lci per ColumnsInverse tile; ct ciphertexts and 2^lh chunks per RowsProduct block (the
-// ciphertexts share the key's reads), its forward rounds of at most capf stages and its inverse rounds of
-// at most capi; rows = k1 level digit rows, cols = k1.
+// ciphertexts share the key's reads); rows = k1 level digit rows, cols = k1.
 struct Geometry {
-  int log_m, L, H, lcd, lci, ct, lh, capf, capi, rows, cols, level;
+  int log_m, L, H, lcd, lci, ct, lh, rows, cols, level;
 };
 
 FT_HD int tile_columns(int L, int H, int rows, int cap = 4) {  // log2 columns of a tile of `rows` rows
@@ -51,7 +50,7 @@ FT_HD int tile_columns(int L, int H, int rows, int cap = 4) {  // log2 columns o
 // inverse tile, fill them, but only where the grid keeps min_blocks blocks (2 per SM): at small batches
 // more, smaller blocks are faster. nb: the ciphertexts in flight.
 constexpr int kFullBlock = 8 * kThreads;  // values of a round that occupy every thread
-FT_HD Geometry geometry(const TfheTorusGgsw& g, int64_t nb = 1, int64_t min_blocks = 1 << 30, bool rounds_of_2 = true) {
+FT_HD Geometry geometry(const TfheTorusGgsw& g, int64_t nb = 1, int64_t min_blocks = 1 << 30) {
   Geometry o{};
   o.log_m = g.f.log_n - 1;
   o.L = (o.log_m + 1) / 2 < 8 ? (o.log_m + 1) / 2 : 8;
@@ -70,10 +69,6 @@ FT_HD Geometry geometry(const TfheTorusGgsw& g, int64_t nb = 1, int64_t min_bloc
   const int lci = tile_columns(o.L, o.H, 1, o.L);
   while (o.lci < lci && (1 << (o.lci + o.H)) < kFullBlock && (nb * o.cols << (o.L - o.lci - 1)) >= min_blocks)
     ++o.lci;
-  // A product block's rounds of 3 stages where their items of 8 values fill the threads, else of 2 (items
-  // of 4): tfhe-8bit-p128's inverse rounds have 2 ciphertexts x 2 rows x 256 values, 128 items of 8.
-  o.capf = !rounds_of_2 || (o.ct * o.rows << (o.L + o.lh)) >= kFullBlock ? 3 : 2;
-  o.capi = !rounds_of_2 || (o.ct * o.cols << (o.L + o.lh)) >= kFullBlock ? 3 : 2;
   return o;
 }
 
@@ -103,7 +98,6 @@ FT_HD int bits_before(int bits, int cap, int r) {
 }
 // Rounds of at most 3 stages: 8 values a thread, within the 64 registers of four 256-thread blocks per SM.
 constexpr int kCap = 3;
-static_assert(kCap == 3, "geometry's product rounds take 3 or 2 stages");
 
 // Whether this path takes the rotation: classical keys, k + 1 <= kMaxCols, 2^12 <= N <= 2^16, and
 // tiles of at least 8 columns (64-byte runs) and one chunk of every row within a block's shared memory.
@@ -322,16 +316,16 @@ struct RowsProduct {
     return k;
   }
   FT_HD static int num_steps(const Args& s, const Blk& k) {
-    return k.on[0] || k.on[1] ? rounds(s.o.L, s.o.capf) + 1 + rounds(s.o.L, s.o.capi) : 0;
+    return k.on[0] || k.on[1] ? 2 * rounds(s.o.L, kCap) + 1 : 0;
   }
   FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {
     const Geometry& o = s.o;
-    const int nf = rounds(o.L, o.capf), ni = rounds(o.L, o.capi);
-    if (st == nf) return product(s, k, tid);
-    const bool inv = st > nf;
-    const int cap = inv ? o.capi : o.capf, ri = inv ? st - nf - 1 : st, r = round_bits(o.L, cap, ri);
-    const int lo = inv ? bits_before(o.L, cap, ri) : o.L - bits_before(o.L, cap, ri) - r;
-    const bool first = st == 0, last = st == nf + ni;
+    const int nr = rounds(o.L, kCap);
+    if (st == nr) return product(s, k, tid);
+    const bool inv = st > nr;
+    const int ri = inv ? st - nr - 1 : st, r = round_bits(o.L, kCap, ri);
+    const int lo = inv ? bits_before(o.L, kCap, ri) : o.L - bits_before(o.L, kCap, ri) - r;
+    const bool first = st == 0, last = st == 2 * nr;
     const int per = inv ? o.cols : o.rows, items = k.n * per << (o.L + o.lh - r);
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
@@ -429,8 +423,7 @@ FT_HD int64_t scratch_words(const TfheTorusGgsw& g) {
 // The blind rotation of a.B ciphertexts, `chunk` at a time, in `scratch` (chunk * scratch_words,
 // 16-byte aligned): per chunk the start, three programs per key bit, the return mod q.
 template <int MAXC, class X>
-cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int64_t min_blocks,
-                     bool rounds_of_2) {
+cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int64_t min_blocks) {
   Args s{};
   s.a = a;
   s.o = geometry(a.g);
@@ -439,7 +432,7 @@ cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64
   for (int64_t b0 = 0; b0 < a.B; b0 += chunk) {
     s.b0 = b0;
     s.nb = a.B - b0 < chunk ? a.B - b0 : chunk;
-    s.o = geometry(a.g, s.nb, min_blocks, rounds_of_2);
+    s.o = geometry(a.g, s.nb, min_blocks);
     FT_TRY(ex.template run<Accumulators<false>>(s));
     for (int i = 0; i < a.n; ++i) {
       s.i = i;
@@ -451,13 +444,11 @@ cudaError_t run_cols(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64
   }
   return cudaSuccess;
 }
-// min_blocks: the grid size below which blocks stay small (geometry); 2 per SM on the GPU. rounds_of_2:
-// whether a product block's rounds may take 2 stages where 3 would leave threads idle (geometry).
+// min_blocks: the grid size below which blocks stay small (geometry); 2 per SM on the GPU.
 template <class X>
-cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int64_t min_blocks,
-                bool rounds_of_2 = true) {
-  return a.g.k1 <= 2 ? run_cols<2>(ex, a, scratch, chunk, min_blocks, rounds_of_2)
-                     : run_cols<kMaxCols>(ex, a, scratch, chunk, min_blocks, rounds_of_2);
+cudaError_t run(X& ex, const FourierRotateArgs& a, uint32_t* scratch, int64_t chunk, int64_t min_blocks) {
+  return a.g.k1 <= 2 ? run_cols<2>(ex, a, scratch, chunk, min_blocks)
+                     : run_cols<kMaxCols>(ex, a, scratch, chunk, min_blocks);
 }
 
 }  // namespace fourier_split

@@ -133,12 +133,6 @@ int64_t split_min_blocks(int sms) {
   const char* e = std::getenv("FHETORCH_FOURIER_SPLIT_BLOCKS");
   return e ? std::max<int64_t>(1, std::atoll(e)) : 2 * int64_t(sms);
 }
-// FHETORCH_FOURIER_SPLIT_ROUNDS=3 keeps every product round at 3 stages (fourier_split::geometry), for
-// measurements.
-bool split_rounds_of_2() {
-  const char* e = std::getenv("FHETORCH_FOURIER_SPLIT_ROUNDS");
-  return !(e && std::string(e) == "3");
-}
 
 template <int THREADS, int MAXC, bool MULTI>
 cudaError_t launch_fourier_fused_as(const FourierRotateArgs& a, int64_t smem, int dev, const Stream& s) {
@@ -221,8 +215,7 @@ cudaError_t tfhe_fourier_blind_rotate(const FourierRotateArgs& a_in, const Strea
     const int64_t words = fourier_split::scratch_words(a.g);
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(a.B, (int64_t(1) << 28) / words));
     CudaExec ex{s.stream};
-    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk, split_min_blocks(sms),
-                             split_rounds_of_2());
+    return fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(s.scratch(chunk * words)), chunk, split_min_blocks(sms));
   }
   const int64_t k1n = static_cast<int64_t>(a.g.k1) << a.g.f.log_n, per = tfhe_fourier_scratch_doubles(a.g);
   double* buf = fft_scratch(s, a.B, k1n + per);

@@ -231,17 +231,15 @@ def test_emulated_samplers(emu, seed, total):
         expect_equal(got, want, f"emulated {op.__name__}", seed)
 
 
-@pytest.mark.parametrize("log_n,k,base_log,level,batch,n,chunk,min_blocks,rounds_of_2", [
-    (12, 1, 15, 2, 3, 5, 2, 1, 1), (12, 1, 15, 2, 3, 3, 3, 1 << 30, 0), (13, 1, 15, 2, 3, 4, 3, 1, 1),
-    (13, 1, 15, 2, 5, 2, 4, 1 << 30, 1), (13, 2, 10, 2, 2, 3, 1, 1, 0), (13, 2, 10, 2, 3, 2, 3, 1 << 30, 1),
-    (15, 1, 11, 3, 2, 3, 2, 1, 1), (16, 1, 11, 3, 2, 2, 1, 1, 1), (16, 1, 11, 3, 2, 2, 2, 1, 0)])
-def test_emulated_fourier_split_rotation(emu, seed, log_n, k, base_log, level, batch, n, chunk, min_blocks,
-                                         rounds_of_2):
+@pytest.mark.parametrize("log_n,k,base_log,level,batch,n,chunk,min_blocks", [
+    (12, 1, 15, 2, 3, 5, 2, 1), (12, 1, 15, 2, 3, 3, 3, 1 << 30), (13, 1, 15, 2, 3, 4, 3, 1),
+    (13, 1, 15, 2, 5, 2, 4, 1 << 30), (13, 2, 10, 2, 2, 3, 1, 1), (13, 2, 10, 2, 3, 2, 3, 1 << 30),
+    (15, 1, 11, 3, 2, 3, 2, 1), (16, 1, 11, 3, 2, 2, 1, 1)])
+def test_emulated_fourier_split_rotation(emu, seed, log_n, k, base_log, level, batch, n, chunk, min_blocks):
     """The Fourier blind rotation of large rings (csrc/cuda/fourier_split_core.cuh: three programs per
     key bit over chunks of the batch) against the CPU op, bit for bit: random torus keys, mixed LUTs,
     zero rotations, k = 2, the batch in chunks; min_blocks 1 takes the largest blocks (several chunks a
-    product block, wider inverse tiles), 2^30 the smallest; rounds_of_2 lets a product block's rounds take
-    2 stages where 3 would leave threads idle."""
+    product block, wider inverse tiles), 2^30 the smallest."""
     from fhetorch._tfhe.fft import fft_twiddles
     from fhetorch._tfhe.params import tfhe_primes
     moduli = tfhe_primes()
@@ -258,12 +256,12 @@ def test_emulated_fourier_split_rotation(emu, seed, log_n, k, base_log, level, b
     got = torch.empty_like(want)
     f = emu.emu_fourier_split
     V, LL, I = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int
-    f.argtypes = [V, V, V, V, V, V, LL, LL, I, I, I, I, I, LL, LL, LL, I]
+    f.argtypes = [V, V, V, V, V, V, LL, LL, I, I, I, I, I, LL, LL, LL]
     assert f(_p(ct), _p(luts), _p(idx), _p(bsk), _p(tw), _p(got), batch, 3, n, log_n, k1, base_log, level, q,
-             chunk, min_blocks, rounds_of_2) == chunks_launches(batch, chunk, n)
+             chunk, min_blocks) == chunks_launches(batch, chunk, n)
     expect_equal(got, want, f"emulated Fourier rotation N = 2^{log_n}", seed)
     assert f(_p(ct), _p(luts), _p(idx), _p(bsk), _p(tw), _p(got), batch, 3, n, 11, k1, base_log, level, q, chunk,
-             min_blocks, rounds_of_2) == -1
+             min_blocks) == -1
 
 
 def chunks_launches(batch, chunk, n):

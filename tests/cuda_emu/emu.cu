@@ -138,12 +138,10 @@ long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls
 // The Fourier blind rotation of large rings (fourier_split_core.cuh), `chunk` ciphertexts at a time:
 // ct (B, n + 1) mod q, luts (T, N) mod q, lut_index (B,) or null, bsk (n, k1, level, k1, N/2) complex,
 // twiddles (N/2,) complex -> acc (B, k1, N) mod q. -1 if the path does not take these shapes. min_blocks:
-// fourier_split::geometry's (1: the largest blocks at any batch); rounds_of_2: its product rounds of 2 stages
-// where 3 leave threads idle (0: 3 stages always).
+// fourier_split::geometry's (1: the largest blocks at any batch).
 long long emu_fourier_split(const int64_t* ct, const int64_t* luts, const int64_t* lut_index, const double* bsk,
                             const double* twiddles, int64_t* acc, long long B, long long T, int n, int log_n, int k1,
-                            int base_log, int level, long long q, long long chunk, long long min_blocks,
-                            int rounds_of_2) {
+                            int base_log, int level, long long q, long long chunk, long long min_blocks) {
   FourierRotateArgs a{};
   a.g = TfheTorusGgsw{TfheFftRing{log_n, twiddles}, k1, base_log, level};
   a.m.q_full = q;
@@ -160,7 +158,7 @@ long long emu_fourier_split(const int64_t* ct, const int64_t* luts, const int64_
   std::vector<int32_t> scratch = poisoned(chunk * fourier_split::scratch_words(a.g));
   std::fill(acc, acc + (B * k1 << log_n), static_cast<int64_t>(-1));
   HostExec ex;
-  return result(fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(scratch.data()), chunk, min_blocks, rounds_of_2 != 0), ex);
+  return result(fourier_split::run(ex, a, reinterpret_cast<uint32_t*>(scratch.data()), chunk, min_blocks), ex);
 }
 
 }  // extern "C"

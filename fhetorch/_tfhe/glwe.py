@@ -41,12 +41,30 @@ def generate_glwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: tor
     return GlweKeyswitchKey(ring.to_montgomery(ring.to_ntt(ct)).contiguous(), base_log, level)
 
 
+# Bytes of temporaries one key switch call may hold: a ciphertext's take ~48 level N (its digits, their
+# NTT, the products with both key rows and their int64 sums), so a batch is switched in chunks (the
+# first packing round of 2^15 values at N = 2^13 held ~40 GB at once).
+KEYSWITCH_CHUNK_BYTES = 1 << 30
+
+
 def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
-    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key.
+    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key, in chunks of
+    the batch (KEYSWITCH_CHUNK_BYTES; each ciphertext's result is the same whatever the chunk).
     Raises ParameterError for another shape."""
     if ct.dim() < 2 or ct.shape[-1] != key.polynomial_size or ct.shape[-2] != 2:
         raise ParameterError(f"keyswitch_glwe_ciphertext: ciphertexts (..., 2, {key.polynomial_size}) expected, "
                              f"got {tuple(ct.shape)}")
+    flat = ct.reshape(-1, 2, ct.shape[-1])
+    step = max(1, KEYSWITCH_CHUNK_BYTES // (48 * key.level * ct.shape[-1]))
+    if flat.shape[0] <= step:
+        return _keyswitch_glwe(ring, key, ct)
+    out = torch.empty_like(flat)
+    for s in range(0, flat.shape[0], step):
+        out[s:s + step] = _keyswitch_glwe(ring, key, flat[s:s + step])
+    return out.reshape(ct.shape)
+
+
+def _keyswitch_glwe(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
     mq = ring.modulus
     d = decompose(ct[..., 0, :], mq, key.base_log, key.level).movedim(-1, -2)  # (..., level, N)
     dn = ring.to_ntt(d).unsqueeze(-3)  # (..., level, 1, 2, N)

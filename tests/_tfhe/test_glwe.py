@@ -5,6 +5,7 @@ the automorphism against its definition, lwe_to_glwe exactly, and the ParameterE
 from __future__ import annotations
 
 import math
+import random
 import os
 import warnings
 
@@ -108,6 +109,13 @@ def test_keyswitch_glwe_ciphertext(ctx, seed):
     rms = float(err.pow(2).mean().sqrt())
     print(f"keyswitch noise rms 2^{math.log2(rms):.2f}, model 2^{math.log2(model):.2f}")
     assert rms < 1.5 * model
+    # in chunks of the batch (KEYSWITCH_CHUNK_BYTES): the same results, bit for bit
+    chunk = glwe.KEYSWITCH_CHUNK_BYTES
+    try:
+        glwe.KEYSWITCH_CHUNK_BYTES = 48 * LEVEL * big_n * random.randint(1, 5)  # 1..5 ciphertexts a chunk
+        assert torch.equal(glwe.keyswitch_glwe_ciphertext(ring, key, ct), out)
+    finally:
+        glwe.KEYSWITCH_CHUNK_BYTES = chunk
     # each batch element is switched on its own: one at a time gives the same bits
     assert torch.equal(glwe.keyswitch_glwe_ciphertext(ring, key, ct[1, 0]), out[1, 0])
 

@@ -5,7 +5,8 @@ python3 scripts/fourier_rotate_timing.py B n [reps] [--preset NAME] [--kernels] 
 the PBS/s figure scales n to the preset's). --kernels adds each kernel's share (torch.profiler) and, for the
 large-ring programs (N >= 2^12), the bytes they must move per ciphertext and key bit against the time.
 FHETORCH_FOURIER_KERNEL=generic|per-bit and FHETORCH_FOURIER_BLOCKS=2|3 pick the CUDA kernel
-(csrc/cuda/tfhe_fft.cu, fourier_rotate.cu). Needs a CUDA GPU."""
+(csrc/cuda/tfhe_fft.cu, fourier_rotate.cu); FHETORCH_FOURIER_SPLIT_BLOCKS=1000000000 keeps the large-ring
+programs' blocks small (fourier_split::geometry). Needs a CUDA GPU."""
 import argparse
 import os
 import statistics

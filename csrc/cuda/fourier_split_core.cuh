@@ -330,7 +330,8 @@ struct RowsProduct {
     with_round(r, [&](auto rc) {
       constexpr int R = decltype(rc)::value;
       for (int it = tid; it < items; it += THREADS) {
-        // item (e, row, j, w): the chunk j fastest after w, so a warp's spectra accesses run on
+        // item (e, row, j, w), w fastest, then the chunk j: chunk j + 1 follows chunk j in the spectra,
+        // so a warp's accesses stay consecutive across chunks
         const int erj = it >> (o.L - R), er = erj >> o.lh, e = er >= per ? 1 : 0, row = er - e * per;
         const uint32_t j = static_cast<uint32_t>(erj) & ((1u << o.lh) - 1u);
         if (!k.on[e]) continue;

@@ -138,10 +138,11 @@ def main(argv=None):
         agree_sim += int(got == s)
         records.append({"index": i, "label": int(yte[i]), "float": int(plain[i]), "simulated": int(s),
                         "encrypted": int(got), "seconds": times[-1]})
-        if args.json:  # after every image: a run cut short keeps what it did
-            with open(args.json, "w") as f:
+        if args.json:  # after every image, replaced whole: a run cut short keeps what it did
+            with open(args.json + ".part", "w") as f:
                 json.dump({"preset": preset, "lut_tfhe": args.lut_tfhe, "lut_bits": cm.lut_bits, "form": args.lut_form,
                            "argmax": args.argmax, "device": args.device, "images": records}, f)
+            os.replace(args.json + ".part", args.json)
     times.sort()
     n = len(images)
     what = "class (argmax head)" if args.argmax else "top-1"

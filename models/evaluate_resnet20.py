@@ -4,6 +4,7 @@
                                        [--encrypted K [--encrypted-from I]] [--preset P] [--device cuda]
                                        [--relu lut --lut-bits B --lut-tfhe T --lut-form product|direct]
     torchrun --nproc-per-node N -m models.evaluate_resnet20 --encrypted K --distributed
+    python -m models.evaluate_resnet20 --merge RUN.json [RUN.json ...]
 
 Defaults read $FHETORCH_DATA or ../shared/data (the akamaster checkpoint and the first 512
 test images). Calibrates on the first `--calibration` images and evaluates on the rest: top-1
@@ -11,7 +12,9 @@ accuracy of the plaintext model and of the simulation (the compiled model's poly
 and planned ranges, float64), their top-1 agreement, the largest logit difference, and the
 plan. With --encrypted K: the first K evaluation images (from image I with --encrypted-from) also run encrypted (keys made here,
 the forward pass replayed from one CUDA graph on a GPU): encrypted accuracy, agreement of the
-encrypted top-1 with plaintext, logit errors, seconds per image.
+encrypted top-1 with plaintext, logit errors, seconds per image. With --json the file is rewritten
+after every encrypted image (a run cut short keeps what it did); --merge adds up the per-image
+classes of runs over disjoint image ranges (several calls or GPUs).
 
 With --distributed under torchrun (one process per GPU; fhetorch.distributed): rank 0 makes the
 keys and saves the public context once, every other rank loads it (no keys made there); rank 0
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import time
 
 import torch
@@ -63,7 +67,11 @@ def main(argv=None):
                          "once on rank 0 and loaded by the others from one saved public context")
     ap.add_argument("--no-baseline", action="store_true",
                     help="with --distributed: skip the one-GPU run of the same images on rank 0")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="add up the encrypted images of these --json files (disjoint ranges) and stop")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge)
     if not args.checkpoint or not args.images:
         raise SystemExit("evaluate_resnet20: no data; pass --checkpoint / --images (an akamaster-format checkpoint and "
                          "an .npz with uint8 'images' (n, 3, 32, 32) and 'labels') or set FHETORCH_DATA")
@@ -91,11 +99,16 @@ def main(argv=None):
         out.update(_simulated(cm, plain, test, labels, args))
     if args.encrypted:
         part = slice(args.encrypted_from, args.encrypted_from + args.encrypted)
+        out["encrypted_from"] = args.encrypted_from
         if args.distributed:
             out.update(_encrypted_sharded(cm, test[part], labels[part], plain[part], device, args))
         else:
-            out.update(_encrypted(cm, test[part], labels[part], plain[part], device))
-        out["encrypted_from"] = args.encrypted_from
+            def partial(scores):  # after every image: the figures so far (replaced whole: a kill leaves no half file)
+                if args.json:
+                    with open(args.json + ".part", "w") as f:
+                        json.dump({**out, **scores}, f, indent=1)
+                    os.replace(args.json + ".part", args.json)
+            out.update(_encrypted(cm, test[part], labels[part], plain[part], device, partial))
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
@@ -119,7 +132,8 @@ def _simulated(cm, plain, test, labels, args) -> dict:
     return out
 
 
-def _encrypted(cm, x, labels, plain, device) -> dict:
+def _encrypted(cm, x, labels, plain, device, partial=None) -> dict:
+    """Keys, then the images one by one; partial(scores of the images so far) after each."""
     k = len(labels)
     t0 = time.perf_counter()
     ctx = cm.keygen()
@@ -133,6 +147,8 @@ def _encrypted(cm, x, labels, plain, device) -> dict:
         _sync(device)
         secs.append(time.perf_counter() - t)
         got.append(cm.decrypt(ey))
+        if partial is not None and len(got) < k:
+            partial(_scores(torch.cat(got), plain[: len(got)], labels[: len(got)], quiet=True))
     timed = sorted(secs[1:] or secs)  # the first call captures the CUDA graph
     out = _scores(torch.cat(got), plain, labels)
     out["seconds_per_image_median"] = timed[len(timed) // 2]
@@ -147,9 +163,9 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def _scores(got, plain, labels) -> dict:
+def _scores(got, plain, labels, quiet: bool = False) -> dict:
     """Encrypted logits `got` against the plaintext model's: accuracy, top-1 agreement, logit errors,
-    and the per-image classes (so that runs over several calls combine); printed."""
+    and the per-image classes (so that runs over several calls combine); printed unless quiet."""
     e, p = got.argmax(1), plain.argmax(1)
     err = (got - plain).abs().amax(1)
     k = len(labels)
@@ -158,6 +174,8 @@ def _scores(got, plain, labels) -> dict:
            "encrypted_agreement": float((e == p).float().mean()), "disagreements": int((e != p).sum()),
            "encrypted_max_logit_error": float(err.max()), "encrypted_median_logit_error": float(err.median()),
            "encrypted_top1": e.tolist(), "plaintext_top1": p.tolist(), "labels": labels.tolist()}
+    if quiet:
+        return out
     print(f"encrypted accuracy  {out['encrypted_accuracy']:.2%} (plaintext on the same {k}: "
           f"{out['plaintext_accuracy_same_images']:.2%})")
     print(f"encrypted top-1 = plaintext on {out['encrypted_agreement']:.2%} ({out['disagreements']} differ)")
@@ -214,6 +232,39 @@ def _encrypted_sharded(cm, x, labels, plain, device, args) -> dict:
                    sharded_equals_1gpu=same)
         print(f"1 GPU:  {k} images in {single_s:.2f} s, {k / single_s:.2f} images/s; speedup {single_s / sharded_s:.2f}x; "
               f"sharded outputs = 1-GPU outputs bit for bit: {same}")
+    return out
+
+
+
+def merge(paths: list) -> dict:
+    """The encrypted images of several --json runs (disjoint ranges of the evaluation images, the same
+    preset and ReLU): top-1 agreement with plaintext, accuracies, the largest logit error; printed
+    and returned. SystemExit for overlapping ranges, other settings or a run without images."""
+    runs = [json.load(open(p)) for p in paths]
+    setting = [(r.get("preset"), r.get("relu"), r.get("lut_form")) for r in runs]
+    if len(set(setting)) != 1:
+        raise SystemExit(f"--merge: the runs differ in preset, ReLU or LUT form: {sorted(set(map(str, setting)))}")
+    rows = {}
+    for path, r in zip(paths, runs):
+        if not r.get("encrypted_top1"):
+            raise SystemExit(f"--merge: {path} holds no encrypted images")
+        start = r.get("encrypted_from", 0)
+        for i, (e, p, y) in enumerate(zip(r["encrypted_top1"], r["plaintext_top1"], r["labels"])):
+            if start + i in rows:
+                raise SystemExit(f"--merge: evaluation image {start + i} is in two runs")
+            rows[start + i] = (e, p, y)
+    n = len(rows)
+    agree = sum(e == p for e, p, _ in rows.values())
+    out = {"preset": setting[0][0], "relu": setting[0][1], "lut_form": setting[0][2], "runs": len(runs),
+           "encrypted_images": n, "first": min(rows), "last": max(rows), "encrypted_agreement": agree / n,
+           "disagreements": n - agree, "encrypted_accuracy": sum(e == y for e, _, y in rows.values()) / n,
+           "plaintext_accuracy_same_images": sum(p == y for _, p, y in rows.values()) / n,
+           "encrypted_max_logit_error": max(r.get("encrypted_max_logit_error", 0.0) for r in runs),
+           "seconds_per_image_medians": [r.get("seconds_per_image_median") for r in runs]}
+    print(f"{n} encrypted images (evaluation images {out['first']}..{out['last']}, {len(runs)} runs, "
+          f"{out['preset']}, {out['relu']}): top-1 = plaintext {agree}/{n} ({out['encrypted_agreement']:.2%}); "
+          f"accuracy encrypted {out['encrypted_accuracy']:.2%}, plaintext {out['plaintext_accuracy_same_images']:.2%}; "
+          f"largest logit error {out['encrypted_max_logit_error']:.3g}")
     return out
 
 

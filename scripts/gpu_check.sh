@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   digits-split: the digits CNN encrypted over the test split (or its first $3 images), grid of the TFHE
 #   set $2 (default tfhe-6bit), one shard per GPU of the machine, merged (models.digits_cnn --merge).
+#   resnet-lut-split: ResNet-20 with relu="lut" (n16-bts40, 4-bit grid, product form) encrypted on evaluation
+#   images [$2, $2 + $3) (default 106 and 278: the ones session 17 left), contiguous ranges, one process per GPU
+#   (each its own keys), each --json written after every image; then merged with session 17's three runs
+#   (models.evaluate_resnet20 --merge). Needs the CIFAR-10 data ($FHETORCH_DATA); $4: seconds per process.
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
 #   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
@@ -80,6 +84,21 @@ if [ "$STAGE" = digits-split ]; then  # one process per GPU, each with its own k
   wait
   for k in $(seq 0 $((gpus - 1))); do grep -v "it/s\]$\|image/s\]$" "$OUT/digits-shard$k.log" | tail -2; done
   python3 -m models.digits_cnn --merge "$OUT"/digits-shard*.json | tee "$OUT/digits-split.log"
+fi
+if [ "$STAGE" = resnet-lut-split ]; then
+  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  first="${2:-106}"; count="${3:-278}"; per=$(( (count + gpus - 1) / gpus ))
+  echo "GPUs: $gpus, evaluation images $first..$((first + count - 1)), $per a GPU"
+  for k in $(seq 0 $((gpus - 1))); do
+    from=$((first + k * per)); n=$(( per < first + count - from ? per : first + count - from ))
+    [ "$n" -gt 0 ] || continue
+    CUDA_VISIBLE_DEVICES=$k timeout "${4:-540}" python3 -m models.evaluate_resnet20 --device cuda --preset n16-bts40 \
+      --relu lut --encrypted "$n" --encrypted-from "$from" --json "$OUT/resnet-lut-from$from.json" \
+      > "$OUT/resnet-lut-shard$k.log" 2>&1 &
+  done
+  wait
+  python3 -m models.evaluate_resnet20 --merge benchmarks/results/*resnet20-relu-lut-product-from*-s17.json \
+    "$OUT"/resnet-lut-from*.json | tee "$OUT/resnet-lut-split.log"
 fi
 if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests
   timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/models/test_helr.py 2>&1 | tail -5

@@ -1,0 +1,77 @@
+"""models/evaluate_resnet20.py --merge: runs over disjoint image ranges added up."""
+import glob
+import json
+import os
+import random
+
+import pytest
+
+from models.evaluate_resnet20 import merge
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_merge_of_the_recorded_relu_lut_runs():
+    """Session 17's three calls of ResNet-20 with relu="lut" (benchmarks/results): 106 images."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*resnet20-relu-lut-product-from*-s17.json")))
+    assert len(paths) == 3
+    out = merge(paths)
+    assert (out["encrypted_images"], out["first"], out["last"], out["disagreements"]) == (106, 0, 105, 0)
+    assert out["encrypted_accuracy"] == out["plaintext_accuracy_same_images"]
+
+
+def _run(path, start, rows, **setting):
+    e, p, y = zip(*rows)
+    run = {"preset": "p", "relu": "lut", "lut_form": "product", "encrypted_from": start, "encrypted_top1": list(e),
+           "plaintext_top1": list(p), "labels": list(y), "encrypted_max_logit_error": random.random(),
+           "seconds_per_image_median": 1.0}
+    run.update(setting)
+    path.write_text(json.dumps(run))
+    return str(path)
+
+
+def test_merge_counts_and_refuses_overlaps(tmp_path):
+    rng = random.Random()
+    rows = [(rng.randrange(10), rng.randrange(10), rng.randrange(10)) for _ in range(rng.randint(4, 30))]
+    cut = rng.randint(1, len(rows) - 1)
+    a, b = _run(tmp_path / "a.json", 0, rows[:cut]), _run(tmp_path / "b.json", cut, rows[cut:])
+    out = merge([a, b])
+    n = len(rows)
+    assert out["encrypted_images"] == n and out["disagreements"] == sum(e != p for e, p, _ in rows)
+    assert out["encrypted_accuracy"] == sum(e == y for e, _, y in rows) / n
+    with pytest.raises(SystemExit):  # image cut - 1 in both
+        merge([a, _run(tmp_path / "c.json", cut - 1, rows[cut - 1:])])
+    with pytest.raises(SystemExit):  # another preset
+        merge([a, _run(tmp_path / "d.json", cut, rows[cut:], preset="q")])
+
+
+def test_encrypted_reports_after_every_image():
+    """_encrypted's partial(scores) after each image but the last (what --json rewrites), with the
+    images so far; a stand-in model whose 'encrypted' logits are the plaintext ones."""
+    import torch
+
+    from models.evaluate_resnet20 import _encrypted
+
+    k = random.randint(2, 6)
+    plain = torch.randn(k, 10, dtype=torch.float64)
+    labels = torch.randint(0, 10, (k,))
+
+    class Model:
+        def keygen(self):
+            return type("Ctx", (), {"key_bytes": lambda self: 0})()
+
+        def encrypt(self, x):
+            return x
+
+        def __call__(self, ex):
+            return ex
+
+        def decrypt(self, ey):
+            return plain[int(ey[0, 0])].view(1, -1)
+
+    seen = []
+    out = _encrypted(Model(), torch.arange(k, dtype=torch.float64).view(k, 1), labels, plain, torch.device("cpu"),
+                     lambda scores: seen.append(scores))
+    assert [s["encrypted_images"] for s in seen] == list(range(1, k))
+    assert seen[-1]["labels"] == labels[: k - 1].tolist()
+    assert out["encrypted_images"] == k and out["disagreements"] == 0

@@ -151,7 +151,6 @@ def main(argv=None):
           f"median {times[len(times) // 2]:.2f} s per image (fastest {times[0]:.2f} s)")
 
 
-
 def shard_images(count: str, shard: str, total: int) -> list:
     """The test images of this process: K, K + N, ... among the first `count` ('all': every one)."""
     n_images = total if count == "all" else min(int(count), total)
@@ -165,6 +164,9 @@ def merge(paths: list) -> dict:
     """The sharded run's totals: accuracy of the float model, the simulation and the encrypted
     classes over every image, agreements and the median seconds per image; printed and returned."""
     runs = [json.load(open(p)) for p in paths]
+    keys = ("preset", "lut_tfhe", "lut_bits", "form", "argmax", "device")
+    if len({tuple(run[k] for k in keys) for run in runs}) != 1:
+        raise SystemExit("--merge: the shards ran different settings")
     rows = sorted((r for run in runs for r in run["images"]), key=lambda r: r["index"])
     if len({r["index"] for r in rows}) != len(rows):
         raise SystemExit("--merge: an image appears in two shards")
@@ -176,7 +178,7 @@ def merge(paths: list) -> dict:
            "accuracy_encrypted": count("encrypted", "label") / n,
            "encrypted_eq_float": count("encrypted", "float"), "encrypted_eq_simulated": count("encrypted", "simulated"),
            "median_seconds": secs[n // 2], "shards": len(runs),
-           "setting": {k: runs[0][k] for k in ("preset", "lut_tfhe", "lut_bits", "form", "argmax", "device")}}
+           "setting": {k: runs[0][k] for k in keys}}
     print(f"{n} images in {len(runs)} shards ({out['setting']}): accuracy float {out['accuracy_float']:.4f}, "
           f"simulated {out['accuracy_simulated']:.4f}, encrypted {out['accuracy_encrypted']:.4f}; encrypted class = "
           f"float {out['encrypted_eq_float']}/{n}, = simulation {out['encrypted_eq_simulated']}/{n}; "

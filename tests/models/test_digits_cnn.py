@@ -43,3 +43,7 @@ def test_merge_adds_the_shards_up(tmp_path, capsys):
     assert f"{n} images in 3 shards" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # an image in two shards
         merge(paths + paths[:1])
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(setting, lut_bits=4, images=[_record(len(rows), rng)])))
+    with pytest.raises(SystemExit):  # another grid
+        merge(paths + [str(other)])

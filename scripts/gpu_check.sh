@@ -35,6 +35,7 @@ python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log"
 echo "build: $(( $(date +%s) - t0 )) s"
 python3 -c "import fhetorch; assert fhetorch._ops.has_cuda(), 'CUDA kernels missing'; print('CUDA kernels: yes')" || exit 1
 STAGE="${1:-all}"
+gpu_count() { python3 -c "import torch; print(torch.cuda.device_count())"; }  # the split and distributed stages
 if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
   timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUT/cuda_tests.log" | tail -25
   FHETORCH_TEST_DEVICE=cuda timeout 300 python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/_ckks tests/tensor 2>&1 \
@@ -73,7 +74,7 @@ if [ "$STAGE" = digits ]; then  # the digits CNN (GELU, MaxPool2d by lookup tabl
     --encrypted "${3:-4}" 2>&1 | tee "$OUT/digits_cnn_6bit.log" | grep -v "it/s\]$" | tail -6
 fi
 if [ "$STAGE" = digits-split ]; then  # one process per GPU, each with its own keys; then the totals
-  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  gpus=$(gpu_count)
   echo "GPUs: $gpus"
   python3 -c "from models.digits_cnn import trained_model; trained_model()"  # trained once, before the shards read it
   for k in $(seq 0 $((gpus - 1))); do
@@ -86,7 +87,7 @@ if [ "$STAGE" = digits-split ]; then  # one process per GPU, each with its own k
   python3 -m models.digits_cnn --merge "$OUT"/digits-shard*.json | tee "$OUT/digits-split.log"
 fi
 if [ "$STAGE" = resnet-lut-split ]; then
-  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  gpus=$(gpu_count)
   first="${2:-106}"; count="${3:-278}"; per=$(( (count + gpus - 1) / gpus ))
   echo "GPUs: $gpus, evaluation images $first..$((first + count - 1)), $per a GPU"
   for k in $(seq 0 $((gpus - 1))); do
@@ -129,7 +130,7 @@ if [ "$STAGE" = large ]; then
 fi
 if [ "$STAGE" = distributed ]; then  # NVLink multicast stays off (the device tool's KINDS.md)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+  gpus=$(gpu_count)
   echo "GPUs: $gpus"
   timeout 300 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/distributed 2>&1 \
     | tee "$OUT/distributed_tests.log" | tail -5

@@ -161,6 +161,7 @@ struct ColumnBlk {
   int64_t rot;
   TfheComplex* t;
 };
+FT_HD int64_t column_blocks(const Args& s, int lc) { return s.nb * s.o.cols << (s.o.L - lc); }  // tiles of 2^lc columns
 FT_HD ColumnBlk column_blk(const Args& s, int64_t block, int lc, uint32_t* sm) {
   ColumnBlk k{};
   k.c0 = static_cast<uint32_t>(block & ((int64_t(1) << (s.o.L - lc)) - 1)) << lc;
@@ -181,7 +182,7 @@ struct DigitsForward {
   using Blk = ColumnBlk;
   struct State {};
   static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
-  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lcd); }
+  FT_HD static int64_t blocks(const Args& s) { return column_blocks(s, s.o.lcd); }
   FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) { return column_blk(s, block, s.o.lcd, sm); }
   FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : 1 + rounds(s.o.H, kCap); }
   FT_HD static void digits(const Args& s, const Blk& k, int tid) {
@@ -249,7 +250,7 @@ struct ColumnsInverse {
   using Blk = ColumnBlk;
   struct State {};
   static constexpr int THREADS = kThreads, MIN_BLOCKS = 4, SMEM = 4 * kTile;
-  FT_HD static int64_t blocks(const Args& s) { return s.nb * s.o.cols << (s.o.L - s.o.lci); }
+  FT_HD static int64_t blocks(const Args& s) { return column_blocks(s, s.o.lci); }
   FT_HD static Blk setup(const Args& s, int64_t block, uint32_t* sm) { return column_blk(s, block, s.o.lci, sm); }
   FT_HD static int num_steps(const Args& s, const Blk& k) { return k.rot == 0 ? 0 : rounds(s.o.H, kCap); }
   FT_HD static void step(const Args& s, const Blk& k, int st, int tid, State&) {

@@ -65,6 +65,44 @@ FT_HD void tensor_product_element(int32_t a0, int32_t a1, int32_t b0, int32_t b1
   o2 = mont_mul(a1, b1, q, qinv);
 }
 
+// ---- tensor_product: out = sum_t a_t (x) b_t, in passes of kTensorPairs pairs -------------------
+//
+// A spine of a polynomial (lazy relinearisation) sums several tensor products before one key
+// switch: one pass reads every operand once and writes the sum once, where a product per launch
+// and a lincomb wrote and read every product again.
+constexpr int kTensorPairs = 8;
+
+// One pass; passed by value to the kernel (__grid_constant__: no device copy, graph-capturable).
+struct TensorProductArgs {
+  const int32_t* a[kTensorPairs];  // (batch, 2, L, n) each
+  const int32_t* b[kTensorPairs];  // (batch, 2, L, n), or (2, L, n) where bit t of b_shared is set
+  uint32_t b_shared;
+  const int32_t* acc;  // the previous passes' sum (batch, 3, L, n), or null (the first pass)
+  int32_t* out;        // (batch, 3, L, n); may equal acc
+  const int32_t* mod;
+  int64_t batch, n;
+  int L, pairs;
+};
+
+// Element e of ciphertext k's planes (plane = L n), limb q: acc + the pass's products. Each
+// product is reduced and added exactly, so the sum does not depend on the order of the pairs.
+FT_HD void tensor_product_sum_element(const TensorProductArgs& g, int64_t k, int64_t e, int64_t plane, int32_t q,
+                                      int32_t qinv, int32_t& o0, int32_t& o1, int32_t& o2) {
+  const int64_t o = k * 3 * plane + e;
+  o0 = g.acc ? g.acc[o] : 0;
+  o1 = g.acc ? g.acc[o + plane] : 0;
+  o2 = g.acc ? g.acc[o + 2 * plane] : 0;
+  for (int t = 0; t < g.pairs; ++t) {
+    const int32_t* a = g.a[t] + k * 2 * plane + e;
+    const int32_t* b = g.b[t] + ((g.b_shared >> t) & 1u ? 0 : k * 2 * plane) + e;
+    int32_t d0, d1, d2;
+    tensor_product_element(a[0], a[plane], b[0], b[plane], q, qinv, d0, d1, d2);
+    o0 = add_mod(o0, d0, q);
+    o1 = add_mod(o1, d1, q);
+    o2 = add_mod(o2, d2, q);
+  }
+}
+
 // Signed v -> v * 2^32 mod q, canonical (to_rns; r2 = 2^64 mod q in Montgomery form): with
 // v = h * 2^32 + lo, h * 2^32 = smr(h * r2) and lo < 2^32 needs one 32-bit remainder.
 FT_HD int32_t to_mont(int64_t v, int32_t q, int32_t qinv, int32_t r2) {

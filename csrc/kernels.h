@@ -30,9 +30,9 @@
   /* One pass of lincomb (csrc/elementwise.h, LincombArgs): g.out[i] = start + sum_(t < g.terms) g.x[t][i] *      \
      g.consts[t * L + l], start = g.acc[i] or lincomb_start; l = (i / n) % L. */                                   \
   R lincomb(const LincombArgs& g, const CTX& ctx);                                                                 \
-  /* a: (batch, 2, L, n), b: (batch, or 1 if b_broadcast, 2, L, n) -> out (batch, 3, L, n). */                     \
-  R tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast, int64_t n,  \
-                   int L, const int32_t* mod, const CTX& ctx);                                                      \
+  /* One pass of tensor_product (csrc/elementwise.h, TensorProductArgs): g.out = g.acc (or 0) + sum over the     \
+     pass's pairs of a_t (x) b_t, (batch, 3, L, n). */                                                               \
+  R tensor_product(const TensorProductArgs& g, const CTX& ctx);                                                    \
   /* x, out: (rows, 2^log_n) NTT-domain rows; out must not alias x. */                                              \
   R automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois, const CTX& ctx);        \
   R keyswitch_inner(const InnerArgs& g, const CTX& ctx);                                                           \

@@ -251,23 +251,35 @@ inline LincombArgs check_lincomb(at::TensorList xs, const Tensor& consts, const 
   return g;
 }
 
-struct TensorProductGeom {
-  int64_t n, batch;
-  int L;
-  bool b_broadcast;
-  std::vector<int64_t> out_shape;
-};
-
-inline TensorProductGeom check_tensor_product(const Tensor& a, const Tensor& b, const Tensor& mod) {
-  check_residues(a, "tensor_product", "a");
-  check_broadcast(a, b, "tensor_product");
-  FT_CHECK(a.dim() >= 3 && a.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N)");
-  const int64_t L = a.size(-2), n = a.size(-1), plane = L * n;
-  const bool bb = b.numel() != a.numel();
-  FT_CHECK(!bb || b.numel() == 2 * plane, "fhetorch.tensor_product: b must be a's shape or (2, L, N)");
-  check_mod(mod, L, "tensor_product");
-  check_devices("tensor_product", {&a, &b, &mod});
-  return {n, batch_of(a, 3), as_int(L, "tensor_product", "L"), bb, shape_with(a, 3, {3, L, n})};
+// tensor_product: pairs (a[t], b[t]), every a[t] ciphertexts of a[0]'s shape (..., 2, L, N), b[t]
+// of a[0]'s shape or one ciphertext (2, L, N) for the batch. Returns the first pass's arguments
+// (pointers filled by the binding, pass by pass) and the output shape (..., 3, L, N).
+inline std::pair<TensorProductArgs, std::vector<int64_t>> check_tensor_product(at::TensorList a, at::TensorList b,
+                                                                               const Tensor& mod) {
+  const char* op = "tensor_product";
+  FT_CHECK(!a.empty() && a.size() == b.size(), "fhetorch.tensor_product: a and b must list the same number (>= 1) "
+           "of ciphertexts, got ", a.size(), " and ", b.size());
+  const Tensor& a0 = a[0];
+  check_residues(a0, op, "a");
+  FT_CHECK(a0.dim() >= 3 && a0.size(-3) == 2, "fhetorch.tensor_product: a must be (..., 2, L, N), got ", a0.sizes());
+  const int64_t L = a0.size(-2), n = a0.size(-1), plane = L * n;
+  for (size_t t = 0; t < a.size(); ++t) {
+    check_residues(a[t], op, "a");
+    FT_CHECK(a[t].sizes() == a0.sizes(), "fhetorch.tensor_product: a[", t, "] has shape ", a[t].sizes(), ", a[0] ",
+             a0.sizes(), "; every pair must have one shape");
+    check_broadcast(a0, b[t], op);
+    FT_CHECK(b[t].numel() == a0.numel() || b[t].numel() == 2 * plane, "fhetorch.tensor_product: b[", t,
+             "] must be a's shape or (2, L, N), got ", b[t].sizes());
+    check_devices(op, {&a0, &a[t], &b[t]});
+  }
+  check_mod(mod, L, op);
+  check_devices(op, {&a0, &mod});
+  TensorProductArgs g{};
+  g.mod = ptr(mod);
+  g.batch = batch_of(a0, 3);
+  g.n = n;
+  g.L = as_int(L, op, "L");
+  return {g, shape_with(a0, 3, {3, L, n})};
 }
 
 // Returns log2(N).

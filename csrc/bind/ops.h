@@ -109,14 +109,25 @@ Tensor lincomb_op(at::TensorList xs, const Tensor& consts, const Tensor& mod, co
   return out;
 }
 
+// Passes of kTensorPairs pairs; each pass after the first continues from out.
 template <class Dev>
-Tensor tensor_product_op(const Tensor& a, const Tensor& b, const Tensor& mod) {
-  const TensorProductGeom g = check_tensor_product(a, b, mod);
-  Dev dev(a);
-  Tensor out = at::empty(g.out_shape, a.options());
-  dev.run("tensor_product", [&](auto& ctx) {
-    return tensor_product(ptr(a), ptr(b), out_ptr(out), g.batch, g.b_broadcast, g.n, g.L, ptr(mod), ctx);
-  });
+Tensor tensor_product_op(at::TensorList a, at::TensorList b, const Tensor& mod) {
+  auto [g, shape] = check_tensor_product(a, b, mod);
+  Dev dev(a[0]);
+  Tensor out = at::empty(shape, a[0].options());
+  g.out = out_ptr(out);
+  const int64_t T = static_cast<int64_t>(a.size());
+  for (int64_t t0 = 0; t0 < T; t0 += kTensorPairs) {
+    TensorProductArgs pass = g;
+    pass.pairs = static_cast<int>(std::min<int64_t>(kTensorPairs, T - t0));
+    for (int t = 0; t < pass.pairs; ++t) {
+      pass.a[t] = ptr(a[t0 + t]);
+      pass.b[t] = ptr(b[t0 + t]);
+      if (b[t0 + t].numel() != a[0].numel()) pass.b_shared |= 1u << t;
+    }
+    pass.acc = t0 ? g.out : nullptr;
+    dev.run("tensor_product", [&](auto& ctx) { return tensor_product(pass, ctx); });
+  }
   return out;
 }
 

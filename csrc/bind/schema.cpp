@@ -50,9 +50,10 @@ TORCH_LIBRARY(fhetorch, m) {
   // equal to mul_const of the first term then axpby (ca = consts[t], cb = 1) per further term,
   // then add, bit for bit.
   m.def("lincomb(Tensor[] xs, Tensor consts, Tensor mod, Tensor? scalar=None) -> Tensor");
-  // Ciphertext tensor product: a (..., 2, L, N), b (..., 2, L, N) or (2, L, N)
-  // -> (..., 3, L, N) = (a0 b0, a0 b1 + a1 b0, a1 b1).
-  m.def("tensor_product(Tensor a, Tensor b, Tensor mod) -> Tensor");
+  // Sum of ciphertext tensor products: pairs a[t] (..., 2, L, N) (one shape), b[t] a[t]'s shape
+  // or (2, L, N) -> (..., 3, L, N) = sum_t (a0 b0, a0 b1 + a1 b0, a1 b1), one read of every
+  // operand (a polynomial's spine, relinearised once).
+  m.def("tensor_product(Tensor[] a, Tensor[] b, Tensor mod) -> Tensor");
   // X -> X^galois on NTT-domain rows (bit-reversed order); galois odd, mod 2N.
   m.def("automorphism(Tensor x, int galois) -> Tensor");
   // Key-switching inner product: d (..., beta, Lq + K, N) holds ModUp'd digits whose first

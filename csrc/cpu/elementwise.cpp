@@ -65,18 +65,14 @@ void lincomb(const LincombArgs& g, const Threads& th) {
   });
 }
 
-void tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast, int64_t n,
-                    int L, const int32_t* mod, const Threads& th) {
-  const int64_t plane = static_cast<int64_t>(L) * n;
-  th.par(batch * plane, 4096, [&](int64_t i0, int64_t i1) {
+void tensor_product(const TensorProductArgs& g, const Threads& th) {
+  const int64_t plane = static_cast<int64_t>(g.L) * g.n;
+  th.par(g.batch * plane, 4096, [&](int64_t i0, int64_t i1) {
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t k = it / plane, e = it % plane;
-      const int l = static_cast<int>(e / n);
-      const int32_t* ak = a + k * 2 * plane + e;
-      const int32_t* bk = b + (b_broadcast ? 0 : k * 2 * plane) + e;
-      int32_t* ok = out + k * 3 * plane + e;
-      tensor_product_element(ak[0], ak[plane], bk[0], bk[plane], mod[2 * l], mod[2 * l + 1], ok[0], ok[plane],
-                             ok[2 * plane]);
+      const int l = static_cast<int>(e / g.n);
+      int32_t* ok = g.out + k * 3 * plane + e;
+      tensor_product_sum_element(g, k, e, plane, g.mod[2 * l], g.mod[2 * l + 1], ok[0], ok[plane], ok[2 * plane]);
     }
   });
 }

@@ -141,42 +141,52 @@ __global__ void __launch_bounds__(kBlock) lincomb_kernel(const __grid_constant__
   }
 }
 
-// ---- tensor product: a (batch, 2, plane), b (batch or 1, 2, plane) -> (batch, 3, plane) ----
+// ---- tensor product: sum_t a_t (batch, 2, plane) x b_t (batch or 1, 2, plane) -> (batch, 3, plane) ----
 
-struct TpArgs {
-  const int32_t* a;
-  const int32_t* b;
-  int32_t* out;
-  const int32_t* mod;
-  int64_t plane, batch;  // plane = L * n
-  LimbOf limb;           // limb of an in-plane index
-  bool b_broadcast;
+struct TpLaunch {
+  TensorProductArgs g;
+  int64_t plane;  // L * n
+  LimbOf limb;    // limb of an in-plane index
 };
 
 template <bool VEC>
-__global__ void __launch_bounds__(kBlock) tp_kernel(TpArgs g) {
+__global__ void __launch_bounds__(kBlock) tp_kernel(const __grid_constant__ TpLaunch p) {
   pdl_enter();
-  const int64_t it = VEC ? 4 * thread_index() : thread_index();
-  if (it >= g.batch * g.plane) return;
-  const int64_t k = it / g.plane, e = it - k * g.plane;
-  const int l = g.limb(e);
+  const TensorProductArgs& g = p.g;
+  const int64_t plane = p.plane, it = VEC ? 4 * thread_index() : thread_index();
+  if (it >= g.batch * plane) return;
+  const int64_t k = it / plane, e = it - k * plane;
+  const int l = p.limb(e);
   const int32_t q = ldg(g.mod + 2 * l), qinv = ldg(g.mod + 2 * l + 1);
-  const int32_t* ak = g.a + k * 2 * g.plane + e;
-  const int32_t* bk = g.b + (g.b_broadcast ? 0 : k * 2 * g.plane) + e;
-  int32_t* ok = g.out + k * 3 * g.plane + e;
-  if (VEC) {
-    const int4 a0 = ldg4(ak), a1 = ldg4(ak + g.plane), b0 = ldg4(bk), b1 = ldg4(bk + g.plane);
-    int4 o0, o1, o2;
+  int32_t* ok = g.out + k * 3 * plane + e;
+  if constexpr (VEC) {
+    int4 o[3];
 #pragma unroll
-    for (int m = 0; m < 4; ++m)
-      tensor_product_element(elem(a0, m), elem(a1, m), elem(b0, m), elem(b1, m), q, qinv, elem(o0, m), elem(o1, m),
-                             elem(o2, m));
-    st4(ok, o0);
-    st4(ok + g.plane, o1);
-    st4(ok + 2 * g.plane, o2);
+    for (int c = 0; c < 3; ++c)  // acc may be out: plain loads
+      o[c] = g.acc ? *reinterpret_cast<const int4*>(g.acc + k * 3 * plane + e + c * plane) : make_int4(0, 0, 0, 0);
+#pragma unroll
+    for (int t = 0; t < kTensorPairs; ++t) {
+      if (t >= g.pairs) break;
+      const int32_t* ak = g.a[t] + k * 2 * plane + e;
+      const int32_t* bk = g.b[t] + ((g.b_shared >> t) & 1u ? 0 : k * 2 * plane) + e;
+      const int4 a0 = ldg4(ak), a1 = ldg4(ak + plane), b0 = ldg4(bk), b1 = ldg4(bk + plane);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        int32_t d0, d1, d2;
+        tensor_product_element(elem(a0, m), elem(a1, m), elem(b0, m), elem(b1, m), q, qinv, d0, d1, d2);
+        elem(o[0], m) = add_mod(elem(o[0], m), d0, q);
+        elem(o[1], m) = add_mod(elem(o[1], m), d1, q);
+        elem(o[2], m) = add_mod(elem(o[2], m), d2, q);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 3; ++c) st4(ok + c * plane, o[c]);
   } else {
-    tensor_product_element(ldg(ak), ldg(ak + g.plane), ldg(bk), ldg(bk + g.plane), q, qinv, ok[0], ok[g.plane],
-                           ok[2 * g.plane]);
+    int32_t o0, o1, o2;
+    tensor_product_sum_element(g, k, e, plane, q, qinv, o0, o1, o2);
+    ok[0] = o0;
+    ok[plane] = o1;
+    ok[2 * plane] = o2;
   }
 }
 
@@ -337,13 +347,13 @@ cudaError_t lincomb(const LincombArgs& g, const Stream& s) {
   return launch_vec<LincombLaunch>(lincomb_kernel<true>, lincomb_kernel<false>, a, g.total, vec, s.stream);
 }
 
-cudaError_t tensor_product(const int32_t* a, const int32_t* b, int32_t* out, int64_t batch, bool b_broadcast,
-                           int64_t n, int L, const int32_t* mod, const Stream& s) {
-  const int64_t plane = static_cast<int64_t>(L) * n;
-  if (batch <= 0 || plane <= 0) return cudaSuccess;
-  const TpArgs g{a, b, out, mod, plane, batch, make_limb_of(n, L), b_broadcast};
-  const bool vec = n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(out);
-  return launch_vec<TpArgs>(tp_kernel<true>, tp_kernel<false>, g, batch * plane, vec, s.stream);
+cudaError_t tensor_product(const TensorProductArgs& g, const Stream& s) {
+  const int64_t plane = static_cast<int64_t>(g.L) * g.n;
+  if (g.batch <= 0 || plane <= 0) return cudaSuccess;
+  bool vec = g.n % 4 == 0 && aligned16(g.out) && (!g.acc || aligned16(g.acc));
+  for (int t = 0; t < g.pairs; ++t) vec = vec && aligned16(g.a[t]) && aligned16(g.b[t]);
+  const TpLaunch p{g, plane, make_limb_of(g.n, g.L)};
+  return launch_vec<TpLaunch>(tp_kernel<true>, tp_kernel<false>, p, g.batch * plane, vec, s.stream);
 }
 
 cudaError_t automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois, const Stream& s) {

@@ -337,8 +337,7 @@ def mul_sum(ctx, pairs) -> Ciphertext:
     if ctx.relin_key is None:
         raise MissingKeyError("mul_sum: no relinearisation key; call ctx.keygen() on the client")
     b = ctx.basis(a0.level)
-    d = [_ops.tensor_product(x.data, y.data, b.mod) for x, y in pairs]
-    d = _ops.lincomb(d, b.scalar_table([1] * len(d)), b.mod)  # (..., 3, L, N)
+    d = _ops.tensor_product([x.data for x, _ in pairs], [y.data for _, y in pairs], b.mod)  # (..., 3, L, N)
     return _relinearize_rescale(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=d.narrow(-3, 0, 2))
 
 

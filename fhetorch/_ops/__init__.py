@@ -131,14 +131,16 @@ def _(xs, consts, mod, scalar=None):
     return torch.empty_like(xs[0])
 
 
-def tensor_product(a: Tensor, b: Tensor, mod: Tensor) -> Tensor:
-    """Ciphertexts (..., 2, L, N) x (..., 2, L, N) or (2, L, N) -> (..., 3, L, N)."""
-    return _ops.tensor_product(a, b, mod)
+def tensor_product(a: Tensor | Sequence[Tensor], b: Tensor | Sequence[Tensor], mod: Tensor) -> Tensor:
+    """Ciphertexts (..., 2, L, N) x (..., 2, L, N) or (2, L, N) -> (..., 3, L, N); given lists of
+    pairs, the sum of their tensor products in one pass (a polynomial's spine)."""
+    pairs = (list(a), list(b)) if isinstance(a, (list, tuple)) else ([a], [b])
+    return _ops.tensor_product(*pairs, mod)
 
 
 @_fake("fhetorch::tensor_product")
 def _(a, b, mod):
-    return a.new_empty((*a.shape[:-3], 3, *a.shape[-2:]))
+    return a[0].new_empty((*a[0].shape[:-3], 3, *a[0].shape[-2:]))
 
 
 def automorphism(x: Tensor, galois: int) -> Tensor:

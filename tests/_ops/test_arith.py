@@ -171,6 +171,38 @@ def test_tensor_product(batch, broadcast):
     assert_exact(out, want, primes, "tensor_product")
 
 
+@pytest.mark.parametrize("pairs", [2, 3, 8, 9, 17])
+def test_tensor_product_of_pairs_is_their_sum(pairs):
+    """A list of pairs gives sum_t a_t (x) b_t exactly, over passes of 8 pairs, with some b_t one
+    ciphertext for the whole batch."""
+    L, N, batch = random.randint(1, 4), 128, (2,)
+    primes = pick_primes(L)
+    mod = mod_table(primes)
+    a = [rand_residues((*batch, 2, L, N), primes) for _ in range(pairs)]
+    b = [rand_residues((2, L, N) if random.random() < 0.3 else (*batch, 2, L, N), primes) for _ in range(pairs)]
+    out = _ops.tensor_product(a, b, mod)
+    assert out.shape == (*batch, 3, L, N)
+    q, rinv = limb_col(primes, L), limb_col([pow(R, -1, p) for p in primes], L)
+    want = 0
+    for x, y in zip(a, b):
+        A, B = obj(x), np.broadcast_to(obj(y), (*batch, 2, L, N))
+        a0, a1, b0, b1 = A[..., 0, :, :], A[..., 1, :, :], B[..., 0, :, :], B[..., 1, :, :]
+        want = want + np.stack([a0 * b0 * rinv % q, (a0 * b1 + a1 * b0) * rinv % q, a1 * b1 * rinv % q], axis=-3)
+    assert_exact(out, want % q, primes, "tensor_product")
+
+
+def test_tensor_product_checks_its_pairs():
+    primes = pick_primes(2)
+    mod = mod_table(primes)
+    ct = rand_residues((2, 2, 2, 64), primes)
+    with pytest.raises(RuntimeError, match="same number"):
+        _ops.tensor_product([ct, ct], [ct], mod)
+    with pytest.raises(RuntimeError, match="one shape"):
+        _ops.tensor_product([ct, ct[:1]], [ct, ct[:1]], mod)
+    with pytest.raises(RuntimeError, match=r"b\[1\]|does not broadcast"):
+        _ops.tensor_product([ct, ct], [ct, ct[:1]], mod)
+
+
 def rand_int64(shape) -> torch.Tensor:
     """Signed int64 values: full range, near +-2^62, near the int64 limits, small, zero."""
     n = int(np.prod(shape))

@@ -271,6 +271,14 @@ def test_tensor_product(rng, log_n, L, batch):
     a = residues(gen, (*batch, 2), primes, n)
     both("tensor_product", seed, a, residues(gen, (*batch, 2), primes, n), mod, what="same shape")
     both("tensor_product", seed, a, residues(gen, (2,), primes, n), mod, what="b (2, L, N)")
+    # a spine's sum of pairs, over two passes of 8, some b one ciphertext for the batch
+    xs = [residues(gen, (*batch, 2), primes, n) for _ in range(9)]
+    ys = [residues(gen, (2,) if t % 3 == 1 else (*batch, 2), primes, n) for t in range(9)]
+    xs.append(residues(gen, (*batch, 2), primes, n, offset=True))  # unaligned: one element a thread
+    for sel, what in ((slice(0, 2), "2 pairs"), (slice(0, 9), "9 pairs"), (slice(7, 10), "one unaligned")):
+        x, y = xs[sel], (ys + ys)[sel]
+        check("tensor_product", ops.tensor_product(x, y, mod),
+              ops.tensor_product([to_gpu(t) for t in x], [to_gpu(t) for t in y], to_gpu(mod)), seed, what)
 
 
 @pytest.mark.parametrize("log_n,L,batch", [(1, 1, (2,)), (3, 2, ()), (10, 3, (2,)), (12, 17, ()), (16, 48, ())])

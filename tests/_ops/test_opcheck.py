@@ -50,7 +50,8 @@ def cases(batch: tuple) -> list:
         ("mul_const", (x, bl.one, bl.mod)),
         ("lincomb", ([x, x, x], torch.stack([bl.one, c_add, bl.one]), bl.mod)),
         ("lincomb", ([ct] * 17, torch.stack([c_add] * 17), bl.mod, bl.one)),
-        ("tensor_product", (ct, ct, bl.mod)),
+        ("tensor_product", ([ct], [ct], bl.mod)),
+        ("tensor_product", ([ct] * 9, [ct] * 8 + [rand_res((2, 6, n), bl.primes)], bl.mod)),  # two passes
         ("automorphism", (x, 5)),
         ("keyswitch_inner", (d, key.key_q, key.key_p, 0, 0, ext.mod)),
         ("hoisted_mac", (d, ct, [key.key_q, key.key_q], [key.key_p, key.key_p], [1, 5], 0, 0, c_add,

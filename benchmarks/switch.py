@@ -13,7 +13,9 @@ the bits are given (up to max_bits: the full torus, two PBS per value):
   switch, ModRaise, CoeffToSlot, EvalMod, the rotations of a sparse result), of which `pack`
   (the packing alone) is also timed; `total` = one `EncryptedTensor.lut` call;
 - medians of --repeat calls (3 on CUDA by default: a 2^15 round trip is seconds) after one
-  warm-up; the error against ReLU of the grid points, in bits.
+  warm-up; the error against ReLU of the grid points, in bits;
+- memory on CUDA: `resident_gib` (the keys and the row's inputs) and, per phase, `<phase>_extra_gib`,
+  its temporaries at their peak above that.
 
 Anchor: Chameleon, 7.3 s for 1,024 slots on an A100 (../shared/papers/chameleon_scheme_switching.txt,
 Table 7); targets on the H100: 2^15 values <= 2 s, 2^10 values <= 0.1 s.
@@ -77,21 +79,23 @@ def bench_preset(name: str, args, device, results: list) -> dict:
         nt = ctx.params.n // s.keys.stride
         _, groups, _, stride = s.geometry(m, device)
         leaves = lwe.new_zeros(groups.numel(), nt // stride, nt + 1)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        row = {"preset": name, "values": m, "bits": bits,
-               "to_lwe_ms": _median_ms(lambda: s.to_lwe(ct, (-1.0, 1.0), bits), device, args.repeat),
-               "pbs_ms": _median_ms(lambda: s.apply_luts(lwe, table, bits), device, args.repeat),
-               "pack_ms": _median_ms(lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves,
-                                                                       stride), device, args.repeat),
-               "to_ckks_ms": _median_ms(lambda: s.to_ckks(out[0], scales[0]), device, args.repeat),
-               "total_ms": _median_ms(lambda: ex.lut(torch.relu, bits=bits), device, args.repeat)}
+        resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0  # keys and these inputs
+        row = {"preset": name, "values": m, "bits": bits}
+        phases = {"to_lwe": lambda: s.to_lwe(ct, (-1.0, 1.0), bits), "pbs": lambda: s.apply_luts(lwe, table, bits),
+                  "pack": lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves, stride),
+                  "to_ckks": lambda: s.to_ckks(out[0], scales[0]), "total": lambda: ex.lut(torch.relu, bits=bits)}
+        for phase, fn in phases.items():
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            row[f"{phase}_ms"] = _median_ms(fn, device, args.repeat)
+            if device.type == "cuda":  # the phase's temporaries at their peak, above what was resident
+                row[f"{phase}_extra_gib"] = (torch.cuda.max_memory_allocated(device) - resident) / 2**30
         got = ctx.decrypt(ex.lut(torch.relu, bits=bits)).cpu()
         err = float((got - torch.relu(x)).abs().max())
         row["max_err"] = err
         row["err_bits"] = -math.log2(err) if err > 0 else math.inf
         if device.type == "cuda":
-            row["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+            row["resident_gib"] = resident / 2**30
         results.append(row)
         print("   " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
         common.release(device)

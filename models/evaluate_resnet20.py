@@ -3,6 +3,7 @@
     python -m models.evaluate_resnet20 [--checkpoint PATH] [--images PATH] [--count N]
                                        [--encrypted K [--encrypted-from I]] [--preset P] [--device cuda]
                                        [--relu lut --lut-bits B --lut-tfhe T --lut-form product|direct]
+                                       [--relu 7,15,27 --relu-eps 0.00390625]   # another composite ReLU
     torchrun --nproc-per-node N -m models.evaluate_resnet20 --encrypted K --distributed
     python -m models.evaluate_resnet20 --merge RUN.json [RUN.json ...]
 
@@ -55,8 +56,11 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--show-plan", action="store_true")
     ap.add_argument("--relu", default="composite",
-                    help="composite (the polynomial, default), an int degree, or lut (TFHE lookup tables through "
-                         "CKKS <-> TFHE switching)")
+                    help="composite (the polynomial, default), odd degrees of another composite (e.g. 7,15,27), an "
+                         "int degree, or lut (TFHE lookup tables through CKKS <-> TFHE switching)")
+    ap.add_argument("--relu-eps", type=float, default=None, metavar="E",
+                    help="with --relu d1,d2,...: the composite sign's eps, e.g. 0.00390625 for 2^-8 (default Lee "
+                         "et al.'s 2^-9)")
     ap.add_argument("--lut-bits", type=int, default=None, help="with --relu lut: the grid's bits (default: the most "
                     "the TFHE set holds)")
     ap.add_argument("--lut-tfhe", default=None, help="with --relu lut: the TFHE preset (default: the CKKS preset's)")
@@ -83,9 +87,7 @@ def main(argv=None):
     model = load_checkpoint(args.checkpoint)
     x, y = load_images(args.images, args.count)
     t0 = time.perf_counter()
-    relu = int(args.relu) if args.relu.isdigit() else args.relu
-    if relu == "lut":
-        relu = LUTReLU(args.lut_bits, args.lut_tfhe)
+    relu = _relu_option(args)
     cm = fhe.nn.compile(model, x[: args.calibration], preset=args.preset, device=device, relu=relu,
                         lut_form=args.lut_form)
     if rank == 0:
@@ -94,7 +96,8 @@ def main(argv=None):
             print(cm.plan)
     test, labels = x[args.calibration:], y[args.calibration:]
     plain = cm.plaintext(test).to(torch.float64)
-    out = {"preset": args.preset, "relu": str(relu), "lut_form": args.lut_form, "images": len(labels)}
+    relu_name = f"{relu.name} eps {relu.eps:g}" if hasattr(relu, "eps") else str(relu)
+    out = {"preset": args.preset, "relu": relu_name, "lut_form": args.lut_form, "images": len(labels)}
     if rank == 0:  # the simulation runs once, on rank 0
         out.update(_simulated(cm, plain, test, labels, args))
     if args.encrypted:
@@ -114,6 +117,18 @@ def main(argv=None):
             json.dump(out, f, indent=1)
     if args.distributed:
         dist.destroy_process_group()
+
+
+def _relu_option(args):
+    """compile's relu= from --relu (and --lut-*, --relu-eps)."""
+    if args.relu == "lut":
+        return LUTReLU(args.lut_bits, args.lut_tfhe)
+    if args.relu.isdigit():
+        return int(args.relu)
+    if "," in args.relu:  # another composite: odd degrees, and eps
+        degrees = tuple(int(d) for d in args.relu.split(","))
+        return fhe.ckks.polynomial.relu(degrees, args.relu_eps) if args.relu_eps else degrees
+    return args.relu
 
 
 def _simulated(cm, plain, test, labels, args) -> dict:

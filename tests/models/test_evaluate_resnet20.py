@@ -1,4 +1,4 @@
-"""models/evaluate_resnet20.py --merge: runs over disjoint image ranges added up."""
+"""models/evaluate_resnet20.py: --merge (runs over disjoint image ranges added up) and --relu's options."""
 import glob
 import json
 import os
@@ -75,3 +75,22 @@ def test_encrypted_reports_after_every_image():
     assert [s["encrypted_images"] for s in seen] == list(range(1, k))
     assert seen[-1]["labels"] == labels[: k - 1].tolist()
     assert out["encrypted_images"] == k and out["disagreements"] == 0
+
+
+def test_relu_options_parse():
+    """--relu: composite, an int degree, odd degrees of another composite (with --relu-eps), lut."""
+    import argparse
+
+    import fhetorch as fhe
+    from fhetorch.nn.lut import LUTReLU
+    from models.evaluate_resnet20 import _relu_option
+
+    def opt(relu, eps=None):
+        return _relu_option(argparse.Namespace(relu=relu, relu_eps=eps, lut_bits=None, lut_tfhe=None))
+
+    assert opt("composite") == "composite" and opt("7") == 7 and opt("7,15,27") == (7, 15, 27)
+    r = opt("7,15,27", 2**-8)
+    assert r.name == "relu[7, 15, 27]" and r.eps == 2**-8
+    x = fhe.ckks.polynomial.relu((7, 15, 27), 2**-8)
+    assert [s.degree for s in r.stages] == [s.degree for s in x.stages] == [7, 15, 27]
+    assert isinstance(opt("lut"), LUTReLU)

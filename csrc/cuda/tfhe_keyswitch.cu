@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(kFinishBlock) keyswitch_combine_kernel(Keyswit
 // so the result is the same for any split.
 constexpr int kKsSmallBatch = 4;
 constexpr int kKsSmallTeam = 1024;
+constexpr int kKsSmallRows = 8;  // key rows loaded at once
 
 __global__ void __launch_bounds__(kKsSmallTeam) keyswitch_small_kernel(KeyswitchArgs g, int rows_per) {
   extern __shared__ int32_t sd[];  // (rows of the range's masks, B) digits, from row i0 level
@@ -71,9 +72,7 @@ __global__ void __launch_bounds__(kKsSmallTeam) keyswitch_small_kernel(Keyswitch
   const int64_t reduce = int64_t(1) << (32 - g.base_log);  // products between reductions (tfhe.h)
   for (int64_t c = threadIdx.x; c < w; c += blockDim.x) {
     int64_t acc[kKsSmallBatch][2] = {};
-#pragma unroll 8
-    for (int64_t row = r0; row < r1; ++row) {
-      const int32_t k0 = ldg(g.keyswitch_key + (row * 2) * w + c), k1 = ldg(g.keyswitch_key + (row * 2 + 1) * w + c);
+    const auto mac = [&](int64_t row, int32_t k0, int32_t k1) {
 #pragma unroll
       for (int b = 0; b < kKsSmallBatch; ++b) {
         if (b >= B) break;
@@ -81,12 +80,33 @@ __global__ void __launch_bounds__(kKsSmallTeam) keyswitch_small_kernel(Keyswitch
         acc[b][0] += d * k0;
         acc[b][1] += d * k1;
       }
-      if (((row - r0 + 1) & (reduce - 1)) == 0) {  // reduce: a power of two
+    };
+    const auto reduce_acc = [&]() {
 #pragma unroll
-        for (int b = 0; b < kKsSmallBatch; ++b)
+      for (int b = 0; b < kKsSmallBatch; ++b)
 #pragma unroll
-          for (int l = 0; l < 2; ++l) acc[b][l] %= g.m.q[l];
+        for (int l = 0; l < 2; ++l) acc[b][l] %= g.m.q[l];
+    };
+    int64_t row = r0;
+    if (reduce >= kKsSmallRows) {
+      // kKsSmallRows rows' key words loaded before their products, so that many loads are in flight (a
+      // row at a time, with a branch between rows, kept the batch-1 key switch at ~1 TB/s); a reduction
+      // every `reduce` rows (a power of two, >= 2^9 for the binding's base_log <= 23)
+      for (; row + kKsSmallRows <= r1; row += kKsSmallRows) {
+        int32_t k[kKsSmallRows][2];
+#pragma unroll
+        for (int u = 0; u < kKsSmallRows; ++u) {
+          k[u][0] = ldg(g.keyswitch_key + ((row + u) * 2) * w + c);
+          k[u][1] = ldg(g.keyswitch_key + ((row + u) * 2 + 1) * w + c);
+        }
+#pragma unroll
+        for (int u = 0; u < kKsSmallRows; ++u) mac(row + u, k[u][0], k[u][1]);
+        if (((row - r0 + kKsSmallRows) & (reduce - 1)) == 0) reduce_acc();
       }
+    }
+    for (; row < r1; ++row) {  // the rest, or every row where reductions come more often
+      mac(row, ldg(g.keyswitch_key + (row * 2) * w + c), ldg(g.keyswitch_key + (row * 2 + 1) * w + c));
+      if (((row - r0 + 1) & (reduce - 1)) == 0) reduce_acc();
     }
 #pragma unroll
     for (int b = 0; b < kKsSmallBatch; ++b) {
@@ -100,8 +120,8 @@ __global__ void __launch_bounds__(kKsSmallTeam) keyswitch_small_kernel(Keyswitch
 
 // The small key switch's parts joined: block of kJoinWarps warps per 32 output elements, warp w summing
 // the parts w, w + kJoinWarps, ... of its lane's element (both residues in one 8-byte load), then the
-// warps' sums added in shared memory. The finish kernel's thread per element ran its 2 x 264 loads one
-// after another (~40 us at batch 1); the sums are exact, so the result is the same.
+// warps' sums added in shared memory. The finish kernel's thread per element ran its loads (2 x 264 parts
+// then) one after another (~40 us at batch 1); the sums are exact, so the result is the same.
 constexpr int kJoinWarps = 16;
 
 __global__ void __launch_bounds__(32 * kJoinWarps) keyswitch_join_kernel(KeyswitchArgs g) {
@@ -160,7 +180,8 @@ cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
   if (err != cudaSuccess) return err;
   const int64_t K = static_cast<int64_t>(g.n_in) * g.level;
   if (g.B <= kKsSmallBatch && g.level <= 64 && K >= 2) {
-    const int64_t parts = K < 2 * sms ? K : 2 * sms, rows_per = (K + parts - 1) / parts;
+    // one wave (a block of kKsSmallTeam threads per SM), its loads kKsSmallRows rows deep
+    const int64_t parts = K < sms ? K : sms, rows_per = (K + parts - 1) / parts;
     g.splits = static_cast<int>((K + rows_per - 1) / rows_per);
     g.partial = s.scratch(g.splits * g.B * (g.n_out + 1) * 2);
     const size_t smem = static_cast<size_t>((rows_per + 2 * g.level) * g.B) * sizeof(int32_t);  // whole masks

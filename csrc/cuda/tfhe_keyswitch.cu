@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kFinishBlock) keyswitch_combine_kernel(Keyswit
 constexpr int kKsSmallBatch = 4;
 constexpr int kKsSmallTeam = 1024;
 constexpr int kKsSmallRows = 8;  // key rows loaded at once
+constexpr int64_t kKsSmallSmemWords = 11264;  // 44 KiB of digits a block, under the 48 KiB default
 
 __global__ void __launch_bounds__(kKsSmallTeam) keyswitch_small_kernel(KeyswitchArgs g, int rows_per) {
   extern __shared__ int32_t sd[];  // (rows of the range's masks, B) digits, from row i0 level
@@ -180,8 +181,12 @@ cudaError_t tfhe_keyswitch(const KeyswitchArgs& g_in, const Stream& s) {
   if (err != cudaSuccess) return err;
   const int64_t K = static_cast<int64_t>(g.n_in) * g.level;
   if (g.B <= kKsSmallBatch && g.level <= 64 && K >= 2) {
-    // one wave (a block of kKsSmallTeam threads per SM), its loads kKsSmallRows rows deep
-    const int64_t parts = K < sms ? K : sms, rows_per = (K + parts - 1) / parts;
+    // one wave (a block of kKsSmallTeam threads per SM), its loads kKsSmallRows rows deep; more blocks
+    // where a block's digits would pass kKsSmallSmemWords (large K: n_in = 2^16 at high levels)
+    const int64_t max_rows = kKsSmallSmemWords / g.B - 2 * g.level;
+    int64_t parts = K < sms ? K : sms;
+    if ((K + parts - 1) / parts > max_rows) parts = (K + max_rows - 1) / max_rows;
+    const int64_t rows_per = (K + parts - 1) / parts;
     g.splits = static_cast<int>((K + rows_per - 1) / rows_per);
     g.partial = s.scratch(g.splits * g.B * (g.n_out + 1) * 2);
     const size_t smem = static_cast<size_t>((rows_per + 2 * g.level) * g.B) * sizeof(int32_t);  // whole masks

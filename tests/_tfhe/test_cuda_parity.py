@@ -46,12 +46,13 @@ def test_keyswitch(gen):
 # batches of at most 4 (a thread per output coefficient, K split over blocks; 1501 coefficients: two
 # per thread), K split over tiles (batch 5, 132), one ciphertext per thread (1024), four (1300, on 132 SMs); a
 # reduction inside the K loop (base_log 23); one mask per K step (level 40); small batches whose blocks'
-# rows (loaded 8 at a time) end ragged, one with a reduction inside its rows (K = 131072: 993 rows a block)
+# rows (loaded 8 at a time) end ragged, one with a reduction inside its rows (K = 131072: 993 rows a block),
+# one whose digits would pass a block's shared memory in one wave (K = 458752 at batch 4: more blocks)
 @pytest.mark.parametrize("batch,n_in,n_out,base_log,level", [
     (1, 2048, 833, 3, 5), (3, 2048, 872, 3, 5), (4, 1000, 1500, 4, 4), (132, 2048, 833, 3, 5),
     (1024, 2048, 833, 3, 5), (1300, 2048, 833, 3, 5),
     (5, 4096, 845, 4, 4), (20, 2048, 60, 23, 1), (9, 300, 100, 1, 40),
-    (2, 65536, 30, 23, 2), (3, 1001, 70, 20, 3)])
+    (2, 65536, 30, 23, 2), (3, 1001, 70, 20, 3), (4, 65536, 30, 8, 7)])
 def test_keyswitch_gemm_plans(gen, batch, n_in, n_out, base_log, level):
     ksk = ksk_kernel_form(rand_mod_q(gen, n_in, level, n_out + 1))
     ct = rand_mod_q(gen, batch, n_in + 1)

@@ -23,6 +23,7 @@ Randomness stays unique per rank: every sampler's stream numbers carry the globa
 """
 from __future__ import annotations
 
+import atexit
 import os
 import tempfile
 
@@ -50,6 +51,8 @@ def device() -> torch.device:
 def init_process_group(backend: str | None = None) -> torch.device:
     """torch.distributed.init_process_group from torchrun's environment, unless already done:
     NCCL where CUDA is available, else gloo (or `backend`); the CUDA device set to this rank's.
+    A group made here is destroyed at exit if the program has not done so (a gloo group left to the
+    interpreter's teardown aborts the process about half the time, after its work is done).
     Returns device(). Raises DistributedError outside torchrun (no RANK / WORLD_SIZE / MASTER_ADDR)."""
     d = device()
     if d.type == "cuda":
@@ -61,7 +64,13 @@ def init_process_group(backend: str | None = None) -> torch.device:
                                    "program with torchrun (e.g. torchrun --nproc-per-node 2 -m ...)")
         kw = {"device_id": d} if d.type == "cuda" else {}
         dist.init_process_group(backend or ("nccl" if d.type == "cuda" else "gloo"), **kw)
+        atexit.register(_destroy_at_exit)
     return d
+
+
+def _destroy_at_exit():
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def share_context(ctx, path=None, *, group=None, src: int = 0):

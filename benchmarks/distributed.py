@@ -42,17 +42,12 @@ def run(args, device: torch.device):
     if rank == 0:
         print(f"suite distributed | {size} ranks x {doc['device']} | commit {doc['commit']} | {doc['date']}")
     ops = args.ops or ["pbs", "helr"]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
-            if "pbs" in ops:
-                doc["pbs"] = _pbs(args, device, rank, size)
-            if "helr" in ops:
-                doc["helr"] = _helr(args, device, rank, size)
-    finally:
-        # A gloo group left to the interpreter's exit aborts it ("terminate called without an
-        # active exception") about half the time; close it while the process is whole.
-        dist.destroy_process_group()
+    with warnings.catch_warnings():  # the group is closed at exit by fhetorch.distributed
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        if "pbs" in ops:
+            doc["pbs"] = _pbs(args, device, rank, size)
+        if "helr" in ops:
+            doc["helr"] = _helr(args, device, rank, size)
     return doc if rank == 0 else None
 
 

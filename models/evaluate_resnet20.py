@@ -115,8 +115,6 @@ def main(argv=None):
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
-    if args.distributed:
-        dist.destroy_process_group()
 
 
 def _relu_option(args):

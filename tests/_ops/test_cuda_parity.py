@@ -269,8 +269,9 @@ def test_tensor_product(rng, log_n, L, batch):
     primes = primes_for(log_n, L)
     mod = mod_table(primes)
     a = residues(gen, (*batch, 2), primes, n)
-    both("tensor_product", seed, a, residues(gen, (*batch, 2), primes, n), mod, what="same shape")
-    both("tensor_product", seed, a, residues(gen, (2,), primes, n), mod, what="b (2, L, N)")
+    for b, what in ((residues(gen, (*batch, 2), primes, n), "same shape"), (residues(gen, (2,), primes, n), "b (2, L, N)")):
+        check("tensor_product", ops.tensor_product([a], [b], mod),
+              ops.tensor_product([to_gpu(a)], [to_gpu(b)], to_gpu(mod)), seed, what)
     # a spine's sum of pairs, over two passes of 8, some b one ciphertext for the batch
     xs = [residues(gen, (*batch, 2), primes, n) for _ in range(9)]
     ys = [residues(gen, (2,) if t % 3 == 1 else (*batch, 2), primes, n) for t in range(9)]

@@ -124,22 +124,13 @@ struct Bconv {
     const BcSmem& sm = *b.s;
     const int nin = M::n_in(a, b.g);
     if constexpr (LA4 > 0) {
-      // Every input's load is issued before the first is used: centring each as it arrived kept one
-      // load in flight a thread (a branch between inputs stops the compiler from hoisting the next).
-      int4 v[4 * LA4];
-      if (vec) {
-#pragma unroll
-        for (int k = 0; k < 4 * LA4; ++k) v[k] = k < nin ? ldg4(sm.in[k] + c) : make_int4(0, 0, 0, 0);
-      } else {
-#pragma unroll
-        for (int k = 0; k < 4 * LA4; ++k) v[k] = k < nin ? load4(sm.in[k], c, n, false) : make_int4(0, 0, 0, 0);
-      }
       int32_t t[4 * LA4][4];
 #pragma unroll
       for (int k = 0; k < 4 * LA4; ++k) {
+        const int4 v = k < nin ? load4(sm.in[k], c, n, vec) : make_int4(0, 0, 0, 0);
         const int32_t q = sm.q_in[k];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) t[k][e] = centre(elem(v[k], e), q);
+        for (int e = 0; e < 4; ++e) t[k][e] = centre(elem(v, e), q);
       }
 #pragma unroll 1
       for (int o = 0; o < b.nout; ++o) {

@@ -77,8 +77,8 @@ def bench_preset(name: str, args, device, results: list) -> dict:
         lwe = s.to_lwe(ct, (-1.0, 1.0), bits)
         out, scales = s.apply_luts(lwe, table, bits)
         nt = ctx.params.n // s.keys.stride
-        _, groups, _, stride = s.geometry(m, device)
-        leaves = lwe.new_zeros(groups.numel(), nt // stride, nt + 1)
+        _, groups, _, stride, count = s.geometry(m, device)
+        leaves = lwe.new_zeros(groups.numel(), count, nt + 1)
         resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0  # keys and these inputs
         row = {"preset": name, "values": m, "bits": bits}
         phases = {"to_lwe": lambda: s.to_lwe(ct, (-1.0, 1.0), bits), "pbs": lambda: s.apply_luts(lwe, table, bits),

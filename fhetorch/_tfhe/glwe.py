@@ -13,8 +13,9 @@ A GLWE ciphertext here is (..., 2, N) int64 in [0, q): mask A then body B, phase
   rounds, each one batched automorphism key switch; the inputs are first multiplied by N^-1 mod q
   (q is odd), which the rounds' factor 2 each give back: the messages come out unscaled, while
   the key switches' noise doubles with every later round (std ~ N / sqrt(3) of one switch's).
-  Ciphertexts for every stride-th coefficient only (`stride`): the tree on those, the remaining
-  rounds single steps (the trace), so memory and work scale with the count, not N^2.
+  Ciphertexts for every stride-th coefficient only (`stride`), and for the first c of those: the
+  tree on those, the other rounds single steps (the trace), so memory and work scale with the count,
+  not N^2; each round in chunks of the ciphertexts, so its temporaries stay bounded.
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def generate_glwe_keyswitch_key(sampler: Sampler, ring: TFHERing, input_key: tor
 # NTT, the products with both key rows and their int64 sums), so a batch is switched in chunks (the
 # first packing round of 2^15 values at N = 2^13 held ~40 GB at once).
 KEYSWITCH_CHUNK_BYTES = 1 << 30
+# Bytes of temporaries one packing round may hold (its chunks of ciphertexts; the key switches inside
+# are chunked again): the first round of 2048 values at N = 2^16 held ~12 GiB at once.
+PACK_CHUNK_BYTES = 4 << 30
 
 
 def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
@@ -125,13 +129,15 @@ def lwe_to_glwe(modulus: Modulus, lwe: torch.Tensor) -> torch.Tensor:
 
 
 def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor, stride: int = 1) -> torch.Tensor:
-    """(..., N / stride, N + 1) LWE ciphertexts under S's coefficients -> (..., 2, N) GLWE under S
-    whose coefficient i stride has LWE i's phase (plus the key switches' noise), the other
-    coefficients 0 (plus noise); keys from generate_packing_keys. With stride > 1 the tree runs
-    on the N / stride ciphertexts only: the levels that would pair a ciphertext with a zero one
-    become single steps c + KS(tau_g(c)) (Chen-Dai-Kim-Song's field trace), bit for bit what the
-    stride-1 packing of the same ciphertexts at zero-filled positions gives. Raises
-    ParameterError for another count or dimension or a stride that is not a power of two
+    """(..., c, N + 1) LWE ciphertexts under S's coefficients -> (..., 2, N) GLWE under S whose
+    coefficient i stride has LWE i's phase (plus the key switches' noise), the other coefficients 0
+    (plus noise); keys from generate_packing_keys. c is a power of two <= N / stride: the
+    coefficients from c stride on are those of zero ciphertexts. The tree runs on the c ciphertexts
+    only: a round that would pair each with a zero one (partners c stride or more positions on, or
+    between the stride's positions) becomes a single step c + KS(tau_g(c)) (Chen-Dai-Kim-Song's
+    field trace), bit for bit what the packing of N ciphertexts with zeros gives. Each round runs in
+    chunks of the ciphertexts (PACK_CHUNK_BYTES), so its temporaries do not grow with c.
+    Raises ParameterError for another count or dimension or a stride that is not a power of two
     dividing N, MissingKeyError when a key of packing_elements(N) is absent."""
     big_n, mq = ring.n, ring.modulus
     absent = [g for g in packing_elements(big_n) if g not in keys]
@@ -139,18 +145,35 @@ def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor, stride: 
         raise MissingKeyError(f"pack_lwe_ciphertexts: no packing key for the Galois elements {absent}")
     if stride < 1 or stride & (stride - 1) or stride > big_n:
         raise ParameterError(f"pack_lwe_ciphertexts: the stride must be a power of two <= {big_n}, got {stride}")
-    m = big_n // stride
-    if lwe.shape[-2:] != (m, big_n + 1):
-        raise ParameterError(f"pack_lwe_ciphertexts: ({m}, {big_n + 1}) ciphertexts expected, got "
-                             f"{tuple(lwe.shape[-2:])}")
-    cur = mq.mul_small(lwe_to_glwe(mq, lwe), pow(big_n, -1, mq.q))  # (..., m, 2, N)
+    c = lwe.shape[-2] if lwe.dim() >= 2 else 0
+    if lwe.dim() < 2 or lwe.shape[-1] != big_n + 1 or c < 1 or c & (c - 1) or c * stride > big_n:
+        raise ParameterError(f"pack_lwe_ciphertexts: (c, {big_n + 1}) ciphertexts expected, c a power of two "
+                             f"<= {big_n // stride}, got {tuple(lwe.shape)}")
+    n_inv = pow(big_n, -1, mq.q)
+    batch = lwe.shape[:-2]
+    step = max(1, PACK_CHUNK_BYTES // (8 * 16 * big_n * max(1, batch.numel())))  # ~8 ciphertexts' temporaries each
+
+    def leaves(a: int, b: int) -> torch.Tensor:  # the first round's input, converted a chunk at a time
+        return mq.mul_small(lwe_to_glwe(mq, lwe[..., a:b, :]), n_inv)
+
+    cur = None  # (..., c, 2, N) after the first round
     for j in range(1, big_n.bit_length()):
-        g = (1 << j) + 1
-        if cur.shape[-3] > 1:  # pair entry e with e + N / 2^j (positions; entries are stride apart)
-            half = cur.shape[-3] // 2
-            even, odd = cur[..., :half, :, :], rotate_glwe(mq, cur[..., half:, :, :], big_n >> j)
-            turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, mq.sub(even, odd), g))
-            cur = mq.add(mq.add(even, odd), turned)
-        else:  # the partner would be a zero ciphertext
-            cur = mq.add(cur, keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, cur, g)))
+        g, dist = (1 << j) + 1, big_n >> j  # round j pairs coefficient p with p + N / 2^j
+        pair = stride <= dist < c * stride
+        half = c // 2 if pair else c
+        out = torch.empty((*batch, half, 2, big_n), dtype=torch.int64, device=lwe.device)
+        for a in range(0, half, step):
+            b = min(half, a + step)
+            x = leaves(a, b) if cur is None else cur[..., a:b, :, :]
+            if pair:  # pair entry e with e + half (positions dist apart)
+                y = leaves(half + a, half + b) if cur is None else cur[..., half + a:half + b, :, :]
+                y = rotate_glwe(mq, y, dist)
+                turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, mq.sub(x, y), g))
+                out[..., a:b, :, :] = mq.add(mq.add(x, y), turned)
+            else:  # the partner would be a zero ciphertext
+                turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, x, g))
+                out[..., a:b, :, :] = mq.add(x, turned)
+        cur, c = out, half
+    if cur is None:  # N = 1: no round
+        return leaves(0, 1)[..., 0, :, :]
     return cur[..., 0, :, :]

@@ -234,9 +234,41 @@ def test_pack_lwe_ciphertexts(ctx, packing_keys, seed, batch):
 
 def test_pack_rejects_wrong_counts(ctx, packing_keys):
     big_n = ctx.params.N
-    for shape in [(big_n - 1, big_n + 1), (big_n // 2, big_n + 1), (big_n, big_n), (2, big_n + 1, big_n + 1)]:
+    for shape, stride in [((big_n - 1, big_n + 1), 1), ((3, big_n + 1), 1), ((2 * big_n, big_n + 1), 1),
+                          ((big_n, big_n), 1), ((2, big_n + 1, big_n + 1), 1), ((big_n // 2, big_n + 1), 4),
+                          ((0, big_n + 1), 1), ((big_n + 1,), 1)]:
         with pytest.raises(ParameterError):
-            glwe.pack_lwe_ciphertexts(ctx.ring, packing_keys, torch.zeros(shape, dtype=torch.int64))
+            glwe.pack_lwe_ciphertexts(ctx.ring, packing_keys, torch.zeros(shape, dtype=torch.int64), stride)
+
+
+@pytest.mark.parametrize("part,stride,batch", [(2, 1, ()), (4, 2, (2,)), (1, 4, ()), (16, 8, ()), (2, 1, (3,))])
+def test_fewer_ciphertexts_are_the_dense_packing_with_zeros(ctx, packing_keys, seed, part, stride, batch):
+    """The first `count` of the stride's positions only (a switch's values sit in the ring's first
+    half): the same bits as the N-leaf packing with zero ciphertexts everywhere else."""
+    ring, mq, p, big_n = ctx.ring, ctx.modulus, ctx.params, ctx.params.N
+    count = big_n // stride // part  # all, a half, a quarter, ... of the stride's positions
+    lwe_key = ctx.glwe_key.as_lwe_key()
+    lwe = alg.encrypt_lwe_ciphertext(ctx.sampler, ring, lwe_key, rand_mod_q(mq.q, *batch, count), p.glwe_noise_width)
+    dense = torch.zeros(*batch, big_n, big_n + 1, dtype=torch.int64)
+    dense[..., :count * stride:stride, :] = lwe
+    packed = glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe, stride)
+    assert torch.equal(packed, glwe.pack_lwe_ciphertexts(ring, packing_keys, dense))
+    phase = alg.decrypt_glwe_ciphertext(ring, ctx.glwe_key, packed)
+    err = centred(phase[..., :count * stride:stride] - alg.decrypt_lwe_ciphertext(mq, lwe_key, lwe), mq.q)
+    assert err.abs().max() < mq.q * 2.0 ** -8
+    rest = phase[..., count * stride:]  # the zeros' noise only
+    assert rest.numel() == 0 or centred(rest, mq.q).abs().max() < mq.q * 2.0 ** -8
+
+
+def test_packing_in_chunks_is_the_same(ctx, packing_keys, seed, monkeypatch):
+    """A round's ciphertexts in chunks of 1, 3 or all of them: the same bits."""
+    ring, mq, p, big_n = ctx.ring, ctx.modulus, ctx.params, ctx.params.N
+    lwe_key = ctx.glwe_key.as_lwe_key()
+    lwe = alg.encrypt_lwe_ciphertext(ctx.sampler, ring, lwe_key, rand_mod_q(mq.q, 2, big_n // 2), p.glwe_noise_width)
+    whole = glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe)
+    for entries in (1, 3):
+        monkeypatch.setattr(glwe, "PACK_CHUNK_BYTES", entries * 8 * 16 * big_n * 2)
+        assert torch.equal(glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe), whole)
 
 
 @pytest.mark.parametrize("stride", [2, 8])

@@ -141,10 +141,12 @@ class Switcher:
         return bits, p
 
     def geometry(self, m: int, device) -> tuple:
-        """(pos, groups, where, stride) for m slot values, made once per size and device: slot k's
-        coefficient pos[k] = bitrev(k), the packing groups (residues pos mod r that hold values),
-        each value's group index, and the largest power of two dividing every index pos // r
-        in ring N_t (the packing's stride: m values need no N_t-leaf tree)."""
+        """(pos, groups, where, stride, count) for m slot values, made once per size and device:
+        slot k's coefficient pos[k] = bitrev(k), the packing groups (residues pos mod r that hold
+        values), each value's group index, the largest power of two dividing every index pos // r
+        in ring N_t (the packing's stride: m values need no N_t-leaf tree), and the packing's leaf
+        count, the power of two above every pos // r // stride (values sit in the first half of
+        CKKS's coefficients, so at most N_t / (2 stride): the tree skips the zero half)."""
         key = (m, str(device))
         g = self._geometry.get(key)
         if g is None:
@@ -157,7 +159,8 @@ class Switcher:
             for i in (pos // r).tolist():
                 while i % stride:
                     stride //= 2
-            g = self._geometry[key] = tuple(t.to(device) for t in (pos, groups, where)) + (stride,)
+            count = 1 << int((pos // r // stride).max()).bit_length()
+            g = self._geometry[key] = tuple(t.to(device) for t in (pos, groups, where)) + (stride, count)
         return g
 
     # --- CKKS -> LWE --------------------------------------------------------------------------
@@ -306,9 +309,9 @@ class Switcher:
         nt, m, half = big_n // r, lwe.shape[-2], ctx.slots
         if half % m:
             raise ParameterError(f"lut: {m} values do not divide the {half} slots")
-        pos, groups, where, stride = self.geometry(m, lwe.device)  # only the residues that hold values are packed
+        pos, groups, where, stride, count = self.geometry(m, lwe.device)  # the residues and leaves that hold values
         batch = lwe.shape[:-2]
-        leaves = lwe.new_zeros(*batch, groups.numel(), nt // stride, nt + 1)
+        leaves = lwe.new_zeros(*batch, groups.numel(), count, nt + 1)
         leaves[..., where, pos // r // stride, :] = lwe
         packed = _glwe.pack_lwe_ciphertexts(keys.tfhe.ring, keys.packing, leaves, stride)  # (..., groups, 2, N_t)
         big = lwe.new_zeros(*batch, 2, nt, r)

@@ -128,7 +128,7 @@ class CKKSContext:
             how = "ctx.keygen(conjugation=True)" if g == 2 * self.n - 1 else rotations
             raise MissingKeyError(f"{what}: no key for it; generate it with {how} on the client")
         if level is not None and k.key_q.shape[2] < self.params.limbs(level).stop:
-            top = max(l for l in range(self.max_level + 1) if self.params.limbs(l).stop <= k.key_q.shape[2])
+            top = max(l for l in range(self.max_level + 1) if self.params.key_limbs(l).stop <= k.key_q.shape[2])
             raise MissingKeyError(f"{what}: its key (made for bootstrapping) covers levels <= {top} only, the "
                                   f"ciphertext is at level {level}; generate a full key with {rotations} on the client")
         return k

@@ -83,7 +83,7 @@ class KeyGenerator:
             if g not in ctx.galois_keys or ctx.galois_keys[g].key_q.shape[2] < len(p.primes):
                 ctx.galois_keys[g] = self.switching_key(_ops.automorphism(sk.s, g))
         for g, lvl in sorted(caps.items()):
-            stop = p.limbs(lvl).stop
+            stop = p.key_limbs(lvl).stop
             if g not in ctx.galois_keys or ctx.galois_keys[g].key_q.shape[2] < stop:
                 ctx.galois_keys[g] = self.switching_key(_ops.automorphism(sk.s, g), q_stop=stop)
         if encapsulation_weight and (ctx.encapsulation_keys is None

@@ -97,6 +97,13 @@ class Params:
         s, e = self.level_limbs[level]
         return range(s, e)
 
+    def key_limbs(self, level: int) -> range:
+        """The Q limbs a switching key serving levels 0 .. level holds: 0 up to the highest stop
+        among them (a level's limbs are a window of the chain, not a prefix: a low level can end
+        higher than the levels above it). Raises LevelError for a level outside 0 .. max_level."""
+        self.limbs(level)
+        return range(0, max(e for _, e in self.level_limbs[: level + 1]))
+
     @property
     def special_limbs(self) -> range:
         """The limbs of the special primes P (after Q_max's in every ring of these parameters)."""

@@ -392,7 +392,7 @@ def dft_baby_steps(params, cfg: BootstrapConfig, slots: int) -> tuple:
             for s, lvl in steps.items():
                 if s not in free:
                     keys[s] = max(keys.get(s, 0), lvl)
-        return sum(switching_key_bytes(params.n, params.limbs(lvl).stop, special, alpha) for lvl in keys.values())
+        return sum(switching_key_bytes(params.n, params.key_limbs(lvl).stop, special, alpha) for lvl in keys.values())
 
     def fastest(plans, fixed):  # of `plans` (some stages' options), with `fixed` for the others
         return min(plans, key=lambda plan: (key_bytes(list(plan) + fixed) > budget, sum(t for _, _, t in plan)))
@@ -428,7 +428,7 @@ def estimate_key_bytes(params, cfg: BootstrapConfig, slot_counts=None, *, power_
     special, alpha = len(params.special_primes), params.alpha
 
     def key(level):
-        return switching_key_bytes(n, params.limbs(level).stop, special, alpha)
+        return switching_key_bytes(n, params.key_limbs(level).stop, special, alpha)
 
     per_element = {2 * n - 1: top}  # conjugation; {Galois element: level its key holds}
     if power_of_two_rotations:

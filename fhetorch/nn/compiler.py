@@ -312,7 +312,7 @@ class CompiledModel:
         k, alpha = len(p.special_primes), p.alpha
 
         def key(level):
-            return switching_key_bytes(p.n, p.limbs(min(level, p.max_level)).stop, k, alpha)
+            return switching_key_bytes(p.n, p.key_limbs(min(level, p.max_level)).stop, k, alpha)
 
         rot_bytes = sum(key(lvl) for lvl in rots.values())
         full = 2 * key(p.max_level)  # relinearisation and conjugation

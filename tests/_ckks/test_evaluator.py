@@ -279,6 +279,23 @@ def test_rotation_plan_direct_and_composed(ctx_n12):
         assert len(plan) <= math.log2(s)
 
 
+def test_low_level_key_serves_every_level_below(assert_close):
+    """keygen(low_level_rotations={step: L}) makes a key for levels 0 .. L: toy-n12's level 2 ends
+    below level 1 (its limbs are a window of the chain), so the key holds level 1's stop too."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        ctx = fhe.ckks.Context("toy-n12", "cpu")
+    p, top = ctx.params, 2
+    assert p.limbs(top).stop < p.limbs(top - 1).stop
+    ctx.keygen(power_of_two_rotations=False, low_level_rotations={3: top})
+    for lvl in range(top + 1):
+        x, cx = _enc(ctx, True, level=lvl)
+        assert_close(_dec(ctx, ev.rotate(ctx, cx, 3)), torch.roll(x, -3), BOUND["toy-n12"]["rot"], f"level {lvl}")
+    _, cx = _enc(ctx, True, level=top + 1)
+    with pytest.raises(fhe.MissingKeyError):
+        ev.rotate(ctx, cx, 3)
+
+
 def test_rotate_hoisted(sctx, assert_close):
     x, cx = _enc(sctx, True)
     steps = [1, -1, 2, 5, -3, 7, 0, 64]

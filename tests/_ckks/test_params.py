@@ -263,3 +263,24 @@ def test_bootstrapping_configuration_lives_in_circuits():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         made = fhe.ckks.bootstrap_params(BOOTSTRAP_PRESETS["toy-n13-bts"][0], cfg, allow_insecure=True)
     assert made == p
+
+
+@pytest.mark.parametrize("name", ALL + sorted(BOOTSTRAP_PRESETS))
+def test_key_limbs_cover_every_level_below(name):
+    """A level's limbs are a window of the chain, so a key serving levels 0 .. L holds the limbs up
+    to the highest stop among them, which can lie above level L's own stop."""
+    p = _params(name)
+    for top in range(p.max_level + 1):
+        key = p.key_limbs(top)
+        assert key.start == 0 and key.stop >= p.limbs(top).stop
+        assert all(p.limbs(lvl).stop <= key.stop for lvl in range(top + 1))
+        assert key.stop in {p.limbs(lvl).stop for lvl in range(top + 1)}  # no more than that
+    with pytest.raises(fhe.LevelError):
+        p.key_limbs(p.max_level + 1)
+
+
+def test_some_presets_have_levels_ending_below_a_lower_one():
+    """The case key_limbs exists for (ResNet-20 at n16-bts35 with a 13-level ReLU ran a conv at level 2
+    with a key made for level 4, whose stop is below level 2's)."""
+    p = _params("n16-bts35")
+    assert any(p.limbs(lvl).stop < p.limbs(lvl - 1).stop for lvl in range(1, p.max_level + 1))

@@ -291,9 +291,11 @@ class CompiledModel:
                 need[step] = max(need.get(step, 0), lvl)
         if self.uses_lut and context.switch_keys is None:
             return "the switching keys of its lookup tables"
-        for step, lvl in sorted(need.items()):
-            if not context.has_galois_key(galois_element(step, context.n), lvl):
-                return f"the rotation key for step {step} at level {lvl}"
+        for step, lvl in sorted(need.items()):  # a step's key serves every level up to its highest use
+            g = galois_element(step, context.n)
+            low = next((l for l in range(lvl, -1, -1) if not context.has_galois_key(g, l)), None)
+            if low is not None:
+                return f"the rotation key for step {step} at level {low}"
         return None
 
     def report(self) -> str:

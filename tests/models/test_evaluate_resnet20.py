@@ -12,11 +12,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_merge_of_the_recorded_relu_lut_runs():
-    """Session 17's three calls of ResNet-20 with relu="lut" (benchmarks/results): 106 images."""
-    paths = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*resnet20-relu-lut-product-from*-s17.json")))
-    assert len(paths) == 3
+    """The recorded calls of ResNet-20 with relu="lut" (benchmarks/results: session 17's three, 106 images, and
+    session 24's 13): one contiguous range from image 0, every image top-1 = plaintext."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*resnet20-relu-lut-product-from*.json")))
+    assert len(paths) >= 4
     out = merge(paths)
-    assert (out["encrypted_images"], out["first"], out["last"], out["disagreements"]) == (106, 0, 105, 0)
+    n = sum(len(json.load(open(p))["encrypted_top1"]) for p in paths)
+    assert n >= 119 and (out["encrypted_images"], out["first"], out["last"], out["disagreements"]) == (n, 0, n - 1, 0)
     assert out["encrypted_accuracy"] == out["plaintext_accuracy_same_images"]
 
 

@@ -41,8 +41,8 @@ COLUMNS = [(k, k, spec, "l" if spec == "" else "r") for k, spec in
             ("to_ckks_ms", ".1f"), ("total_ms", ".1f"), ("err_bits", ".1f"))]
 
 
-def _median_ms(fn, device, repeat):
-    return common.time_eager(fn, device, repeat, 1)["median_us"] / 1e3
+def _median_ms(fn, device, repeat, warmup=1):
+    return common.time_eager(fn, device, repeat, warmup)["median_us"] / 1e3
 
 
 def bench_preset(name: str, args, device, results: list) -> dict:
@@ -86,12 +86,12 @@ def bench_preset(name: str, args, device, results: list) -> dict:
                   "pack": lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves, stride),
                   "to_ckks": lambda: s.to_ckks(out[0], scales[0]), "total": lambda: ex.lut(torch.relu, bits=bits)}
         for phase, fn in phases.items():
-            if device.type == "cuda":  # a first call makes what a phase caches (diagonals, tables) before the peak
+            if device.type == "cuda":  # the warm-up call makes what a phase caches (diagonals, tables) before the peak
                 fn()
                 torch.cuda.synchronize(device)
                 base = torch.cuda.memory_allocated(device)
                 torch.cuda.reset_peak_memory_stats(device)
-            row[f"{phase}_ms"] = _median_ms(fn, device, args.repeat)
+            row[f"{phase}_ms"] = _median_ms(fn, device, args.repeat, warmup=0 if device.type == "cuda" else 1)
             if device.type == "cuda":  # the phase's temporaries at their peak, above what was allocated
                 row[f"{phase}_extra_gib"] = (torch.cuda.max_memory_allocated(device) - base) / 2**30
         if device.type == "cuda":

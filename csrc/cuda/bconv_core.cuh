@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 
+#include "bconv_tc_core.cuh"
 #include "program.cuh"
 #include "util.cuh"
 
@@ -202,9 +203,16 @@ struct Bconv {
   }
 };
 
-// Runs the conversion with the register path sized for up to max_in inputs per group.
+// Runs the conversion of at most max_out outputs a group: on int8 tensor cores for up to 16
+// inputs (bconv_tc_core.cuh; unless FHETORCH_BCONV_TC=0), else with the register path sized
+// for up to max_in inputs per group, or the memory path.
 template <class M, class Exec>
-cudaError_t run_bconv(Exec& ex, const typename M::Args& a, int max_in) {
+cudaError_t run_bconv(Exec& ex, const typename M::Args& a, int max_in, int max_out) {
+  if (max_in <= kTcMaxIn && bconv_tc_enabled()) {
+    const TcArgs<M> t{a, bconv_tc_grid(M::groups(a), M::n(a), max_out)};
+    if (max_in <= 8) return ex.template run<BconvTc<1, M>>(t);
+    return ex.template run<BconvTc<2, M>>(t);
+  }
   if (max_in <= 4) return ex.template run<Bconv<1, M>>(a);
   if (max_in <= 8) return ex.template run<Bconv<2, M>>(a);
   if (max_in <= 12) return ex.template run<Bconv<3, M>>(a);
@@ -248,7 +256,7 @@ cudaError_t run_bconv_batch(Exec& ex, const int32_t* x, int32_t* y, int64_t batc
   if (La <= 0 || La > 256 || batch > 0x7FFFFFFF) return cudaErrorInvalidValue;
   const BatchArgs a{x, y, mod_in, mod_out, mat, n, static_cast<int>(batch), La, Lb,
                     n % 4 == 0 && aligned16(x) && aligned16(y), bconv_grid(batch, n, Lb)};
-  return run_bconv<BatchMap>(ex, a, La);
+  return run_bconv<BatchMap>(ex, a, La, Lb);
 }
 
 }  // namespace fhetorch::cuda

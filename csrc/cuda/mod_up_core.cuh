@@ -171,7 +171,7 @@ cudaError_t mod_up_pipeline(Exec& ex, MuArgs& a) {
   FT_TRY((ex.template run<NttPhase<LOG_N, false, true, MuInttRows<LOG_N, false>>>(a)));
   FT_TRY((ex.template run<NttPhase<LOG_N, true, true, MuInttRows<LOG_N, true>>>(a)));
   if (mu_conv_rows(a) == 0) return cudaSuccess;
-  FT_TRY((run_bconv<MuBcMap>(ex, a, widest)));
+  FT_TRY((run_bconv<MuBcMap>(ex, a, widest, a.Lext - narrowest)));
   FT_TRY((ex.template run<NttPhase<LOG_N, true, false, MuConvRows<LOG_N>>>(a)));
   return ex.template run<NttPhase<LOG_N, false, false, MuConvRows<LOG_N>>>(a);
 }

@@ -98,7 +98,7 @@ cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int3
     using ntt_detail::NttPhase;
     FT_TRY((ex.template run<NttPhase<LOG_N, false, true, SwDropRows<LOG_N, false>>>(a)));
     FT_TRY((ex.template run<NttPhase<LOG_N, true, true, SwDropRows<LOG_N, true>>>(a)));
-    FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D)));
+    FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D, a.g.Ld)));
     FT_TRY((ex.template run<NttPhase<LOG_N, true, false, SwDstRows<LOG_N, true>>>(a)));
     return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>>>(a);
   });

@@ -1,7 +1,8 @@
 """The CUDA block programs (csrc/cuda/program.cuh) run on the host by tests/cuda_emu/emu.cu,
 against the CPU ops, bit for bit, on fresh random inputs: the NTT's two phases (every size
 2^10 .. 2^17, forward and inverse, unaligned rows), the base conversion of the bconv op
-(register and memory paths, odd N), and the fused key-switching pipelines (mod_up,
+(tensor-core, register and memory paths, odd N; the tensor cores' mma through a model of its
+fragments), and the fused key-switching pipelines (mod_up,
 mod_up_keyswitch_inner with addends and the tensor-product mode, switch_modulus with its
 addend forms), single and batched, on dense tables and on the ring's full tables read through
 table row maps (csrc/table_rows.h); the samplers' thread bodies (one ChaCha20 block per
@@ -43,6 +44,14 @@ def emu():
     for f in ("emu_mod_up", "emu_switch_modulus", "emu_ntt", "emu_bconv", "emu_sample", "emu_fourier_split"):
         getattr(lib, f).restype = ctypes.c_longlong
     return lib
+
+
+@pytest.fixture(params=[1, 0], ids=["tc", "int"])
+def bconv_tc(request, emu):
+    """The base conversions on tensor cores (bconv_tc_core.cuh, emulated) or the integer pipes."""
+    emu.emu_set_bconv_tc(request.param)
+    yield request.param
+    emu.emu_set_bconv_tc(-1)
 
 
 def _rows(v):
@@ -91,7 +100,7 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
     (17, 4, 2, 2, 0, 4, ()), (11, 10, 2, 2, 0, 10, ()), (10, 7, 1, 1, 1, 7, ()),
     (10, 6, 2, 2, 1, 6, (3,)), (11, 8, 3, 3, 0, 8, (2, 2)),  # batches of ciphertexts
 ])
-def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
+def test_emulated_mod_up(emu, bconv_tc, seed, log_n, n_q, K, alpha, start, stop, batch):
     ring = make_ring(log_n, n_q, K)
     lvl, sp = range(start, stop), range(n_q, n_q + K)
     L = stop - start
@@ -138,7 +147,7 @@ def test_emulated_mod_up(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
     (17, tuple(range(4)), (0, 1, 2, 5), (1,), 1),
     (10, tuple(range(8)), tuple(range(5)), (3, 2), 2),  # a batch of ciphertexts, each with (d0, d1)
 ])
-def test_emulated_switch_modulus(emu, seed, log_n, src, dst, batch, Ka):
+def test_emulated_switch_modulus(emu, bconv_tc, seed, log_n, src, dst, batch, Ka):
     ring = make_ring(log_n, max(max(src), max(dst)) + 1, 0)
     p = ks.switch_modulus_tables(ring, src, dst)
     x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
@@ -197,8 +206,9 @@ def unaligned(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("La,Lb,batch,n", [(1, 1, 1, 1024), (3, 17, 2, 4096), (12, 70, 2, 1024), (16, 5, 1, 512),
-                                           (17, 9, 2, 1024), (40, 3, 1, 2048), (5, 7, 2, 100), (3, 2, 1, 6)])
-def test_emulated_bconv(emu, seed, La, Lb, batch, n):
+                                           (17, 9, 2, 1024), (40, 3, 1, 2048), (5, 7, 2, 100), (3, 2, 1, 6),
+                                           (9, 130, 1, 520), (8, 4, 3, 1030)])
+def test_emulated_bconv(emu, bconv_tc, seed, La, Lb, batch, n):
     pin = ntt_primes(10, 30.9, La)
     pout = ntt_primes(10, 29.5, Lb, exclude=pin)
     x = torch.stack([rand_res((La, n), pin) for _ in range(batch)])

@@ -96,6 +96,10 @@ long long emu_ntt(const int32_t* x, int32_t* y, long long rows, int L, int log_n
                 ex);
 }
 
+// Whether the base conversions run their tensor-core program (bconv_tc_core.cuh): 1 yes, 0 the
+// integer-pipe one, -1 as FHETORCH_BCONV_TC says.
+void emu_set_bconv_tc(int on) { bconv_tc_override() = on; }
+
 // The bconv op (bconv_core.cuh): x (batch, La, n) -> y (batch, Lb, n).
 long long emu_bconv(const int32_t* x, int32_t* y, long long batch, int La, int Lb, long long n, const int32_t* mod_in,
                     const int32_t* mod_out, const int32_t* mat) {

@@ -1,0 +1,305 @@
+// Base conversion on int8 tensor cores (sm_80+ mma.sync m16n8k32, u8 x u8 -> s32), for the
+// conversion maps of bconv_core.cuh with at most 16 inputs. Same result as Bconv (the
+// canonical residue of sum_k centred(t_k) m_k), bit for bit.
+//
+// The product as a byte matrix product. Write X_k = centred(t_k) + 2^30 (in [0, 2^31), 4 bytes)
+// and M'_k = m_k mod p; with W_j[k] = 2^(8j) M'_k mod p and byte i of W_j[k] written W_ji[k]:
+//   sum_k M'_k X_k  ==  sum_i 2^(8i) C_i  (mod p),   C_i = sum_(k, j) W_ji[k] byte_j(X_k).
+// So one mma row per (output o, byte i) and one K entry per (input k, byte j): the B operand
+// is the 32-bit words X_k themselves (a B fragment register holds rows 4t..4t+3 of one
+// column: limb t's four bytes), 8 inputs per k32 step, and the A operand is a per-block table
+// of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus 2^30 sum_k M'_k
+// (mod p) it is the Montgomery-form sum, which smr() ends as Bconv's finish() does. Per output
+// coefficient: a quarter of 2 mma, a few adds, 2 shuffles and one reduction, instead of 12-16
+// wide multiplies and folds (bconv_core.cuh); what is left is the memory traffic.
+//
+// Rows of an m-tile: r = 4 i + o (4 outputs o, bytes i = r >> 2), so a thread (group g = lane
+// >> 2, t = lane & 3) holds bytes i and i + 2 of output g & 3 for columns 2t, 2t + 1, and lane
+// ^ 16 the other two: one 64-bit exchange finishes one column each.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B): A regs a0..a3 = (row g, cols 4t..+3),
+// (g + 8, 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..); B regs b0, b1 = (rows 4t..+3, col g),
+// (16 + 4t.., g); C c0..c3 = (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1); byte e of a
+// register is element e. The host emulation (program.cuh's HostExec) computes each lane's C
+// from these layouts element by element, so the byte tables and the epilogue are checked
+// without a GPU; the layouts themselves by the CUDA parity tests.
+#pragma once
+#include <cstdint>
+
+#include "program.cuh"
+#include "util.cuh"
+
+namespace fhetorch::cuda {
+
+constexpr int kTcThreads = 256;          // 8 warps
+constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
+constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
+constexpr int kTcMaxOuts = 64;           // outputs a block (16 m-tiles of 4)
+constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
+constexpr int kTcTargetBlocks = 4 * 132; // about 4 blocks an SM
+
+struct TcGrid {
+  int tiles, chunks, outs;  // coefficient tiles of kTcCoefs, output chunks per group, outputs per chunk
+};
+
+// Chunks so that the launch fills the GPU; outputs a chunk a multiple of 4, at most 64.
+inline TcGrid bconv_tc_grid(int64_t groups, int64_t n, int max_out) {
+  TcGrid g;
+  g.tiles = static_cast<int>((n + kTcCoefs - 1) / kTcCoefs);
+  const int64_t base = groups * g.tiles;
+  int64_t ch = base > 0 ? (kTcTargetBlocks + base - 1) / base : 1;
+  const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 3) / 4;
+  ch = ch < lo ? lo : ch > hi ? hi : ch;
+  if (ch < 1) ch = 1;
+  const int per = static_cast<int>((max_out + ch - 1) / ch);
+  g.outs = (per + 3) / 4 * 4;
+  if (g.outs < 4) g.outs = 4;
+  g.chunks = (max_out + g.outs - 1) / g.outs;
+  if (g.chunks < 1) g.chunks = 1;
+  return g;
+}
+
+// FHETORCH_BCONV_TC=0 runs the conversions on the integer pipes (bconv_core.cuh's Bconv);
+// bconv_tc_override() (>= 0) wins over the environment (the host emulation's tests).
+inline int& bconv_tc_override() {
+  static int v = -1;
+  return v;
+}
+inline bool bconv_tc_enabled() {
+  static const bool on = env_switch_on("FHETORCH_BCONV_TC");
+  return bconv_tc_override() >= 0 ? bconv_tc_override() != 0 : on;
+}
+
+template <class M>
+struct TcArgs {
+  typename M::Args m;
+  TcGrid grid;
+};
+
+struct TcSmem {
+  uint32_t afrag[kTcMaxOuts / 4][2][32][4];  // [m-tile][k step][lane][register]
+  uint32_t w[kTcMaxOuts][kTcMaxIn][4];       // W_j[o][k]: 2^(8j) m'_ok mod p_o (0 past the chunk and the digit)
+  int32_t* out[kTcMaxOuts];
+  const int32_t* in[kTcMaxIn];
+  int32_t q_in[kTcMaxIn];
+  int32_t p[kTcMaxOuts], pinv[kTcMaxOuts], off[kTcMaxOuts];
+  uint32_t c8[kTcMaxOuts];                   // 2^40 mod p: a Montgomery step multiplies by 2^8
+};
+
+// D += A B on one warp's fragments.
+FT_HD void tc_mma(int32_t (&d)[4], const uint32_t* a, const uint32_t* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  (void)d, (void)a, (void)b;
+#endif
+}
+
+FT_HD uint64_t tc_shfl_xor16(uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  return __shfl_xor_sync(0xffffffffu, v, 16);
+#else
+  return v;  // the host emulation computes the partner's value itself
+#endif
+}
+
+template <int KS, class M>
+struct BconvTc {
+  using Args = TcArgs<M>;
+  static_assert(KS == 1 || KS == 2, "8 or 16 inputs");
+  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 2;
+  static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
+  static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
+  struct State {};
+  struct Blk {
+    int g, o0, nout, nin;
+    int64_t c0;
+    TcSmem* s;
+  };
+  FT_HD static int64_t blocks(const Args& a) {
+    return static_cast<int64_t>(M::groups(a.m)) * a.grid.chunks * a.grid.tiles;
+  }
+  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
+    const int64_t rest = block / a.grid.tiles;
+    Blk b;
+    b.c0 = (block % a.grid.tiles) * kTcCoefs;
+    b.g = static_cast<int>(rest / a.grid.chunks);
+    b.o0 = static_cast<int>(rest % a.grid.chunks) * a.grid.outs;
+    const int left = M::n_out(a.m, b.g) - b.o0;
+    b.nout = left < a.grid.outs ? left : a.grid.outs;
+    b.nin = M::n_in(a.m, b.g);
+    b.s = reinterpret_cast<TcSmem*>(sm);
+    return b;
+  }
+  // constants, W table, A fragments, products
+  FT_HD static int num_steps(const Args&, const Blk& b) { return b.nout > 0 ? 4 : 0; }
+  FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
+    if (s == 0) return constants(a, b, tid);
+    if (s == 1) return w_table(a, b, tid);
+    if (s == 2) return a_fragments(b, tid);
+    products(a, b, tid);
+  }
+
+ private:
+  FT_HD static int m_tiles(const Blk& b) { return (b.nout + 3) / 4; }
+
+  // Per output of the chunk: p, -p^-1, 2^40 mod p, the offset 2^30 sum_k m'_k mod p, its row;
+  // per input: its row and modulus.
+  FT_HD static void constants(const Args& a, const Blk& b, int tid) {
+    TcSmem& sm = *b.s;
+    for (int o = tid; o < kTcMaxOuts; o += THREADS) {
+      const bool on = o < b.nout;
+      const int32_t* pm = on ? M::out_mod(a.m, b.g, b.o0 + o) : nullptr;
+      const int32_t p = on ? ldg(pm) : 1;
+      sm.p[o] = p;
+      sm.pinv[o] = on ? ldg(pm + 1) : 1;
+      sm.out[o] = on ? M::out_row(a.m, b.g, b.o0 + o) : nullptr;
+      const uint64_t up = static_cast<uint64_t>(static_cast<uint32_t>(p));
+      sm.c8[o] = on ? static_cast<uint32_t>((uint64_t(1) << 40) % up) : 0u;
+      uint64_t sum = 0;
+      if (on) {
+        const int32_t* mrow = M::mat_row(a.m, b.g, b.o0 + o);
+        for (int k = 0; k < b.nin; ++k) {
+          const int32_t m = ldg(mrow + k);
+          sum += static_cast<uint32_t>(m < 0 ? m + p : m);
+        }
+      }
+      sm.off[o] = on ? static_cast<int32_t>(((sum % up) << 30) % up) : 0;
+    }
+    for (int k = tid; k < kTcMaxIn; k += THREADS) {
+      const bool on = k < b.nin;
+      sm.in[k] = on ? M::in_row(a.m, b.g, k) : nullptr;
+      sm.q_in[k] = on ? ldg(M::in_mod(a.m, b.g, k)) : 1;
+    }
+  }
+
+  // W_j[o][k] = 2^(8j) m'_ok mod p_o, by Montgomery steps with 2^40 mod p (0 outside).
+  FT_HD static void w_table(const Args& a, const Blk& b, int tid) {
+    TcSmem& sm = *b.s;
+    for (int idx = tid; idx < kTcMaxOuts * kTcMaxIn; idx += THREADS) {
+      const int o = idx / kTcMaxIn, k = idx % kTcMaxIn;
+      uint32_t w = 0;
+      if (o < b.nout && k < b.nin) {
+        const int32_t p = sm.p[o], m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
+        w = static_cast<uint32_t>(m < 0 ? m + p : m);
+      }
+      const uint32_t p = static_cast<uint32_t>(sm.p[o]), nqinv = 0u - static_cast<uint32_t>(sm.pinv[o]);
+      for (int j = 0; j < 4; ++j) {
+        sm.w[o][k][j] = w;
+        // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
+        const uint64_t prod = static_cast<uint64_t>(w) * sm.c8[o];
+        const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
+        uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
+        w = r >= p ? r - p : r;
+      }
+    }
+  }
+
+  // Row r, column kk of m-tile mt, k step s: byte r >> 2 of W_(kk & 3)[4 mt + (r & 3)][8 s + kk / 4].
+  FT_HD static uint32_t a_byte(const TcSmem& sm, int mt, int s, int r, int kk) {
+    return (sm.w[4 * mt + (r & 3)][8 * s + kk / 4][kk & 3] >> (8 * (r >> 2))) & 0xffu;
+  }
+  FT_HD static void a_fragments(const Blk& b, int tid) {
+    TcSmem& sm = *b.s;
+    const int words = m_tiles(b) * KS * 32 * 4;
+    for (int idx = tid; idx < words; idx += THREADS) {
+      const int reg = idx & 3, lane = (idx >> 2) & 31, s = (idx >> 7) % KS, mt = (idx >> 7) / KS;
+      const int g = lane >> 2, t = lane & 3;
+      const int r = g + 8 * (reg & 1), kk0 = 4 * t + 16 * (reg >> 1);
+      uint32_t v = 0;
+      for (int e = 0; e < 4; ++e) v |= a_byte(sm, mt, s, r, kk0 + e) << (8 * e);
+      sm.afrag[mt][s][lane][reg] = v;
+    }
+  }
+
+  // X_k at coefficient c: centred(t_k[c]) + 2^30 (0 past the digit or the row).
+  FT_HD static uint32_t x_word(const Args& a, const Blk& b, int k, int64_t c) {
+    if (k >= b.nin || c >= M::n(a.m)) return 0u;
+    const TcSmem& sm = *b.s;
+    return static_cast<uint32_t>(centre(ldg(sm.in[k] + c), sm.q_in[k]) + (int32_t(1) << 30));
+  }
+
+#if !defined(__CUDA_ARCH__)
+  // The host's model of one lane's C fragment for m-tile mt and the n8 tile at column c8.
+  static void emulate_mma(const Args& a, const Blk& b, int mt, int64_t col8, int lane, int32_t (&d)[4]) {
+    const TcSmem& sm = *b.s;
+    const int g = lane >> 2, t = lane & 3;
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      int64_t acc = 0;
+      for (int s = 0; s < KS; ++s)
+        for (int kk = 0; kk < 32; ++kk) {
+          // A[r][kk] from the fragment table: lane (r & 7) * 4 + (kk & 15) / 4, register
+          // (r >> 3) + 2 (kk >> 4), byte kk & 3
+          const uint32_t aw = sm.afrag[mt][s][(r & 7) * 4 + (kk & 15) / 4][(r >> 3) + 2 * (kk >> 4)];
+          const uint32_t bw = x_word(a, b, 8 * s + kk / 4, col8 + col);
+          acc += static_cast<int64_t>((aw >> (8 * (kk & 3))) & 0xffu) * ((bw >> (8 * (kk & 3))) & 0xffu);
+        }
+      d[e] = static_cast<int32_t>(acc);
+    }
+  }
+#endif
+
+  // C's bytes i and i + 2 of one column, combined: C_i 2^(8i) + C_(i+2) 2^(8(i+2)).
+  FT_HD static uint64_t pair_sum(int32_t lo, int32_t hi, int i) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(lo)) + (static_cast<uint64_t>(static_cast<uint32_t>(hi)) << 16))
+           << (8 * i);
+  }
+
+  // Every m-tile of the chunk times the warp's 64 columns.
+  FT_HD static void products(const Args& a, const Blk& b, int tid) {
+    const TcSmem& sm = *b.s;
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3, i = g >> 2;
+    const int64_t cw = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
+    if (cw >= n) return;  // a whole warp past the row (before any shuffle)
+    uint32_t bf[NT][KS][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int s = 0; s < KS; ++s) {
+        bf[nt][s][0] = x_word(a, b, 8 * s + t, cw + 8 * nt + g);
+        bf[nt][s][1] = x_word(a, b, 8 * s + 4 + t, cw + 8 * nt + g);
+      }
+    const int mts = m_tiles(b);
+    for (int mt = 0; mt < mts; ++mt) {
+      uint32_t af[KS][4];
+#pragma unroll
+      for (int s = 0; s < KS; ++s)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) af[s][r] = sm.afrag[mt][s][lane][r];
+      const int o = 4 * mt + (g & 3);
+      const bool on = o < b.nout;
+      const int32_t p = sm.p[o], pinv = sm.pinv[o], off = sm.off[o];
+      int32_t* out = sm.out[o];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        int32_t d[4] = {0, 0, 0, 0};
+        uint64_t recv;
+        const int64_t col8 = cw + 8 * nt;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+        for (int s = 0; s < KS; ++s) tc_mma(d, af[s], bf[nt][s]);
+        const uint64_t col0 = pair_sum(d[0], d[2], i), col1 = pair_sum(d[1], d[3], i);
+        recv = tc_shfl_xor16(i == 0 ? col1 : col0);
+#else
+        (void)af;
+        emulate_mma(a, b, mt, col8, lane, d);
+        const uint64_t col0 = pair_sum(d[0], d[2], i), col1 = pair_sum(d[1], d[3], i);
+        int32_t dp[4];
+        emulate_mma(a, b, mt, col8, lane ^ 16, dp);
+        // what lane ^ 16 (bytes 1 - i, 3 - i) sends: its share of this lane's column
+        recv = i == 0 ? pair_sum(dp[0], dp[2], 1) : pair_sum(dp[1], dp[3], 0);
+#endif
+        const uint64_t total = (i == 0 ? col0 : col1) + recv;
+        const int64_t c = col8 + 2 * t + i;
+        if (on && c < n)
+          out[c] = canon(smr(static_cast<int64_t>(total) - off, p, pinv), p);
+      }
+    }
+  }
+};
+
+}  // namespace fhetorch::cuda

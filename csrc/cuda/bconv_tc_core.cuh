@@ -10,12 +10,13 @@
 // column: limb t's four bytes), 8 inputs per k32 step, and the A operand is a per-block table
 // of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus 2^30 sum_k M'_k
 // (mod p) it is the Montgomery-form sum, which smr() ends as Bconv's finish() does. Per output
-// coefficient: a quarter of 2 mma, a few adds, 2 shuffles and one reduction, instead of 12-16
-// wide multiplies and folds (bconv_core.cuh); what is left is the memory traffic.
+// coefficient: 2 mma over 32 values, a few adds, one shuffle and one reduction, instead of 12-16
+// wide multiplies and folds (bconv_core.cuh).
 //
-// Rows of an m-tile: r = 4 i + o (4 outputs o, bytes i = r >> 2), so a thread (group g = lane
-// >> 2, t = lane & 3) holds bytes i and i + 2 of output g & 3 for columns 2t, 2t + 1, and lane
-// ^ 16 the other two: one 64-bit exchange finishes one column each.
+// Rows of an m-tile: row r is output r & 3, byte 2 ((r >> 2) & 1) + (r >> 3), so a thread
+// (group g = lane >> 2, t = lane & 3) holds bytes (0, 1) (g < 4) or (2, 3) of output g & 3 for
+// columns 2t and 2t + 1: L = C_0 + 2^8 C_1 or H = C_2 + 2^8 C_3, each below 2^31; lane ^ 16 holds
+// the other half, and one 32-bit exchange leaves each lane one column's L + 2^16 H.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B): A regs a0..a3 = (row g, cols 4t..+3),
 // (g + 8, 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..); B regs b0, b1 = (rows 4t..+3, col g),
@@ -36,18 +37,28 @@ constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
 constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
 constexpr int kTcMaxOuts = 64;           // outputs a block (16 m-tiles of 4)
 constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
-constexpr int kTcTargetBlocks = 4 * 132; // about 4 blocks an SM
+constexpr int kTcTargetBlocks = 3 * 132; // the blocks resident at once on an H100 (3 an SM)
 
 struct TcGrid {
   int tiles, chunks, outs;  // coefficient tiles of kTcCoefs, output chunks per group, outputs per chunk
 };
 
+// FHETORCH_BCONV_TC_BLOCKS (read once) overrides the launch's target block count (tuning).
+inline int64_t bconv_tc_target_blocks() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("FHETORCH_BCONV_TC_BLOCKS");
+    const long long x = e ? std::atoll(e) : 0;
+    return x > 0 ? static_cast<int64_t>(x) : static_cast<int64_t>(kTcTargetBlocks);
+  }();
+  return v;
+}
+
 // Chunks so that the launch fills the GPU; outputs a chunk a multiple of 4, at most 64.
 inline TcGrid bconv_tc_grid(int64_t groups, int64_t n, int max_out) {
   TcGrid g;
   g.tiles = static_cast<int>((n + kTcCoefs - 1) / kTcCoefs);
-  const int64_t base = groups * g.tiles;
-  int64_t ch = base > 0 ? (kTcTargetBlocks + base - 1) / base : 1;
+  const int64_t base = groups * g.tiles, target = bconv_tc_target_blocks();
+  int64_t ch = base > 0 ? (target + base - 1) / base : 1;
   const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 3) / 4;
   ch = ch < lo ? lo : ch > hi ? hi : ch;
   if (ch < 1) ch = 1;
@@ -98,19 +109,11 @@ FT_HD void tc_mma(int32_t (&d)[4], const uint32_t* a, const uint32_t* b) {
 #endif
 }
 
-FT_HD uint64_t tc_shfl_xor16(uint64_t v) {
-#if defined(__CUDA_ARCH__)
-  return __shfl_xor_sync(0xffffffffu, v, 16);
-#else
-  return v;  // the host emulation computes the partner's value itself
-#endif
-}
-
 template <int KS, class M>
 struct BconvTc {
   using Args = TcArgs<M>;
   static_assert(KS == 1 || KS == 2, "8 or 16 inputs");
-  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 2;
+  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 3;  // <= 80 registers
   static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
   static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
   struct State {};
@@ -146,28 +149,20 @@ struct BconvTc {
  private:
   FT_HD static int m_tiles(const Blk& b) { return (b.nout + 3) / 4; }
 
-  // Per output of the chunk: p, -p^-1, 2^40 mod p, the offset 2^30 sum_k m'_k mod p, its row;
-  // per input: its row and modulus.
+  // The m-tiles' rows that hold outputs (a multiple of 4) and the K entries in use.
+  FT_HD static int rows_used(const Blk& b) { return 4 * m_tiles(b); }
+
+  // Per output of the chunk: p, p^-1, 2^40 mod p, its row; per input: its row and modulus.
   FT_HD static void constants(const Args& a, const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    for (int o = tid; o < kTcMaxOuts; o += THREADS) {
+    for (int o = tid; o < rows_used(b); o += THREADS) {
       const bool on = o < b.nout;
       const int32_t* pm = on ? M::out_mod(a.m, b.g, b.o0 + o) : nullptr;
       const int32_t p = on ? ldg(pm) : 1;
       sm.p[o] = p;
       sm.pinv[o] = on ? ldg(pm + 1) : 1;
       sm.out[o] = on ? M::out_row(a.m, b.g, b.o0 + o) : nullptr;
-      const uint64_t up = static_cast<uint64_t>(static_cast<uint32_t>(p));
-      sm.c8[o] = on ? static_cast<uint32_t>((uint64_t(1) << 40) % up) : 0u;
-      uint64_t sum = 0;
-      if (on) {
-        const int32_t* mrow = M::mat_row(a.m, b.g, b.o0 + o);
-        for (int k = 0; k < b.nin; ++k) {
-          const int32_t m = ldg(mrow + k);
-          sum += static_cast<uint32_t>(m < 0 ? m + p : m);
-        }
-      }
-      sm.off[o] = on ? static_cast<int32_t>(((sum % up) << 30) % up) : 0;
+      sm.c8[o] = on ? static_cast<uint32_t>((uint64_t(1) << 40) % static_cast<uint32_t>(p)) : 0u;
     }
     for (int k = tid; k < kTcMaxIn; k += THREADS) {
       const bool on = k < b.nin;
@@ -179,8 +174,9 @@ struct BconvTc {
   // W_j[o][k] = 2^(8j) m'_ok mod p_o, by Montgomery steps with 2^40 mod p (0 outside).
   FT_HD static void w_table(const Args& a, const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    for (int idx = tid; idx < kTcMaxOuts * kTcMaxIn; idx += THREADS) {
-      const int o = idx / kTcMaxIn, k = idx % kTcMaxIn;
+    const int rows = rows_used(b), ks = 8 * KS;
+    for (int idx = tid; idx < rows * ks; idx += THREADS) {
+      const int o = idx / ks, k = idx - o * ks;
       uint32_t w = 0;
       if (o < b.nout && k < b.nin) {
         const int32_t p = sm.p[o], m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
@@ -192,16 +188,19 @@ struct BconvTc {
         // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
         const uint64_t prod = static_cast<uint64_t>(w) * sm.c8[o];
         const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
-        uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
+        const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
         w = r >= p ? r - p : r;
       }
     }
   }
 
-  // Row r, column kk of m-tile mt, k step s: byte r >> 2 of W_(kk & 3)[4 mt + (r & 3)][8 s + kk / 4].
+  // Row r, column kk of m-tile mt, k step s: byte 2 ((r >> 2) & 1) + (r >> 3) of
+  // W_(kk & 3)[4 mt + (r & 3)][8 s + kk / 4].
   FT_HD static uint32_t a_byte(const TcSmem& sm, int mt, int s, int r, int kk) {
-    return (sm.w[4 * mt + (r & 3)][8 * s + kk / 4][kk & 3] >> (8 * (r >> 2))) & 0xffu;
+    const int i = 2 * ((r >> 2) & 1) + (r >> 3);
+    return (sm.w[4 * mt + (r & 3)][8 * s + kk / 4][kk & 3] >> (8 * i)) & 0xffu;
   }
+  // The A fragments, and each output's offset 2^30 sum_k m'_k mod p (from W_0).
   FT_HD static void a_fragments(const Blk& b, int tid) {
     TcSmem& sm = *b.s;
     const int words = m_tiles(b) * KS * 32 * 4;
@@ -213,6 +212,12 @@ struct BconvTc {
       for (int e = 0; e < 4; ++e) v |= a_byte(sm, mt, s, r, kk0 + e) << (8 * e);
       sm.afrag[mt][s][lane][reg] = v;
     }
+    for (int o = tid; o < rows_used(b); o += THREADS) {
+      uint64_t sum = 0;
+      for (int k = 0; k < 8 * KS; ++k) sum += sm.w[o][k][0];
+      const uint64_t p = static_cast<uint32_t>(sm.p[o]);
+      sm.off[o] = static_cast<int32_t>(((sum % p) << 30) % p);
+    }
   }
 
   // X_k at coefficient c: centred(t_k[c]) + 2^30 (0 past the digit or the row).
@@ -223,7 +228,7 @@ struct BconvTc {
   }
 
 #if !defined(__CUDA_ARCH__)
-  // The host's model of one lane's C fragment for m-tile mt and the n8 tile at column c8.
+  // The host's model of one lane's C fragment for m-tile mt and the n8 tile at column col8.
   static void emulate_mma(const Args& a, const Blk& b, int mt, int64_t col8, int lane, int32_t (&d)[4]) {
     const TcSmem& sm = *b.s;
     const int g = lane >> 2, t = lane & 3;
@@ -243,18 +248,19 @@ struct BconvTc {
   }
 #endif
 
-  // C's bytes i and i + 2 of one column, combined: C_i 2^(8i) + C_(i+2) 2^(8(i+2)).
-  FT_HD static uint64_t pair_sum(int32_t lo, int32_t hi, int i) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(lo)) + (static_cast<uint64_t>(static_cast<uint32_t>(hi)) << 16))
-           << (8 * i);
+  // A lane's two columns' halves (L or H: bytes (0, 1) or (2, 3)), below 2^31 each.
+  FT_HD static void halves(const int32_t (&d)[4], uint32_t& col0, uint32_t& col1) {
+    col0 = static_cast<uint32_t>(d[0]) + (static_cast<uint32_t>(d[2]) << 8);
+    col1 = static_cast<uint32_t>(d[1]) + (static_cast<uint32_t>(d[3]) << 8);
   }
 
   // Every m-tile of the chunk times the warp's 64 columns.
   FT_HD static void products(const Args& a, const Blk& b, int tid) {
     const TcSmem& sm = *b.s;
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3, i = g >> 2;
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3, half = g >> 2;
     const int64_t cw = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
     if (cw >= n) return;  // a whole warp past the row (before any shuffle)
+    const bool full = cw + kTcWarpCoefs <= n;  // warp-uniform: no column past the row
     uint32_t bf[NT][KS][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -273,30 +279,31 @@ struct BconvTc {
       const int o = 4 * mt + (g & 3);
       const bool on = o < b.nout;
       const int32_t p = sm.p[o], pinv = sm.pinv[o], off = sm.off[o];
-      int32_t* out = sm.out[o];
+      int32_t* out = on ? sm.out[o] + cw + 2 * t + half : nullptr;  // column 2t + half of the warp's first tile
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         int32_t d[4] = {0, 0, 0, 0};
-        uint64_t recv;
-        const int64_t col8 = cw + 8 * nt;
+        uint32_t col0, col1, recv;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
         for (int s = 0; s < KS; ++s) tc_mma(d, af[s], bf[nt][s]);
-        const uint64_t col0 = pair_sum(d[0], d[2], i), col1 = pair_sum(d[1], d[3], i);
-        recv = tc_shfl_xor16(i == 0 ? col1 : col0);
+        halves(d, col0, col1);
+        recv = __shfl_xor_sync(0xffffffffu, half ? col0 : col1, 16);
 #else
         (void)af;
+        const int64_t col8 = cw + 8 * nt;
         emulate_mma(a, b, mt, col8, lane, d);
-        const uint64_t col0 = pair_sum(d[0], d[2], i), col1 = pair_sum(d[1], d[3], i);
-        int32_t dp[4];
+        halves(d, col0, col1);
+        int32_t dp[4];  // lane ^ 16 (the other half) sends its share of this lane's column
         emulate_mma(a, b, mt, col8, lane ^ 16, dp);
-        // what lane ^ 16 (bytes 1 - i, 3 - i) sends: its share of this lane's column
-        recv = i == 0 ? pair_sum(dp[0], dp[2], 1) : pair_sum(dp[1], dp[3], 0);
+        uint32_t p0, p1;
+        halves(dp, p0, p1);
+        recv = half ? p1 : p0;
 #endif
-        const uint64_t total = (i == 0 ? col0 : col1) + recv;
-        const int64_t c = col8 + 2 * t + i;
-        if (on && c < n)
-          out[c] = canon(smr(static_cast<int64_t>(total) - off, p, pinv), p);
+        const uint32_t keep = half ? col1 : col0;
+        const uint64_t total = mad_wide(half ? keep : recv, 65536u, static_cast<uint64_t>(half ? recv : keep));
+        if (on && (full || cw + 8 * nt + 2 * t + half < n))
+          out[8 * nt] = canon(smr(static_cast<int64_t>(total) - off, p, pinv), p);
       }
     }
   }

@@ -8,8 +8,9 @@
 // So one mma row per (output o, byte i) and one K entry per (input k, byte j): the B operand
 // is the 32-bit words X_k themselves (a B fragment register holds rows 4t..4t+3 of one
 // column: limb t's four bytes), 8 inputs per k32 step, and the A operand is a per-block table
-// of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus 2^30 sum_k M'_k
-// (mod p) it is the Montgomery-form sum, which smr() ends as Bconv's finish() does. Per output
+// of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
+// mod p (the accumulators of byte i start at minus byte i of off) it is the Montgomery-form sum,
+// which smr() ends as Bconv's finish() does. Per output
 // coefficient: 2 mma over 32 values, a few adds, one shuffle and one reduction, instead of 12-16
 // wide multiplies and folds (bconv_core.cuh).
 //
@@ -93,7 +94,8 @@ struct TcSmem {
   int32_t* out[kTcMaxOuts];
   const int32_t* in[kTcMaxIn];
   int32_t q_in[kTcMaxIn];
-  int32_t p[kTcMaxOuts], pinv[kTcMaxOuts], off[kTcMaxOuts];
+  int32_t p[kTcMaxOuts], pinv[kTcMaxOuts];
+  int32_t neg_off[kTcMaxOuts][4];           // minus byte i of the offset: the accumulators' start
   uint32_t c8[kTcMaxOuts];                   // 2^40 mod p: a Montgomery step multiplies by 2^8
 };
 
@@ -216,7 +218,8 @@ struct BconvTc {
       uint64_t sum = 0;
       for (int k = 0; k < 8 * KS; ++k) sum += sm.w[o][k][0];
       const uint64_t p = static_cast<uint32_t>(sm.p[o]);
-      sm.off[o] = static_cast<int32_t>(((sum % p) << 30) % p);
+      const uint32_t off = static_cast<uint32_t>(((sum % p) << 30) % p);
+      for (int i = 0; i < 4; ++i) sm.neg_off[o][i] = -static_cast<int32_t>((off >> (8 * i)) & 0xffu);
     }
   }
 
@@ -234,7 +237,7 @@ struct BconvTc {
     const int g = lane >> 2, t = lane & 3;
     for (int e = 0; e < 4; ++e) {
       const int r = g + 8 * (e >> 1), col = 2 * t + (e & 1);
-      int64_t acc = 0;
+      int64_t acc = d[e];
       for (int s = 0; s < KS; ++s)
         for (int kk = 0; kk < 32; ++kk) {
           // A[r][kk] from the fragment table: lane (r & 7) * 4 + (kk & 15) / 4, register
@@ -248,10 +251,11 @@ struct BconvTc {
   }
 #endif
 
-  // A lane's two columns' halves (L or H: bytes (0, 1) or (2, 3)), below 2^31 each.
-  FT_HD static void halves(const int32_t (&d)[4], uint32_t& col0, uint32_t& col1) {
-    col0 = static_cast<uint32_t>(d[0]) + (static_cast<uint32_t>(d[2]) << 8);
-    col1 = static_cast<uint32_t>(d[1]) + (static_cast<uint32_t>(d[3]) << 8);
+  // A lane's two columns' halves (L or H: bytes (0, 1) or (2, 3), the offset's bytes taken off),
+  // in (-2^16, 2^31) each.
+  FT_HD static void halves(const int32_t (&d)[4], int32_t& col0, int32_t& col1) {
+    col0 = d[0] + d[2] * 256;
+    col1 = d[1] + d[3] * 256;
   }
 
   // Every m-tile of the chunk times the warp's 64 columns.
@@ -278,34 +282,56 @@ struct BconvTc {
         for (int r = 0; r < 4; ++r) af[s][r] = sm.afrag[mt][s][lane][r];
       const int o = 4 * mt + (g & 3);
       const bool on = o < b.nout;
-      const int32_t p = sm.p[o], pinv = sm.pinv[o], off = sm.off[o];
+      const int32_t p = sm.p[o], pinv = sm.pinv[o];
+      // the accumulators start at minus the offset's bytes 2 half and 2 half + 1 (rows g, g + 8)
+      const int32_t start0 = sm.neg_off[o][2 * half], start1 = sm.neg_off[o][2 * half + 1];
       int32_t* out = on ? sm.out[o] + cw + 2 * t + half : nullptr;  // column 2t + half of the warp's first tile
+      if (full) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        int32_t d[4] = {0, 0, 0, 0};
-        uint32_t col0, col1, recv;
-#if defined(__CUDA_ARCH__)
+        for (int nt = 0; nt < NT; ++nt) {
+          const int32_t y = column(a, b, mt, nt, cw, lane, half, af, bf, start0, start1, p, pinv);
+          if (on) out[8 * nt] = y;
+        }
+      } else {
 #pragma unroll
-        for (int s = 0; s < KS; ++s) tc_mma(d, af[s], bf[nt][s]);
-        halves(d, col0, col1);
-        recv = __shfl_xor_sync(0xffffffffu, half ? col0 : col1, 16);
-#else
-        (void)af;
-        const int64_t col8 = cw + 8 * nt;
-        emulate_mma(a, b, mt, col8, lane, d);
-        halves(d, col0, col1);
-        int32_t dp[4];  // lane ^ 16 (the other half) sends its share of this lane's column
-        emulate_mma(a, b, mt, col8, lane ^ 16, dp);
-        uint32_t p0, p1;
-        halves(dp, p0, p1);
-        recv = half ? p1 : p0;
-#endif
-        const uint32_t keep = half ? col1 : col0;
-        const uint64_t total = mad_wide(half ? keep : recv, 65536u, static_cast<uint64_t>(half ? recv : keep));
-        if (on && (full || cw + 8 * nt + 2 * t + half < n))
-          out[8 * nt] = canon(smr(static_cast<int64_t>(total) - off, p, pinv), p);
+        for (int nt = 0; nt < NT; ++nt) {
+          const int32_t y = column(a, b, mt, nt, cw, lane, half, af, bf, start0, start1, p, pinv);
+          if (on && cw + 8 * nt + 2 * t + half < n) out[8 * nt] = y;
+        }
       }
     }
+  }
+
+  // The lane's output value of m-tile mt at its column of n8 tile nt (every lane of the warp
+  // calls it together: the mma and the exchange are warp-wide).
+  FT_HD static int32_t column(const Args& a, const Blk& b, int mt, int nt, int64_t cw, int lane, int half,
+                              const uint32_t (&af)[KS][4], const uint32_t (&bf)[NT][KS][2], int32_t start0,
+                              int32_t start1, int32_t p, int32_t pinv) {
+    int32_t d[4] = {start0, start0, start1, start1};
+    int32_t col0, col1, recv;
+#if defined(__CUDA_ARCH__)
+    (void)a, (void)b, (void)mt, (void)cw;
+#pragma unroll
+    for (int s = 0; s < KS; ++s) tc_mma(d, af[s], bf[nt][s]);
+    halves(d, col0, col1);
+    recv = __shfl_xor_sync(0xffffffffu, half ? col0 : col1, 16);
+#else
+    (void)af, (void)bf;
+    const int64_t col8 = cw + 8 * nt;
+    emulate_mma(a, b, mt, col8, lane, d);
+    halves(d, col0, col1);
+    // lane ^ 16 (the other half) sends its share of this lane's column
+    const int o = 4 * mt + ((lane >> 2) & 3), hp = 1 - half;
+    int32_t dp[4] = {b.s->neg_off[o][2 * hp], b.s->neg_off[o][2 * hp], b.s->neg_off[o][2 * hp + 1],
+                     b.s->neg_off[o][2 * hp + 1]};
+    emulate_mma(a, b, mt, col8, lane ^ 16, dp);
+    int32_t p0, p1;
+    halves(dp, p0, p1);
+    recv = half ? p1 : p0;
+#endif
+    const int32_t keep = half ? col1 : col0;
+    const int64_t total = mad_wide(half ? keep : recv, 65536, static_cast<int64_t>(half ? recv : keep));
+    return canon(smr(total, p, pinv), p);
   }
 };
 

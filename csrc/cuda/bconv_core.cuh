@@ -203,12 +203,12 @@ struct Bconv {
   }
 };
 
-// Runs the conversion of at most max_out outputs a group: on int8 tensor cores for up to 16
-// inputs (bconv_tc_core.cuh; unless FHETORCH_BCONV_TC=0), else with the register path sized
-// for up to max_in inputs per group, or the memory path.
+// Runs the conversion of at most max_out outputs a group: on int8 tensor cores where
+// bconv_tc_takes(max_in) (bconv_tc_core.cuh: 9-16 inputs by default), else with the register
+// path sized for up to max_in inputs per group, or the memory path.
 template <class M, class Exec>
 cudaError_t run_bconv(Exec& ex, const typename M::Args& a, int max_in, int max_out) {
-  if (max_in <= kTcMaxIn && bconv_tc_enabled()) {
+  if (bconv_tc_takes(max_in)) {
     const TcArgs<M> t{a, bconv_tc_grid(M::groups(a), M::n(a), max_out)};
     if (max_in <= 8) return ex.template run<BconvTc<1, M>>(t);
     return ex.template run<BconvTc<2, M>>(t);

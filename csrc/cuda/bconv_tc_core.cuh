@@ -71,15 +71,26 @@ inline TcGrid bconv_tc_grid(int64_t groups, int64_t n, int max_out) {
   return g;
 }
 
-// FHETORCH_BCONV_TC=0 runs the conversions on the integer pipes (bconv_core.cuh's Bconv);
-// bconv_tc_override() (>= 0) wins over the environment (the host emulation's tests).
+// The fewest inputs a conversion takes to the tensor cores by default: with 9-16 inputs (ModUp's
+// digits, ModDown's special limbs) they measured ~5 % faster than the integer pipes at 48 x 12 on
+// an H200, with 2-4 (a rescale's dropped limbs) ~3 % slower (docs/benchmarks.md, session 25).
+constexpr int kTcMinIn = 9;
+
+// Whether a conversion of max_in inputs runs on the tensor cores: FHETORCH_BCONV_TC=0 never
+// (bconv_core.cuh's Bconv on the integer pipes), =1 for every max_in <= 16, unset for kTcMinIn
+// .. 16; bconv_tc_override() (0 or 1) wins over the environment (the host emulation's tests).
 inline int& bconv_tc_override() {
   static int v = -1;
   return v;
 }
-inline bool bconv_tc_enabled() {
-  static const bool on = env_switch_on("FHETORCH_BCONV_TC");
-  return bconv_tc_override() >= 0 ? bconv_tc_override() != 0 : on;
+inline bool bconv_tc_takes(int max_in) {
+  static const int mode = [] {
+    const char* e = std::getenv("FHETORCH_BCONV_TC");
+    return e && e[0] == '0' ? 0 : e && e[0] == '1' ? 1 : -1;
+  }();
+  const int m = bconv_tc_override() >= 0 ? bconv_tc_override() : mode;
+  if (max_in > kTcMaxIn || m == 0) return false;
+  return m == 1 || max_in >= kTcMinIn;
 }
 
 template <class M>

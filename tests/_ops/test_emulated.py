@@ -46,9 +46,10 @@ def emu():
     return lib
 
 
-@pytest.fixture(params=[1, 0], ids=["tc", "int"])
+@pytest.fixture(params=[1, 0, -1], ids=["tc", "int", "default"])
 def bconv_tc(request, emu):
-    """The base conversions on tensor cores (bconv_tc_core.cuh, emulated) or the integer pipes."""
+    """The base conversions on tensor cores (bconv_tc_core.cuh, emulated), on the integer pipes, or
+    as the build decides (FHETORCH_BCONV_TC unset: tensor cores for 9-16 inputs)."""
     emu.emu_set_bconv_tc(request.param)
     yield request.param
     emu.emu_set_bconv_tc(-1)

@@ -208,7 +208,7 @@ struct Bconv {
 // path sized for up to max_in inputs per group, or the memory path.
 template <class M, class Exec>
 cudaError_t run_bconv(Exec& ex, const typename M::Args& a, int max_in, int max_out) {
-  if (bconv_tc_takes(max_in)) {
+  if (bconv_tc_takes(max_in) && (!std::is_same_v<Exec, CudaExec> || tc_device_ok())) {
     const TcArgs<M> t{a, bconv_tc_grid(M::groups(a), M::n(a), max_out)};
     if (max_in <= 8) return ex.template run<BconvTc<1, M>>(t);
     return ex.template run<BconvTc<2, M>>(t);

@@ -26,6 +26,7 @@
 // from these layouts element by element, so the byte tables and the epilogue are checked
 // without a GPU; the layouts themselves by the CUDA parity tests.
 #pragma once
+#include <atomic>
 #include <cstdint>
 
 #include "program.cuh"
@@ -117,9 +118,25 @@ FT_HD void tc_mma(int32_t (&d)[4], const uint32_t* a, const uint32_t* b) {
                "{%0,%1,%2,%3};\n"
                : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
+#elif defined(__CUDA_ARCH__)
   (void)d, (void)a, (void)b;
+  __trap();  // no int8 mma before sm_80: run_bconv never launches this there (tc_device_ok)
+#else
+  (void)d, (void)a, (void)b;  // the host emulation models the mma instead (emulate_mma)
 #endif
+}
+
+// Whether the current device has the int8 mma.sync (compute capability 8.0 or later), per device.
+inline bool tc_device_ok() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];  // 0: not asked yet, 1: no, 2: yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (dev < kDevices && known[dev].load() != 0) return known[dev].load() == 2;
+  int major = 0;
+  const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8;
+  if (dev < kDevices) known[dev].store(ok ? 2 : 1);
+  return ok;
 }
 
 template <int KS, class M>

@@ -39,7 +39,7 @@ constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
 constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
 constexpr int kTcMaxOuts = 64;           // outputs a block (16 m-tiles of 4)
 constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
-constexpr int kTcTargetBlocks = 3 * 132; // the blocks resident at once on an H100 (3 an SM)
+constexpr int kTcTargetBlocks = 4 * 132; // the blocks resident at once on an H100 (4 an SM)
 
 struct TcGrid {
   int tiles, chunks, outs;  // coefficient tiles of kTcCoefs, output chunks per group, outputs per chunk
@@ -55,12 +55,12 @@ inline int64_t bconv_tc_target_blocks() {
   return v;
 }
 
-// Chunks so that the launch fills the GPU; outputs a chunk a multiple of 4, at most 64.
+// Chunks so that the launch about fills the GPU once; outputs a chunk a multiple of 4, at most 64.
 inline TcGrid bconv_tc_grid(int64_t groups, int64_t n, int max_out) {
   TcGrid g;
   g.tiles = static_cast<int>((n + kTcCoefs - 1) / kTcCoefs);
   const int64_t base = groups * g.tiles, target = bconv_tc_target_blocks();
-  int64_t ch = base > 0 ? (target + base - 1) / base : 1;
+  int64_t ch = base > 0 ? (2 * target + base) / (2 * base) : 1;  // target / base, rounded
   const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 3) / 4;
   ch = ch < lo ? lo : ch > hi ? hi : ch;
   if (ch < 1) ch = 1;
@@ -102,7 +102,7 @@ struct TcArgs {
 
 struct TcSmem {
   uint32_t afrag[kTcMaxOuts / 4][2][32][4];  // [m-tile][k step][lane][register]
-  uint32_t w[kTcMaxOuts][kTcMaxIn][4];       // W_j[o][k]: 2^(8j) m'_ok mod p_o (0 past the chunk and the digit)
+  unsigned long long msum[kTcMaxOuts];       // sum_k m'_ok (the offset's sum)
   int32_t* out[kTcMaxOuts];
   const int32_t* in[kTcMaxIn];
   int32_t q_in[kTcMaxIn];
@@ -143,7 +143,7 @@ template <int KS, class M>
 struct BconvTc {
   using Args = TcArgs<M>;
   static_assert(KS == 1 || KS == 2, "8 or 16 inputs");
-  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 3;  // <= 80 registers
+  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 4;  // <= 64 registers
   static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
   static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
   struct State {};
@@ -167,12 +167,12 @@ struct BconvTc {
     b.s = reinterpret_cast<TcSmem*>(sm);
     return b;
   }
-  // constants, W table, A fragments, products
+  // constants, A fragments, offsets, products
   FT_HD static int num_steps(const Args&, const Blk& b) { return b.nout > 0 ? 4 : 0; }
   FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
     if (s == 0) return constants(a, b, tid);
-    if (s == 1) return w_table(a, b, tid);
-    if (s == 2) return a_fragments(b, tid);
+    if (s == 1) return a_fragments(a, b, tid);
+    if (s == 2) return offsets(b, tid);
     products(a, b, tid);
   }
 
@@ -193,6 +193,7 @@ struct BconvTc {
       sm.pinv[o] = on ? ldg(pm + 1) : 1;
       sm.out[o] = on ? M::out_row(a.m, b.g, b.o0 + o) : nullptr;
       sm.c8[o] = on ? static_cast<uint32_t>((uint64_t(1) << 40) % static_cast<uint32_t>(p)) : 0u;
+      sm.msum[o] = 0;
     }
     for (int k = tid; k < kTcMaxIn; k += THREADS) {
       const bool on = k < b.nin;
@@ -201,52 +202,50 @@ struct BconvTc {
     }
   }
 
-  // W_j[o][k] = 2^(8j) m'_ok mod p_o, by Montgomery steps with 2^40 mod p (0 outside).
-  FT_HD static void w_table(const Args& a, const Blk& b, int tid) {
+  // Per (output o, input k): W_j = 2^(8j) m'_ok mod p_o (j = 0..3, Montgomery steps with 2^40 mod
+  // p; 0 outside the chunk and the digit), and its four A-fragment words: word i packs byte i of
+  // W_0..W_3 (K entries 4k' .. 4k' + 3) and sits in row o & 3 + 4 (i >> 1) + 8 (i & 1), i.e. lane
+  // (o & 3 + 4 (i >> 1)) * 4 + (k' & 3), register (i & 1) + 2 (k' >> 2) of m-tile o / 4, k step
+  // k / 8 (k' = k % 8). Also m'_ok into the output's sum.
+  FT_HD static void a_fragments(const Args& a, const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    const int rows = rows_used(b), ks = 8 * KS;
-    for (int idx = tid; idx < rows * ks; idx += THREADS) {
+    const int ks = 8 * KS;
+    for (int idx = tid; idx < rows_used(b) * ks; idx += THREADS) {
       const int o = idx / ks, k = idx - o * ks;
-      uint32_t w = 0;
-      if (o < b.nout && k < b.nin) {
-        const int32_t p = sm.p[o], m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
-        w = static_cast<uint32_t>(m < 0 ? m + p : m);
-      }
       const uint32_t p = static_cast<uint32_t>(sm.p[o]), nqinv = 0u - static_cast<uint32_t>(sm.pinv[o]);
-      for (int j = 0; j < 4; ++j) {
-        sm.w[o][k][j] = w;
-        // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
-        const uint64_t prod = static_cast<uint64_t>(w) * sm.c8[o];
-        const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
-        const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
-        w = r >= p ? r - p : r;
+      uint32_t w[4] = {0, 0, 0, 0};
+      if (o < b.nout && k < b.nin) {
+        const int32_t m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
+        w[0] = static_cast<uint32_t>(m < 0 ? m + static_cast<int32_t>(p) : m);
+        smem_add(sm.msum[o], w[0]);
+        for (int j = 1; j < 4; ++j) {  // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
+          const uint64_t prod = static_cast<uint64_t>(w[j - 1]) * sm.c8[o];
+          const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
+          const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
+          w[j] = r >= p ? r - p : r;
+        }
+      }
+      const int mt = o >> 2, ol = o & 3, s = k >> 3, kp = k & 7;
+      for (int i = 0; i < 4; ++i) {
+        uint32_t v = 0;
+        for (int e = 0; e < 4; ++e) v |= ((w[e] >> (8 * i)) & 0xffu) << (8 * e);
+        sm.afrag[mt][s][(ol + 4 * (i >> 1)) * 4 + (kp & 3)][(i & 1) + 2 * (kp >> 2)] = v;
       }
     }
   }
-
-  // Row r, column kk of m-tile mt, k step s: byte 2 ((r >> 2) & 1) + (r >> 3) of
-  // W_(kk & 3)[4 mt + (r & 3)][8 s + kk / 4].
-  FT_HD static uint32_t a_byte(const TcSmem& sm, int mt, int s, int r, int kk) {
-    const int i = 2 * ((r >> 2) & 1) + (r >> 3);
-    return (sm.w[4 * mt + (r & 3)][8 * s + kk / 4][kk & 3] >> (8 * i)) & 0xffu;
+  FT_HD static void smem_add(unsigned long long& x, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(&x, static_cast<unsigned long long>(v));
+#else
+    x += v;  // the host runs a step's threads one after another
+#endif
   }
-  // The A fragments, and each output's offset 2^30 sum_k m'_k mod p (from W_0).
-  FT_HD static void a_fragments(const Blk& b, int tid) {
+  // Each output's offset 2^30 sum_k m'_ok mod p, as the negated bytes the accumulators start at.
+  FT_HD static void offsets(const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    const int words = m_tiles(b) * KS * 32 * 4;
-    for (int idx = tid; idx < words; idx += THREADS) {
-      const int reg = idx & 3, lane = (idx >> 2) & 31, s = (idx >> 7) % KS, mt = (idx >> 7) / KS;
-      const int g = lane >> 2, t = lane & 3;
-      const int r = g + 8 * (reg & 1), kk0 = 4 * t + 16 * (reg >> 1);
-      uint32_t v = 0;
-      for (int e = 0; e < 4; ++e) v |= a_byte(sm, mt, s, r, kk0 + e) << (8 * e);
-      sm.afrag[mt][s][lane][reg] = v;
-    }
     for (int o = tid; o < rows_used(b); o += THREADS) {
-      uint64_t sum = 0;
-      for (int k = 0; k < 8 * KS; ++k) sum += sm.w[o][k][0];
       const uint64_t p = static_cast<uint32_t>(sm.p[o]);
-      const uint32_t off = static_cast<uint32_t>(((sum % p) << 30) % p);
+      const uint32_t off = static_cast<uint32_t>(((sm.msum[o] % p) << 30) % p);
       for (int i = 0; i < 4; ++i) sm.neg_off[o][i] = -static_cast<int32_t>((off >> (8 * i)) & 0xffu);
     }
   }
@@ -293,13 +292,20 @@ struct BconvTc {
     const int64_t cw = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
     if (cw >= n) return;  // a whole warp past the row (before any shuffle)
     const bool full = cw + kTcWarpCoefs <= n;  // warp-uniform: no column past the row
+    // B fragments: limbs 8 s + 4 h + t (h = 0, 1) at columns cw + 8 nt + g
     uint32_t bf[NT][KS][2];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int s = 0; s < KS; ++s)
 #pragma unroll
-      for (int s = 0; s < KS; ++s) {
-        bf[nt][s][0] = x_word(a, b, 8 * s + t, cw + 8 * nt + g);
-        bf[nt][s][1] = x_word(a, b, 8 * s + 4 + t, cw + 8 * nt + g);
+      for (int h = 0; h < 2; ++h) {
+        const int k = 8 * s + 4 * h + t;
+        const int32_t* row = k < b.nin ? sm.in[k] + cw + g : nullptr;
+        const int32_t q = sm.q_in[k];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          bf[nt][s][h] = row && (full || cw + 8 * nt + g < n)
+                             ? static_cast<uint32_t>(centre(ldg(row + 8 * nt), q) + (int32_t(1) << 30))
+                             : 0u;
       }
     const int mts = m_tiles(b);
     for (int mt = 0; mt < mts; ++mt) {

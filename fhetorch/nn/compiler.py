@@ -40,7 +40,7 @@ from ..errors import (ApproximationError, EncodingError, MissingKeyError, Parame
                       UnsupportedLayerError)
 from .graph import Layer, activation_function, lower
 from .layout import layer_module, model_layouts
-from .lut import FACTOR_INTERVAL, FORMS, PRODUCT_OPS, LUTReLU, factor, seconds as lut_seconds
+from .lut import FACTOR_INTERVAL, FORMS, PRODUCT_OPS, LUTReLU, factor, seconds as lut_seconds, sharpen
 from .argmax import check_classes, simulate_argmax
 from .maxpool import comparisons, max_pool_args, simulate_max, windows
 from .plan import Plan, make_plan
@@ -113,16 +113,16 @@ class MaxPoolSim(_BoundedSim):
 
 class LUTReLUSim(_BoundedSim):
     """What relu="lut" computes: x -> bound * relu(grid point nearest x / bound) (the direct form),
-    or x -> x [p > 0], p the factor grid's point nearest x / bound (the product form: relu itself,
-    0 never being a point of that grid)."""
+    or x -> x [p > 0], p the factor grid's point nearest sharpen(x / bound) (the product form: relu
+    itself, 0 never being a point of that grid; sharpen keeps the sign, lut.py)."""
 
-    def __init__(self, bits: int, bound: float, name: str, form: str = "direct"):
+    def __init__(self, bits: int, bound: float, name: str, form: str = "direct", sharpen_stages: int = 0):
         super().__init__(bound, name)
-        self.bits, self.form = bits, form
+        self.bits, self.form, self.stages = bits, form, sharpen_stages
 
     def apply_scaled(self, y):
         if self.form == "product":
-            return y * self.bound * _STEP(LUTReLU.quantise(y, self.bits, FACTOR_INTERVAL))
+            return y * self.bound * _STEP(LUTReLU.quantise(sharpen(y, self.stages), self.bits, FACTOR_INTERVAL))
         return torch.relu(LUTReLU.quantise(y, self.bits)) * self.bound
 
 
@@ -175,6 +175,8 @@ class CompiledModel:
         self.lut = luts.pop() if luts else LUTReLU()
         # the grid, once (a grid too fine for the TFHE set fails here, at compile)
         self.lut_bits = self.lut.grid_bits(params.name) if self.uses_lut else None
+        # the product form's sharpening stages before a ReLU's step (lut.py)
+        self.lut_sharpen = self.lut.sharpen_stages(bootstrap_config(params.name)) if self.uses_lut else 0
         self.plan = plan
         self.params = params
         if argmax:
@@ -342,8 +344,10 @@ class CompiledModel:
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
             tables = sum(comparisons(l, layer_module(l, prog.modules)) if l.kind == "max" else 1 for l in luts)
             product = [l.name for l in luts if self.lut_form(l.name) == "product"]
-            forms = (f"{len(product)} in the product form (x times a factor by LUT, one CKKS product more), "
-                     f"{len(luts) - len(product)} direct")
+            sharp = any(l.kind == "relu" for l in luts if l.name in product) and self.lut_sharpen
+            forms = (f"{len(product)} in the product form (x times a factor by LUT, one CKKS product more"
+                     + (f"; a ReLU's step of sharpen(x), {self.lut_sharpen} stage(s)" if sharp else "")
+                     + f"), {len(luts) - len(product)} direct")
             rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut_bits}-bit grid): "
                         f"{len(luts)} layers ({ops}; {forms}), {tables} tables of one PBS per slot (a max pooling: "
                         f"one per comparison): {tables * prog.slots} PBS per input, "
@@ -418,7 +422,8 @@ class CompiledModel:
                 mod = LUTActSim(activation_function(layer, modules), self.lut_bits,
                                 self.bounds[layer.inputs[0]], layer.name, self.lut_form(layer.name))
             elif isinstance(self.relu_for(layer.name), LUTReLU):
-                mod = LUTReLUSim(self.lut_bits, self.bounds[layer.inputs[0]], layer.name, self.lut_form(layer.name))
+                mod = LUTReLUSim(self.lut_bits, self.bounds[layer.inputs[0]], layer.name, self.lut_form(layer.name),
+                                 self.lut_sharpen)
             else:
                 mod = PolyReLU(self.relu_for(layer.name), self.bounds[layer.inputs[0]], layer.name)
             target = f"_fhe_relu_{len(polys)}"

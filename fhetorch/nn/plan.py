@@ -149,7 +149,8 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
     # the switch's (levels in, level out, seconds): LUT ReLUs (relu="lut") and "act" layers
     # (slots: the values each table converts, the model's packing; N/2 when not given)
-    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(slots or params.n // 2)) \
+    # (levels in, level out, seconds, levels of the sharpening before it: a product-form ReLU's, below)
+    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(slots or params.n // 2), 0) \
         if can_bootstrap else None
     options = {l.name: list((relu_options or {}).get(l.name, [relu_fn])) for l in layers if l.kind == "relu"}
     if switch is None:  # a choice keeps its polynomials; a LUT alone raises below
@@ -200,7 +201,8 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
         elif l.kind == "op":
             t += BETA * l.levels * limbs(lin)
         elif l.kind == "act" or (l.kind == "relu" and lut is not None):
-            t += switch[2] + (BETA * limbs(lin) if form_of(l) == "product" else 0.0)
+            t += switch[2] + (BETA * limbs(lin) if form_of(l) == "product" else 0.0) \
+                + (BETA * lut[3] * limbs(lin) if lut is not None else 0.0)
         elif l.kind == "max":  # one switch per wave; the PBS per comparison (and its product)
             t += _lut.LUT_FIXED_S * _waves(l) + (switch[2] - _lut.LUT_FIXED_S) * l.tables
             t += BETA * limbs(lin) * l.tables if form_of(l) == "product" else 0.0
@@ -223,6 +225,9 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
         for state, (t, trail) in frontier.items():
             lv = dict(state)
             for choice, (st, pr, lt) in enumerate(forms.get(l.name, [(stages, product, lut)])):
+                if l.kind == "relu" and lt is not None and form_of(l) == "product":  # the step's sharpening first
+                    extra = _lut.SHARPEN_LEVELS * options[l.name][choice].sharpen_stages(config)
+                    lt = (lt[0] + extra, lt[1], lt[2], extra)
                 for boots, out, lin in _moves(l, lv, top, after, st, pr, needs,
                                               switch if l.kind in ("act", "max") else lt, form_of(l)):
                     if boots and not can_bootstrap:
@@ -304,8 +309,9 @@ def lut_level(kind: str, form: str, level_in: int, level_out: int) -> int:
 def _moves(l, lv, top, after, stages, product, needs, lut=None, form="direct"):
     """[(boots, output level, input level)] of layer l from the live levels lv; boots: the
     (point, value) bootstraps it takes ("in": before the layer; ("stage", k) / "product":
-    inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds) of a LUT ReLU or
-    an "act" layer (a lookup table through the switch); form: its form ("direct", "product")."""
+    inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds, sharpening levels) of
+    a LUT ReLU or an "act" layer (a lookup table through the switch; levels in counts the
+    sharpening's); form: its form ("direct", "product")."""
     if l.kind == "input":
         return [((), top, top)]
     if l.kind in ("add", "op"):  # an op needs all its inputs at >= its depth
@@ -317,7 +323,7 @@ def _moves(l, lv, top, after, stages, product, needs, lut=None, form="direct"):
         return out
     src = l.inputs[0]
     if l.kind == "max":  # the maps' level, then the switch per wave; the bases are not refreshed
-        need, level_out, _ = lut
+        need, level_out = lut[0], lut[1]
         w = _waves(l) if form == "product" else 1  # a product wave's differences one level lower each
         out = []
         for boots, x in (((), lv[src]), (((("in", src),)), after)):
@@ -331,7 +337,7 @@ def _moves(l, lv, top, after, stages, product, needs, lut=None, form="direct"):
         out = [((), lv[src] - 1, lv[src])] if lv[src] >= 1 else []
         return out + [((("in", src),), after - 1, after)]
     if lut is not None:  # a LUT ReLU or act: its input at >= the switch's levels (bootstrapped first if not)
-        need, level_out, _ = lut
+        need, level_out = lut[0], lut[1]
         return [(boots, lut_level(l.kind, form, x, level_out), x)
                 for boots, x in (((), lv[src]), (((("in", src),)), after)) if x >= need]
     out = []  # relu: x, then y through the stages, then x * y

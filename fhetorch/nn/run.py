@@ -39,7 +39,7 @@ from ..errors import ContextError, EncodingError, InternalError, LayoutError, Sh
 from ..tensor import EncryptedTensor
 from .graph import activation_function
 from .layout import layer_map, layer_module, model_layouts
-from .lut import FACTOR_INTERVAL, LUTReLU, factor, grid_interval
+from .lut import FACTOR_INTERVAL, SHARPEN, SHARPEN_LEVELS, LUTReLU, factor, grid_interval
 from .argmax import decode, head_maps, step, win_interval
 from .maxpool import first_wave_maps, half_relu, larger, lut_interval, tournament
 from .plan import relu_stages
@@ -354,9 +354,14 @@ class Program:
         if isinstance(fn, LUTReLU):
             sw = ctx.switcher
             bits = self.cm.lut_bits
+            if self.cm.lut_form(l.name) == "product":  # x [x > 0]: the step by LUT (of sharpen(x)), x's precision kept
+                stages = self.cm.lut_sharpen
+                x = _need(vals[l.inputs[0]], sw.levels + SHARPEN_LEVELS * stages, l.name)
+                y = x
+                for _ in range(stages):
+                    y = evaluate(ctx, y, SHARPEN.series)
+                return _times(ctx, x, sw.lut(y, [larger], FACTOR_INTERVAL, bits)[0])
             x = _need(vals[l.inputs[0]], sw.levels, l.name)
-            if self.cm.lut_form(l.name) == "product":  # x [x > 0]: the step by LUT, x's precision kept
-                return _times(ctx, x, sw.lut(x, [larger], FACTOR_INTERVAL, bits)[0])
             return sw.lut(x, [torch.relu], grid_interval(bits), bits)[0]
         stages, times_input = relu_stages(fn)
         src = l.inputs[0]

@@ -17,7 +17,7 @@ import torch.nn as nn
 import fhetorch as fhe
 from fhetorch.nn import plan as plan_module
 from fhetorch.nn.compiler import LUTActSim, LUTReLUSim
-from fhetorch.nn.lut import FACTOR_INTERVAL, LUTReLU, factor, grid_interval
+from fhetorch.nn.lut import FACTOR_INTERVAL, SHARPEN, SHARPEN_LEVELS, SHARPEN_SLOPE, LUTReLU, factor, grid_interval, sharpen
 
 TOY = "toy-n13-bts"
 
@@ -321,3 +321,66 @@ def _compile_vec(model, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         return fhe.nn.compile(model, torch.rand(64, 16) * 4 - 3, preset=TOY, **kw)
+
+
+def test_sharpen_keeps_the_sign_and_steepens_zero(seed):
+    """The product form's step is taken of sharpen(y): an odd, increasing polynomial with +-1 fixed
+    (so [sharpen(y) > 0] = [y > 0], on fresh random y, beyond [-1, 1] too up to 1.5) and slope 35/16 a
+    stage at 0 (what divides the switch's noise near 0)."""
+    y = torch.empty(4096, dtype=torch.float64).uniform_(-1.5, 1.5)
+    for k in (1, 2):
+        s = sharpen(y, k)
+        assert torch.equal(s > 0, y > 0) and torch.equal(s < 0, y < 0)
+        assert float(s[y.abs() <= 1].abs().max()) <= 1 + 1e-12
+        h = 1e-6
+        slope = float((sharpen(torch.tensor([h], dtype=torch.float64), k) / h)[0])
+        assert abs(slope - SHARPEN_SLOPE ** k) < 1e-6 * SHARPEN_SLOPE ** k
+    t = torch.linspace(-1, 1, 201, dtype=torch.float64)
+    assert bool((SHARPEN(t)[1:] >= SHARPEN(t)[:-1]).all()) and torch.allclose(SHARPEN(-t), -SHARPEN(t))
+    assert abs(float(SHARPEN(torch.tensor([1.0], dtype=torch.float64))[0]) - 1) < 1e-12
+
+
+def test_sharpen_stages_and_plan_levels():
+    """LUTReLU.sharpen: by default as many stages as a bootstrap's levels leave room for (toy-n13-bts:
+    one, n16-bts40: two); the plan gives each product-form LUT ReLU's input the switch's levels and
+    SHARPEN_LEVELS a stage; sharpen=0 none, the direct form none; too many stages raise."""
+    toy, big = fhe.ckks.bootstrap_config(TOY), fhe.ckks.bootstrap_config("n16-bts40")
+    assert LUTReLU().sharpen_stages(toy) == 1 and LUTReLU().sharpen_stages(big) == 2
+    assert LUTReLU(sharpen=0).sharpen_stages(big) == 0
+    with pytest.raises(fhe.ParameterError, match="sharpen=0..1"):
+        LUTReLU(sharpen=2).sharpen_stages(toy)
+    need = LUTReLU.levels_in(toy)
+    for relu, form, stages in ((LUTReLU(), "product", 1), (LUTReLU(sharpen=0), "product", 0),
+                               (LUTReLU(), "direct", 0)):
+        cm = _compile(_two_relus(), relu=relu, lut_form=form)
+        assert cm.lut_sharpen == (1 if relu.sharpen is None else 0)
+        steps = [s for s in cm.plan.steps if s.kind == "relu"]
+        assert steps and all(s.level_in >= need + SHARPEN_LEVELS * stages for s in steps), steps
+    # a deep chain: without the sharpening's levels some ReLU input would sit below them (the plan
+    # bootstraps or keeps levels for them instead)
+    deep = nn.Sequential(*[m for _ in range(4) for m in (nn.Conv2d(2, 2, 3, 1, 1), nn.ReLU())], nn.Flatten()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
+        plans = {k: fhe.nn.compile(deep, torch.randn(16, 2, 4, 4), preset=TOY, relu=LUTReLU(sharpen=k)).plan
+                 for k in (0, 1)}
+    assert any(s.level_in < need + SHARPEN_LEVELS for s in plans[0].steps if s.kind == "relu")
+    assert all(s.level_in >= need + SHARPEN_LEVELS for s in plans[1].steps if s.kind == "relu")
+
+
+def test_sharpened_and_plain_steps_encrypted_agree(seed):
+    """relu="lut" in the product form with and without sharpening, encrypted on inputs away from 0
+    (where the switch's noise cannot flip a step): the same result within CKKS noise, and both equal
+    to simulate(), which is the plaintext model there."""
+    torch.manual_seed(seed)
+    model = _two_relus()
+    x = torch.randn(1, 1, 8, 8)
+    outs = {}
+    for k in (0, 1):
+        cm = _compile(model, relu=LUTReLU(sharpen=k))
+        assert cm.lut_sharpen == k
+        cm.keygen()
+        got, sim = cm.decrypt(cm(cm.encrypt(x))), cm.simulate(x)
+        outs[k] = got
+        scale = float(sim.abs().max()) + 1
+        assert float((got - sim).abs().max()) <= 0.05 * scale, (k, float((got - sim).abs().max()))
+    assert float((outs[0] - outs[1]).abs().max()) <= 0.05 * (float(outs[0].abs().max()) + 1)

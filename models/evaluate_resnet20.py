@@ -98,6 +98,8 @@ def main(argv=None):
     plain = cm.plaintext(test).to(torch.float64)
     relu_name = f"{relu.name} eps {relu.eps:g}" if hasattr(relu, "eps") else str(relu)
     out = {"preset": args.preset, "relu": relu_name, "lut_form": args.lut_form, "images": len(labels)}
+    if cm.uses_lut:
+        out["lut_sharpen"] = cm.lut_sharpen  # a LUT ReLU step's sharpening stages (fhetorch/nn/lut.py)
     if rank == 0:  # the simulation runs once, on rank 0
         out.update(_simulated(cm, plain, test, labels, args))
     if args.encrypted:
@@ -254,9 +256,10 @@ def merge(paths: list) -> dict:
     preset and ReLU): top-1 agreement with plaintext, accuracies, the largest logit error; printed
     and returned. SystemExit for overlapping ranges, other settings or a run without images."""
     runs = [json.load(open(p)) for p in paths]
-    setting = [(r.get("preset"), r.get("relu"), r.get("lut_form")) for r in runs]
+    setting = [(r.get("preset"), r.get("relu"), r.get("lut_form"), r.get("lut_sharpen")) for r in runs]
     if len(set(setting)) != 1:
-        raise SystemExit(f"--merge: the runs differ in preset, ReLU or LUT form: {sorted(set(map(str, setting)))}")
+        raise SystemExit(f"--merge: the runs differ in preset, ReLU, LUT form or sharpening: "
+                         f"{sorted(set(map(str, setting)))}")
     rows = {}
     for path, r in zip(paths, runs):
         if not r.get("encrypted_top1"):
@@ -268,7 +271,8 @@ def merge(paths: list) -> dict:
             rows[start + i] = (e, p, y)
     n = len(rows)
     agree = sum(e == p for e, p, _ in rows.values())
-    out = {"preset": setting[0][0], "relu": setting[0][1], "lut_form": setting[0][2], "runs": len(runs),
+    out = {"preset": setting[0][0], "relu": setting[0][1], "lut_form": setting[0][2], "lut_sharpen": setting[0][3],
+           "runs": len(runs),
            "encrypted_images": n, "first": min(rows), "last": max(rows), "encrypted_agreement": agree / n,
            "disagreements": n - agree, "encrypted_accuracy": sum(e == y for e, _, y in rows.values()) / n,
            "plaintext_accuracy_same_images": sum(p == y for _, p, y in rows.values()) / n,

@@ -6,10 +6,11 @@
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   digits-split: the digits CNN encrypted over the test split (or its first $3 images), grid of the TFHE
 #   set $2 (default tfhe-6bit), one shard per GPU of the machine, merged (models.digits_cnn --merge).
-#   resnet-lut-split: ResNet-20 with relu="lut" (n16-bts40, 4-bit grid, product form) encrypted on evaluation
-#   images [$2, $2 + $3) (default 119 and 265: the ones sessions 17 and 24 left), contiguous ranges, one process per
-#   GPU (each its own keys), each --json written after every image; then merged with the earlier runs
-#   (models.evaluate_resnet20 --merge). Needs the CIFAR-10 data ($FHETORCH_DATA); $4: seconds per process.
+#   resnet-lut-split: ResNet-20 with relu="lut" (n16-bts40, 4-bit grid, product form, the step sharpened: 2 stages)
+#   encrypted on evaluation images [$2, $2 + $3) (default 0 and 384: all of them), contiguous ranges, one process
+#   per GPU (each its own keys), each --json written after every image; then merged with the earlier runs of the
+#   same setting kept as benchmarks/results/*resnet20-relu-lut-sharpen2-from*.json (models.evaluate_resnet20
+#   --merge). Needs the CIFAR-10 data ($FHETORCH_DATA); $4: seconds per process.
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
 #   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
@@ -88,7 +89,7 @@ if [ "$STAGE" = digits-split ]; then  # one process per GPU, each with its own k
 fi
 if [ "$STAGE" = resnet-lut-split ]; then
   gpus=$(gpu_count)
-  first="${2:-119}"; count="${3:-265}"; per=$(( (count + gpus - 1) / gpus ))
+  first="${2:-0}"; count="${3:-384}"; per=$(( (count + gpus - 1) / gpus ))
   echo "GPUs: $gpus, evaluation images $first..$((first + count - 1)), $per a GPU"
   for k in $(seq 0 $((gpus - 1))); do
     from=$((first + k * per)); n=$(( per < first + count - from ? per : first + count - from ))
@@ -98,7 +99,7 @@ if [ "$STAGE" = resnet-lut-split ]; then
       > "$OUT/resnet-lut-shard$k.log" 2>&1 &
   done
   wait
-  python3 -m models.evaluate_resnet20 --merge benchmarks/results/*resnet20-relu-lut-product-from*.json \
+  python3 -m models.evaluate_resnet20 --merge $(ls benchmarks/results/*resnet20-relu-lut-sharpen2-from*.json 2>/dev/null) \
     "$OUT"/resnet-lut-from*.json | tee "$OUT/resnet-lut-split.log"
 fi
 if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests

@@ -7,12 +7,12 @@
 //   sum_k M'_k X_k  ==  sum_i 2^(8i) C_i  (mod p),   C_i = sum_(k, j) W_ji[k] byte_j(X_k).
 // So one mma row per (output o, byte i) and one K entry per (input k, byte j): the B operand
 // is the 32-bit words X_k themselves (a B fragment register holds rows 4t..4t+3 of one
-// column: limb t's four bytes), 8 inputs per k32 step, and the A operand is a per-block table
-// of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
+// column: limb t's four bytes), 8 inputs per k32 step, and the A operand a table of W's bytes
+// each block makes for its chunk of outputs. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
 // mod p (the accumulators of byte i start at minus byte i of off) it is the Montgomery-form sum,
-// which smr() ends as Bconv's finish() does. Per output
-// coefficient: a quarter of 4 mma over 32 values a lane, two adds, a wide multiply-add and one
-// reduction, instead of 12-16 wide multiplies and folds (bconv_core.cuh).
+// which smr() ends as Bconv's finish() does. Per output coefficient and lane: 2 mma (16 inputs),
+// two adds, a wide multiply-add and one reduction, instead of 12-16 wide multiplies and folds
+// (bconv_core.cuh).
 //
 // m-tiles in pairs: tile 2u holds bytes 0 and 1, tile 2u + 1 bytes 2 and 3, of outputs 8u .. 8u + 7,
 // row r being output 8u + (r & 7), byte r >> 3 (+ 2). A thread (group g = lane >> 2, t = lane & 3)
@@ -35,9 +35,9 @@
 namespace fhetorch::cuda {
 
 constexpr int kTcThreads = 256;          // 8 warps
-constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
+constexpr int kTcWarpCoefs = 64;         // columns a warp (8 n8 tiles)
 constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
-constexpr int kTcMaxOuts = 64;           // outputs a block (16 m-tiles of 4)
+constexpr int kTcMaxOuts = 64;           // outputs a block (8 pairs of m-tiles, 8 outputs a pair)
 constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
 constexpr int kTcTargetBlocks = 3 * 132; // the blocks resident at once on an H100 (3 an SM)
 

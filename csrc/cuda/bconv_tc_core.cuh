@@ -178,7 +178,6 @@ struct BconvTc {
 
  private:
   FT_HD static int m_pairs(const Blk& b) { return (b.nout + 7) / 8; }
-  FT_HD static int m_tiles(const Blk& b) { return 2 * m_pairs(b); }
 
   // The outputs the m-tiles hold (a multiple of 8).
   FT_HD static int rows_used(const Blk& b) { return 8 * m_pairs(b); }
@@ -251,11 +250,12 @@ struct BconvTc {
     }
   }
 
-  // X_k at coefficient c: centred(t_k[c]) + 2^30 (0 past the digit or the row).
+  // X of an input value v mod q: centred(v) + 2^30, in [0, 2^31).
+  FT_HD static uint32_t x_value(int32_t v, int32_t q) { return static_cast<uint32_t>(centre(v, q) + (int32_t(1) << 30)); }
+  // X_k at coefficient c (0 past the digit or the row).
   FT_HD static uint32_t x_word(const Args& a, const Blk& b, int k, int64_t c) {
     if (k >= b.nin || c >= M::n(a.m)) return 0u;
-    const TcSmem& sm = *b.s;
-    return static_cast<uint32_t>(centre(ldg(sm.in[k] + c), sm.q_in[k]) + (int32_t(1) << 30));
+    return x_value(ldg(b.s->in[k] + c), b.s->q_in[k]);
   }
 
 #if !defined(__CUDA_ARCH__)
@@ -297,9 +297,7 @@ struct BconvTc {
         const int32_t q = sm.q_in[k];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          bf[nt][s][h] = row && (full || cw + 8 * nt + g < n)
-                             ? static_cast<uint32_t>(centre(ldg(row + 8 * nt), q) + (int32_t(1) << 30))
-                             : 0u;
+          bf[nt][s][h] = row && (full || cw + 8 * nt + g < n) ? x_value(ldg(row + 8 * nt), q) : 0u;
       }
     const int pairs = m_pairs(b);
     for (int u = 0; u < pairs; ++u) {

@@ -147,9 +147,9 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
     config = bootstrap_config(params.name)
     can_bootstrap = config is not None
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
-    # the switch's (levels in, level out, seconds): LUT ReLUs (relu="lut") and "act" layers
-    # (slots: the values each table converts, the model's packing; N/2 when not given)
-    # (levels in, level out, seconds, levels of the sharpening before it: a product-form ReLU's, below)
+    # the switch's (levels in, level out, seconds, levels of a sharpening before it: a product-form
+    # ReLU's, set below): LUT ReLUs (relu="lut") and "act" layers (slots: the values each table
+    # converts, the model's packing; N/2 when not given)
     switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(slots or params.n // 2), 0) \
         if can_bootstrap else None
     options = {l.name: list((relu_options or {}).get(l.name, [relu_fn])) for l in layers if l.kind == "relu"}

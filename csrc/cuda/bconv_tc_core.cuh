@@ -7,17 +7,17 @@
 //   sum_k M'_k X_k  ==  sum_i 2^(8i) C_i  (mod p),   C_i = sum_(k, j) W_ji[k] byte_j(X_k).
 // So one mma row per (output o, byte i) and one K entry per (input k, byte j): the B operand
 // is the 32-bit words X_k themselves (a B fragment register holds rows 4t..4t+3 of one
-// column: limb t's four bytes), 8 inputs per k32 step, and the A operand a table of W's bytes
-// each block makes for its chunk of outputs. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
+// column: limb t's four bytes), 8 inputs per k32 step, and the A operand is a per-block table
+// of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
 // mod p (the accumulators of byte i start at minus byte i of off) it is the Montgomery-form sum,
-// which smr() ends as Bconv's finish() does. Per output coefficient and lane: 2 mma (16 inputs),
-// two adds, a wide multiply-add and one reduction, instead of 12-16 wide multiplies and folds
-// (bconv_core.cuh).
+// which smr() ends as Bconv's finish() does. Per output
+// coefficient: 2 mma over 32 values, a few adds, one shuffle and one reduction, instead of 12-16
+// wide multiplies and folds (bconv_core.cuh).
 //
-// m-tiles in pairs: tile 2u holds bytes 0 and 1, tile 2u + 1 bytes 2 and 3, of outputs 8u .. 8u + 7,
-// row r being output 8u + (r & 7), byte r >> 3 (+ 2). A thread (group g = lane >> 2, t = lane & 3)
-// so holds all four bytes of output 8u + g for columns 2t and 2t + 1: L = C_0 + 2^8 C_1 and
-// H = C_2 + 2^8 C_3, each below 2^31, and L + 2^16 H with one wide multiply-add, no exchange.
+// Rows of an m-tile: row r is output r & 3, byte 2 ((r >> 2) & 1) + (r >> 3), so a thread
+// (group g = lane >> 2, t = lane & 3) holds bytes (0, 1) (g < 4) or (2, 3) of output g & 3 for
+// columns 2t and 2t + 1: L = C_0 + 2^8 C_1 or H = C_2 + 2^8 C_3, each below 2^31; lane ^ 16 holds
+// the other half, and one 32-bit exchange leaves each lane one column's L + 2^16 H.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B): A regs a0..a3 = (row g, cols 4t..+3),
 // (g + 8, 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..); B regs b0, b1 = (rows 4t..+3, col g),
@@ -35,9 +35,9 @@
 namespace fhetorch::cuda {
 
 constexpr int kTcThreads = 256;          // 8 warps
-constexpr int kTcWarpCoefs = 64;         // columns a warp (8 n8 tiles)
+constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
 constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
-constexpr int kTcMaxOuts = 64;           // outputs a block (8 pairs of m-tiles, 8 outputs a pair)
+constexpr int kTcMaxOuts = 64;           // outputs a block (16 m-tiles of 4)
 constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
 constexpr int kTcTargetBlocks = 3 * 132; // the blocks resident at once on an H100 (3 an SM)
 
@@ -55,18 +55,18 @@ inline int64_t bconv_tc_target_blocks() {
   return v;
 }
 
-// Chunks so that the launch about fills the GPU once; outputs a chunk a multiple of 8, at most 64.
+// Chunks so that the launch fills the GPU; outputs a chunk a multiple of 4, at most 64.
 inline TcGrid bconv_tc_grid(int64_t groups, int64_t n, int max_out) {
   TcGrid g;
   g.tiles = static_cast<int>((n + kTcCoefs - 1) / kTcCoefs);
   const int64_t base = groups * g.tiles, target = bconv_tc_target_blocks();
-  int64_t ch = base > 0 ? (2 * target + base) / (2 * base) : 1;  // target / base, rounded
-  const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 7) / 8;
+  int64_t ch = base > 0 ? (target + base - 1) / base : 1;
+  const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 3) / 4;
   ch = ch < lo ? lo : ch > hi ? hi : ch;
   if (ch < 1) ch = 1;
   const int per = static_cast<int>((max_out + ch - 1) / ch);
-  g.outs = (per + 7) / 8 * 8;
-  if (g.outs < 8) g.outs = 8;
+  g.outs = (per + 3) / 4 * 4;
+  if (g.outs < 4) g.outs = 4;
   g.chunks = (max_out + g.outs - 1) / g.outs;
   if (g.chunks < 1) g.chunks = 1;
   return g;
@@ -102,7 +102,7 @@ struct TcArgs {
 
 struct TcSmem {
   uint32_t afrag[kTcMaxOuts / 4][2][32][4];  // [m-tile][k step][lane][register]
-  unsigned long long msum[kTcMaxOuts];       // sum_k m'_ok (the offset's sum)
+  uint32_t w[kTcMaxOuts][kTcMaxIn][4];       // W_j[o][k]: 2^(8j) m'_ok mod p_o (0 past the chunk and the digit)
   int32_t* out[kTcMaxOuts];
   const int32_t* in[kTcMaxIn];
   int32_t q_in[kTcMaxIn];
@@ -143,7 +143,7 @@ template <int KS, class M>
 struct BconvTc {
   using Args = TcArgs<M>;
   static_assert(KS == 1 || KS == 2, "8 or 16 inputs");
-  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 3;  // <= 80 registers (64 spill with 16 inputs)
+  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 3;  // <= 80 registers
   static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
   static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
   struct State {};
@@ -167,20 +167,20 @@ struct BconvTc {
     b.s = reinterpret_cast<TcSmem*>(sm);
     return b;
   }
-  // constants, A fragments, offsets, products
+  // constants, W table, A fragments, products
   FT_HD static int num_steps(const Args&, const Blk& b) { return b.nout > 0 ? 4 : 0; }
   FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
     if (s == 0) return constants(a, b, tid);
-    if (s == 1) return a_fragments(a, b, tid);
-    if (s == 2) return offsets(b, tid);
+    if (s == 1) return w_table(a, b, tid);
+    if (s == 2) return a_fragments(b, tid);
     products(a, b, tid);
   }
 
  private:
-  FT_HD static int m_pairs(const Blk& b) { return (b.nout + 7) / 8; }
+  FT_HD static int m_tiles(const Blk& b) { return (b.nout + 3) / 4; }
 
-  // The outputs the m-tiles hold (a multiple of 8).
-  FT_HD static int rows_used(const Blk& b) { return 8 * m_pairs(b); }
+  // The m-tiles' rows that hold outputs (a multiple of 4) and the K entries in use.
+  FT_HD static int rows_used(const Blk& b) { return 4 * m_tiles(b); }
 
   // Per output of the chunk: p, p^-1, 2^40 mod p, its row; per input: its row and modulus.
   FT_HD static void constants(const Args& a, const Blk& b, int tid) {
@@ -193,7 +193,6 @@ struct BconvTc {
       sm.pinv[o] = on ? ldg(pm + 1) : 1;
       sm.out[o] = on ? M::out_row(a.m, b.g, b.o0 + o) : nullptr;
       sm.c8[o] = on ? static_cast<uint32_t>((uint64_t(1) << 40) % static_cast<uint32_t>(p)) : 0u;
-      sm.msum[o] = 0;
     }
     for (int k = tid; k < kTcMaxIn; k += THREADS) {
       const bool on = k < b.nin;
@@ -202,60 +201,61 @@ struct BconvTc {
     }
   }
 
-  // Per (output o, input k): W_j = 2^(8j) m'_ok mod p_o (j = 0..3, Montgomery steps with 2^40 mod
-  // p; 0 outside the chunk and the digit), and its four A-fragment words: word i packs byte i of
-  // W_0..W_3 (K entries 4k' .. 4k' + 3) and sits in row (o & 7) + 8 (i & 1) of m-tile 2 (o / 8) +
-  // (i >> 1), i.e. lane (o & 7) * 4 + (k' & 3), register (i & 1) + 2 (k' >> 2), k step k / 8
-  // (k' = k % 8). Also m'_ok into the output's sum.
-  FT_HD static void a_fragments(const Args& a, const Blk& b, int tid) {
+  // W_j[o][k] = 2^(8j) m'_ok mod p_o, by Montgomery steps with 2^40 mod p (0 outside).
+  FT_HD static void w_table(const Args& a, const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    const int ks = 8 * KS;
-    for (int idx = tid; idx < rows_used(b) * ks; idx += THREADS) {
+    const int rows = rows_used(b), ks = 8 * KS;
+    for (int idx = tid; idx < rows * ks; idx += THREADS) {
       const int o = idx / ks, k = idx - o * ks;
-      const uint32_t p = static_cast<uint32_t>(sm.p[o]), nqinv = 0u - static_cast<uint32_t>(sm.pinv[o]);
-      uint32_t w[4] = {0, 0, 0, 0};
+      uint32_t w = 0;
       if (o < b.nout && k < b.nin) {
-        const int32_t m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
-        w[0] = static_cast<uint32_t>(m < 0 ? m + static_cast<int32_t>(p) : m);
-        smem_add(sm.msum[o], w[0]);
-        for (int j = 1; j < 4; ++j) {  // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
-          const uint64_t prod = static_cast<uint64_t>(w[j - 1]) * sm.c8[o];
-          const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
-          const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
-          w[j] = r >= p ? r - p : r;
-        }
+        const int32_t p = sm.p[o], m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
+        w = static_cast<uint32_t>(m < 0 ? m + p : m);
       }
-      const int o8 = o & 7, s = k >> 3, kp = k & 7;
-      for (int i = 0; i < 4; ++i) {
-        uint32_t v = 0;
-        for (int e = 0; e < 4; ++e) v |= ((w[e] >> (8 * i)) & 0xffu) << (8 * e);
-        sm.afrag[2 * (o >> 3) + (i >> 1)][s][o8 * 4 + (kp & 3)][(i & 1) + 2 * (kp >> 2)] = v;
+      const uint32_t p = static_cast<uint32_t>(sm.p[o]), nqinv = 0u - static_cast<uint32_t>(sm.pinv[o]);
+      for (int j = 0; j < 4; ++j) {
+        sm.w[o][k][j] = w;
+        // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
+        const uint64_t prod = static_cast<uint64_t>(w) * sm.c8[o];
+        const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
+        const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
+        w = r >= p ? r - p : r;
       }
     }
   }
-  FT_HD static void smem_add(unsigned long long& x, uint32_t v) {
-#if defined(__CUDA_ARCH__)
-    atomicAdd(&x, static_cast<unsigned long long>(v));
-#else
-    x += v;  // the host runs a step's threads one after another
-#endif
+
+  // Row r, column kk of m-tile mt, k step s: byte 2 ((r >> 2) & 1) + (r >> 3) of
+  // W_(kk & 3)[4 mt + (r & 3)][8 s + kk / 4].
+  FT_HD static uint32_t a_byte(const TcSmem& sm, int mt, int s, int r, int kk) {
+    const int i = 2 * ((r >> 2) & 1) + (r >> 3);
+    return (sm.w[4 * mt + (r & 3)][8 * s + kk / 4][kk & 3] >> (8 * i)) & 0xffu;
   }
-  // Each output's offset 2^30 sum_k m'_ok mod p, as the negated bytes the accumulators start at.
-  FT_HD static void offsets(const Blk& b, int tid) {
+  // The A fragments, and each output's offset 2^30 sum_k m'_k mod p (from W_0).
+  FT_HD static void a_fragments(const Blk& b, int tid) {
     TcSmem& sm = *b.s;
+    const int words = m_tiles(b) * KS * 32 * 4;
+    for (int idx = tid; idx < words; idx += THREADS) {
+      const int reg = idx & 3, lane = (idx >> 2) & 31, s = (idx >> 7) % KS, mt = (idx >> 7) / KS;
+      const int g = lane >> 2, t = lane & 3;
+      const int r = g + 8 * (reg & 1), kk0 = 4 * t + 16 * (reg >> 1);
+      uint32_t v = 0;
+      for (int e = 0; e < 4; ++e) v |= a_byte(sm, mt, s, r, kk0 + e) << (8 * e);
+      sm.afrag[mt][s][lane][reg] = v;
+    }
     for (int o = tid; o < rows_used(b); o += THREADS) {
+      uint64_t sum = 0;
+      for (int k = 0; k < 8 * KS; ++k) sum += sm.w[o][k][0];
       const uint64_t p = static_cast<uint32_t>(sm.p[o]);
-      const uint32_t off = static_cast<uint32_t>(((sm.msum[o] % p) << 30) % p);
+      const uint32_t off = static_cast<uint32_t>(((sum % p) << 30) % p);
       for (int i = 0; i < 4; ++i) sm.neg_off[o][i] = -static_cast<int32_t>((off >> (8 * i)) & 0xffu);
     }
   }
 
-  // X of an input value v mod q: centred(v) + 2^30, in [0, 2^31).
-  FT_HD static uint32_t x_value(int32_t v, int32_t q) { return static_cast<uint32_t>(centre(v, q) + (int32_t(1) << 30)); }
-  // X_k at coefficient c (0 past the digit or the row).
+  // X_k at coefficient c: centred(t_k[c]) + 2^30 (0 past the digit or the row).
   FT_HD static uint32_t x_word(const Args& a, const Blk& b, int k, int64_t c) {
     if (k >= b.nin || c >= M::n(a.m)) return 0u;
-    return x_value(ldg(b.s->in[k] + c), b.s->q_in[k]);
+    const TcSmem& sm = *b.s;
+    return static_cast<uint32_t>(centre(ldg(sm.in[k] + c), sm.q_in[k]) + (int32_t(1) << 30));
   }
 
 #if !defined(__CUDA_ARCH__)
@@ -279,74 +279,87 @@ struct BconvTc {
   }
 #endif
 
-  // Every pair of m-tiles of the chunk times the warp's 64 columns.
+  // A lane's two columns' halves (L or H: bytes (0, 1) or (2, 3), the offset's bytes taken off),
+  // in (-2^16, 2^31) each.
+  FT_HD static void halves(const int32_t (&d)[4], int32_t& col0, int32_t& col1) {
+    col0 = d[0] + d[2] * 256;
+    col1 = d[1] + d[3] * 256;
+  }
+
+  // Every m-tile of the chunk times the warp's 64 columns.
   FT_HD static void products(const Args& a, const Blk& b, int tid) {
     const TcSmem& sm = *b.s;
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3, half = g >> 2;
     const int64_t cw = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
-    if (cw >= n) return;  // a whole warp past the row (the mma is warp-wide)
+    if (cw >= n) return;  // a whole warp past the row (before any shuffle)
     const bool full = cw + kTcWarpCoefs <= n;  // warp-uniform: no column past the row
-    // B fragments: limbs 8 s + 4 h + t (h = 0, 1) at columns cw + 8 nt + g
     uint32_t bf[NT][KS][2];
 #pragma unroll
-    for (int s = 0; s < KS; ++s)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int k = 8 * s + 4 * h + t;
-        const int32_t* row = k < b.nin ? sm.in[k] + cw + g : nullptr;
-        const int32_t q = sm.q_in[k];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          bf[nt][s][h] = row && (full || cw + 8 * nt + g < n) ? x_value(ldg(row + 8 * nt), q) : 0u;
+      for (int s = 0; s < KS; ++s) {
+        bf[nt][s][0] = x_word(a, b, 8 * s + t, cw + 8 * nt + g);
+        bf[nt][s][1] = x_word(a, b, 8 * s + 4 + t, cw + 8 * nt + g);
       }
-    const int pairs = m_pairs(b);
-    for (int u = 0; u < pairs; ++u) {
-      uint32_t af[2][KS][4];  // the pair's tiles: bytes (0, 1), (2, 3)
+    const int mts = m_tiles(b);
+    for (int mt = 0; mt < mts; ++mt) {
+      uint32_t af[KS][4];
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < KS; ++s)
 #pragma unroll
-        for (int s = 0; s < KS; ++s)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) af[h][s][r] = sm.afrag[2 * u + h][s][lane][r];
-      const int o = 8 * u + g;
+        for (int r = 0; r < 4; ++r) af[s][r] = sm.afrag[mt][s][lane][r];
+      const int o = 4 * mt + (g & 3);
       const bool on = o < b.nout;
       const int32_t p = sm.p[o], pinv = sm.pinv[o];
-      int32_t* out = on ? sm.out[o] + cw + 2 * t : nullptr;  // columns 2t, 2t + 1 of the warp's first tile
+      // the accumulators start at minus the offset's bytes 2 half and 2 half + 1 (rows g, g + 8)
+      const int32_t start0 = sm.neg_off[o][2 * half], start1 = sm.neg_off[o][2 * half + 1];
+      int32_t* out = on ? sm.out[o] + cw + 2 * t + half : nullptr;  // column 2t + half of the warp's first tile
+      if (full) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        int32_t y0, y1;
-        columns(a, b, u, nt, cw, lane, af, bf, sm.neg_off[o], p, pinv, y0, y1);
-        const int64_t c = cw + 8 * nt + 2 * t;
-        if (on && (full || c < n)) out[8 * nt] = y0;
-        if (on && (full || c + 1 < n)) out[8 * nt + 1] = y1;
+        for (int nt = 0; nt < NT; ++nt) {
+          const int32_t y = column(a, b, mt, nt, cw, lane, half, af, bf, start0, start1, p, pinv);
+          if (on) out[8 * nt] = y;
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int32_t y = column(a, b, mt, nt, cw, lane, half, af, bf, start0, start1, p, pinv);
+          if (on && cw + 8 * nt + 2 * t + half < n) out[8 * nt] = y;
+        }
       }
     }
   }
 
-  // The lane's output values of m-tile pair u at its columns of n8 tile nt (every lane of the warp
-  // calls it together: the mma is warp-wide).
-  FT_HD static void columns(const Args& a, const Blk& b, int u, int nt, int64_t cw, int lane,
-                            const uint32_t (&af)[2][KS][4], const uint32_t (&bf)[NT][KS][2], const int32_t (&neg)[4],
-                            int32_t p, int32_t pinv, int32_t& y0, int32_t& y1) {
-    // the accumulators start at minus the offset's bytes: rows g, g + 8 of tile h are bytes 2h, 2h + 1
-    int32_t lo[4] = {neg[0], neg[0], neg[1], neg[1]}, hi[4] = {neg[2], neg[2], neg[3], neg[3]};
+  // The lane's output value of m-tile mt at its column of n8 tile nt (every lane of the warp
+  // calls it together: the mma and the exchange are warp-wide).
+  FT_HD static int32_t column(const Args& a, const Blk& b, int mt, int nt, int64_t cw, int lane, int half,
+                              const uint32_t (&af)[KS][4], const uint32_t (&bf)[NT][KS][2], int32_t start0,
+                              int32_t start1, int32_t p, int32_t pinv) {
+    int32_t d[4] = {start0, start0, start1, start1};
+    int32_t col0, col1, recv;
 #if defined(__CUDA_ARCH__)
-    (void)a, (void)b, (void)u, (void)cw, (void)lane;
+    (void)a, (void)b, (void)mt, (void)cw;
 #pragma unroll
-    for (int s = 0; s < KS; ++s) {
-      tc_mma(lo, af[0][s], bf[nt][s]);
-      tc_mma(hi, af[1][s], bf[nt][s]);
-    }
+    for (int s = 0; s < KS; ++s) tc_mma(d, af[s], bf[nt][s]);
+    halves(d, col0, col1);
+    recv = __shfl_xor_sync(0xffffffffu, half ? col0 : col1, 16);
 #else
     (void)af, (void)bf;
-    emulate_mma(a, b, 2 * u, cw + 8 * nt, lane, lo);
-    emulate_mma(a, b, 2 * u + 1, cw + 8 * nt, lane, hi);
+    const int64_t col8 = cw + 8 * nt;
+    emulate_mma(a, b, mt, col8, lane, d);
+    halves(d, col0, col1);
+    // lane ^ 16 (the other half) sends its share of this lane's column
+    const int o = 4 * mt + ((lane >> 2) & 3), hp = 1 - half;
+    int32_t dp[4] = {b.s->neg_off[o][2 * hp], b.s->neg_off[o][2 * hp], b.s->neg_off[o][2 * hp + 1],
+                     b.s->neg_off[o][2 * hp + 1]};
+    emulate_mma(a, b, mt, col8, lane ^ 16, dp);
+    int32_t p0, p1;
+    halves(dp, p0, p1);
+    recv = half ? p1 : p0;
 #endif
-    // columns 2t (elements 0, 2) and 2t + 1 (1, 3): L = C_0 + 2^8 C_1, H = C_2 + 2^8 C_3
-    const int64_t t0 = mad_wide(hi[0] + hi[2] * 256, 65536, static_cast<int64_t>(lo[0] + lo[2] * 256));
-    const int64_t t1 = mad_wide(hi[1] + hi[3] * 256, 65536, static_cast<int64_t>(lo[1] + lo[3] * 256));
-    y0 = canon(smr(t0, p, pinv), p);
-    y1 = canon(smr(t1, p, pinv), p);
+    const int32_t keep = half ? col1 : col0;
+    const int64_t total = mad_wide(half ? keep : recv, 65536, static_cast<int64_t>(half ? recv : keep));
+    return canon(smr(total, p, pinv), p);
   }
 };
 

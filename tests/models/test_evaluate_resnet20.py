@@ -11,19 +11,23 @@ from models.evaluate_resnet20 import merge
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_merge_of_the_recorded_relu_lut_runs():
-    """The recorded calls of ResNet-20 with relu="lut" before the step's sharpening (benchmarks/results:
-    session 17's three, 106 images, session 24's 13, session 25's 55): one contiguous range from image 0;
-    the disagreements merge counts are the recorded ones (one: evaluation image 160, session 25)."""
-    paths = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*resnet20-relu-lut-product-from*.json")))
-    assert len(paths) >= 5
+@pytest.mark.parametrize("pattern, runs_min, images_min, flips_expected", [
+    ("product", 5, 174, {160}),  # before the step's sharpening: session 17's three calls (106 images), 24's 13, 25's 55
+    ("sharpen2", 2, 108, set()),  # two sharpening stages (the default since session 25): session 26's two calls
+])
+def test_merge_of_the_recorded_relu_lut_runs(pattern, runs_min, images_min, flips_expected):
+    """The recorded calls of ResNet-20 with relu="lut" (benchmarks/results) merge into one contiguous range
+    from image 0, all with one setting, and the disagreements merge counts are the recorded ones."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", f"*resnet20-relu-lut-{pattern}-from*.json")))
+    assert len(paths) >= runs_min
     out = merge(paths)
     runs = [json.load(open(p)) for p in paths]
     n = sum(len(r["encrypted_top1"]) for r in runs)
     flips = {r.get("encrypted_from", 0) + i for r in runs
              for i, (e, p) in enumerate(zip(r["encrypted_top1"], r["plaintext_top1"])) if e != p}
-    assert n >= 174 and (out["encrypted_images"], out["first"], out["last"]) == (n, 0, n - 1)
-    assert out["disagreements"] == len(flips) and flips == {160}
+    assert n >= images_min and (out["encrypted_images"], out["first"], out["last"]) == (n, 0, n - 1)
+    assert out["disagreements"] == len(flips) and flips == flips_expected
+    assert len({r.get("lut_sharpen", 0) for r in runs}) == 1
 
 
 def _run(path, start, rows, **setting):

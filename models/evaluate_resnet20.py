@@ -100,6 +100,7 @@ def main(argv=None):
     out = {"preset": args.preset, "relu": relu_name, "lut_form": args.lut_form, "images": len(labels)}
     if cm.uses_lut:
         out["lut_sharpen"] = cm.lut_sharpen  # a LUT ReLU step's sharpening stages (fhetorch/nn/lut.py)
+        out["lut_switch_values"] = sum(cm.switch_values.values())  # PBS an image (each switch converts one period)
     if rank == 0:  # the simulation runs once, on rank 0
         out.update(_simulated(cm, plain, test, labels, args))
     if args.encrypted:

@@ -39,7 +39,7 @@ from ..tensor.functions import ChebyshevFunction, Composite, chebyshev, relu as 
 from ..errors import (ApproximationError, EncodingError, MissingKeyError, ParameterError, ShapeError,
                       UnsupportedLayerError)
 from .graph import Layer, activation_function, lower
-from .layout import layer_module, model_layouts
+from .layout import layer_module, model_layouts, model_switch_values
 from .lut import FACTOR_INTERVAL, FORMS, PRODUCT_OPS, LUTReLU, factor, seconds as lut_seconds, sharpen
 from .argmax import check_classes, simulate_argmax
 from .maxpool import comparisons, max_pool_args, simulate_max, windows
@@ -194,6 +194,13 @@ class CompiledModel:
         return self.argmax or any(isinstance(f, LUTReLU) for f in self.relu_fns.values()) \
             or any(l.kind in ("act", "max") for l in self.layers)
 
+    @property
+    def switch_values(self) -> dict:
+        """{ReLU or act layer name: the values its switch converts}: one period of its input's layout
+        (layout.switch_values), whether or not the layer runs a lookup table. Raises nothing."""
+        layouts, n = model_layouts(self.layers, dict(self.graph_module.named_modules()), self.params.n // 2)
+        return model_switch_values(self.layers, layouts, n)
+
     def lut_form(self, name: str) -> str | None:
         """Lookup-table layer `name`'s form ("product" or "direct"); None for a layer without a
         LUT. Raises nothing."""
@@ -343,15 +350,18 @@ class CompiledModel:
             cfg = switch_config(p.name, self.lut.lut)
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))
             tables = sum(comparisons(l, layer_module(l, prog.modules)) if l.kind == "max" else 1 for l in luts)
+            # a max pooling's tables convert all slots; the others one period of their input's layout
+            values = [(comparisons(l, layer_module(l, prog.modules)), prog.slots) if l.kind == "max"
+                      else (1, prog.switch_values[l.name]) for l in luts]
             product = [l.name for l in luts if self.lut_form(l.name) == "product"]
             sharp = any(l.kind == "relu" for l in luts if l.name in product) and self.lut_sharpen
             forms = (f"{len(product)} in the product form (x times a factor by LUT, one CKKS product more"
                      + (f"; a ReLU's step of sharpen(x), {self.lut_sharpen} stage(s)" if sharp else "")
                      + f"), {len(luts) - len(product)} direct")
             rows.append(f"lookup tables (CKKS <-> TFHE switching, {cfg.tfhe}, {self.lut_bits}-bit grid): "
-                        f"{len(luts)} layers ({ops}; {forms}), {tables} tables of one PBS per slot (a max pooling: "
-                        f"one per comparison): {tables * prog.slots} PBS per input, "
-                        f"~{tables * lut_seconds(prog.slots):.1f} s on an H100")
+                        f"{len(luts)} layers ({ops}; {forms}), {tables} tables of one PBS per value (a max pooling: "
+                        f"one per comparison and slot): {sum(k * m for k, m in values)} PBS per input, "
+                        f"~{sum(k * lut_seconds(m) for k, m in values):.1f} s on an H100")
         if self.argmax:
             k = self.layers[-1].shape[0]
             rows.append(f"argmax head: {k * (k - 1) // 2} comparisons and {k} win tests, two switches of {prog.slots} "
@@ -628,7 +638,7 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
                             "calibrated from them: give finite inputs")
     params = _preset(preset)
     gm, layers = lower(model, calibration_inputs[:2])
-    _, slots = model_layouts(layers, dict(gm.named_modules()), params.n // 2)  # what the encrypted run cannot do, now
+    layouts, slots = model_layouts(layers, dict(gm.named_modules()), params.n // 2)  # what the encrypted run cannot do, now
     peak = _calibrate(gm, layers, calibration_inputs)
     cls = _range_classes(layers)
     class_peak = {}
@@ -638,7 +648,8 @@ def compile(model: nn.Module, calibration_inputs: torch.Tensor, *, preset: str =
     bounds = {name: _round_bound(p * margin) for name, p in peaks.items()}
     fn, per_layer = relu_options(relu, layers)
     forms = lut_forms(lut_form, layers)
-    plan = make_plan(layers, params, fn, slots, per_layer, forms)  # refuses lookup tables on a preset that cannot bootstrap
+    values = model_switch_values(layers, layouts, slots)
+    plan = make_plan(layers, params, fn, slots, per_layer, forms, values)  # refuses lookup tables on a preset that cannot bootstrap
     if argmax and bootstrap_config(params.name) is None:
         raise ParameterError(f"nn.compile(argmax=True): the argmax head runs lookup tables, which need a "
                              f"bootstrappable preset; {params.name!r} is not")

@@ -122,6 +122,19 @@ def layer_module(layer, modules: dict):
     return modules.get(layer.node.target) if layer.node.op == "call_module" else None
 
 
+def switch_values(lay: Layout, n: int) -> int:
+    """The values a switch to TFHE converts for a tensor of layout `lay` packed in n slots: one
+    period (the layout repeats every period slots, so the others are copies of the same values;
+    the switch's result repeats its values the same way), all n for a vector."""
+    return min(n, lay.period(n))
+
+
+def model_switch_values(layers: list, layouts: dict, n: int) -> dict:
+    """{ReLU or act layer name: switch_values of its input's layout} (whether or not the layer runs
+    a lookup table)."""
+    return {l.name: switch_values(layouts[l.inputs[0]], n) for l in layers if l.kind in ("relu", "act")}
+
+
 def model_layouts(layers: list, modules: dict, max_slots: int):
     """({value name: Layout}, slot count) of a graph.py layer list: the input's layout (an image
     (C, H, W) or a vector (F,)), each linear layer's output layout, the others' their input's.
@@ -153,4 +166,5 @@ def model_layouts(layers: list, modules: dict, max_slots: int):
     return layouts, n
 
 
-__all__ = ["Layout", "SlotMap", "layer_layout", "layer_map", "layer_module", "model_layouts"]
+__all__ = ["Layout", "SlotMap", "layer_layout", "layer_map", "layer_module", "model_layouts", "model_switch_values",
+           "switch_values"]

@@ -62,9 +62,10 @@ def factor(fn):
     return g
 
 
-# plan.py's latency model of one LUT layer on the H100 at tfhe-4bit-p128 (docs/switching.md):
-# both conversions ~0.08-0.25 s, the PBS 1 / 5,700 s per slot
-LUT_FIXED_S, LUT_PER_SLOT_S = 0.1, 1 / 5700
+# plan.py's latency model of one LUT layer at tfhe-4bit-p128: the KS + PBS at 42,000 a second (42.4k/s on
+# the H100, 42.5k/s on the H200: docs/tfhe.md), both conversions ~0.08 s (ResNet-20 relu="lut": 9.4 s an
+# image on the H200 for 19 switches of 16,384 values, session 26, docs/benchmarks.md)
+LUT_FIXED_S, LUT_PER_SLOT_S = 0.08, 1 / 42000
 
 
 def _smooth_step7(t):

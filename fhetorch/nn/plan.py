@@ -130,7 +130,7 @@ def relu_stages(fn) -> tuple:
 
 
 def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu_options: dict | None = None,
-              lut_forms: dict | None = None) -> Plan:
+              lut_forms: dict | None = None, switch_values: dict | None = None) -> Plan:
     """The plan of least estimated latency: a shortest path over (layer, levels of the live
     values). At every layer each input may be bootstrapped first (a refreshed value serves its
     later consumers), and inside a ReLU the intermediate before any stage and x or the
@@ -140,7 +140,8 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
     live values at a time. relu_fn: every ReLU's approximation; relu_options: {ReLU layer name:
     [approximations]} overriding it per layer, the planner taking the one of least latency
     (Step.relu says which); lut_forms: {layer name: "product" | "direct"} of the lookup-table
-    layers (missing: "direct"; Step.form).
+    layers (missing: "direct"; Step.form); switch_values: {ReLU or act layer name: the values its
+    switch converts} (layout.switch_values; missing: `slots`).
 
     Raises ParameterError for lookup tables on a preset that cannot bootstrap, LevelError when no
     plan fits the preset's levels."""
@@ -201,7 +202,8 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
         elif l.kind == "op":
             t += BETA * l.levels * limbs(lin)
         elif l.kind == "act" or (l.kind == "relu" and lut is not None):
-            t += switch[2] + (BETA * limbs(lin) if form_of(l) == "product" else 0.0) \
+            t += _lut.seconds((switch_values or {}).get(l.name, slots or params.n // 2)) \
+                + (BETA * limbs(lin) if form_of(l) == "product" else 0.0) \
                 + (BETA * lut[3] * limbs(lin) if lut is not None else 0.0)
         elif l.kind == "max":  # one switch per wave; the PBS per comparison (and its product)
             t += _lut.LUT_FIXED_S * _waves(l) + (switch[2] - _lut.LUT_FIXED_S) * l.tables

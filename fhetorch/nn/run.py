@@ -38,7 +38,7 @@ from .._ckks.graphs import Graphs
 from ..errors import ContextError, EncodingError, InternalError, LayoutError, ShapeError
 from ..tensor import EncryptedTensor
 from .graph import activation_function
-from .layout import layer_map, layer_module, model_layouts
+from .layout import layer_map, layer_module, model_layouts, model_switch_values
 from .lut import FACTOR_INTERVAL, SHARPEN, SHARPEN_LEVELS, LUTReLU, factor, grid_interval
 from .argmax import decode, head_maps, step, win_interval
 from .maxpool import first_wave_maps, half_relu, larger, lut_interval, tournament
@@ -60,6 +60,8 @@ class Program:
             if l.kind == "linear":
                 maps[l.name], _ = layer_map(l, layer_module(l, modules), layouts[l.inputs[0]], n)
         self.layouts, self.maps = layouts, maps
+        # the values each ReLU's or activation's switch converts: one period of its input's layout
+        self.switch_values = model_switch_values(layers, layouts, n)
         self.output = layers[-1].name
         self._chains(layers)
         self._max_maps = {l.name: first_wave_maps(n, l, layer_module(l, modules), layouts[l.inputs[0]], layouts[l.name])
@@ -147,6 +149,14 @@ class Program:
             for m, lvl in zip(self._head_maps(), (level, out, out)):
                 for r in rotation_steps(sorted(m.diagonals()), self.slots):
                     steps[r] = max(steps.get(r, 0), lvl)
+        luts = [l.name for l in self.cm.layers if l.kind == "act" or (l.kind == "relu" and isinstance(
+            self.cm.relu_for(l.name), LUTReLU))]
+        if luts:  # a switch of m < n values repeats its result every m slots: steps m, 2m, .. (n and up: bootstrapping's)
+            out = bootstrap_config(self.cm.params.name).stc_input_level
+            for m in {self.switch_values[name] for name in luts}:
+                while m < self.slots:
+                    steps[m] = max(steps.get(m, 0), out)
+                    m *= 2
         for name, (pairs, odd) in self._max_maps.items():
             level = plan[name].level_in
             for m in [m for p in pairs for m in p] + ([odd] if odd is not None else []):
@@ -331,9 +341,9 @@ class Program:
         ct = _need(vals[l.inputs[0]], sw.levels, l.name)
         if self.cm.lut_form(l.name) == "product":
             g = factor(fn)
-            f = sw.lut(ct, [lambda y: g(y * b_in)], FACTOR_INTERVAL, bits)[0]
+            f = _lut(sw, ct, lambda y: g(y * b_in), FACTOR_INTERVAL, bits, self.switch_values[l.name])
             return _times(ctx, ct, f, b_in / b_out, l.name)
-        return sw.lut(ct, [lambda y: fn(y * b_in) / b_out], grid_interval(bits), bits)[0]
+        return _lut(sw, ct, lambda y: fn(y * b_in) / b_out, grid_interval(bits), bits, self.switch_values[l.name])
 
     def _max(self, ctx, l, vals):
         """A max pooling's tournament (maxpool.py) on x / B; the output shares B."""
@@ -360,9 +370,9 @@ class Program:
                 y = x
                 for _ in range(stages):
                     y = evaluate(ctx, y, SHARPEN.series)
-                return _times(ctx, x, sw.lut(y, [larger], FACTOR_INTERVAL, bits)[0])
+                return _times(ctx, x, _lut(sw, y, larger, FACTOR_INTERVAL, bits, self.switch_values[l.name]))
             x = _need(vals[l.inputs[0]], sw.levels, l.name)
-            return sw.lut(x, [torch.relu], grid_interval(bits), bits)[0]
+            return _lut(sw, x, torch.relu, grid_interval(bits), bits, self.switch_values[l.name])
         stages, times_input = relu_stages(fn)
         src = l.inputs[0]
         y = vals[src]
@@ -377,6 +387,14 @@ class Program:
                 y = refresh(y)
             y = ev.mul(ctx, _need(vals[src], 1, l.name), _need(y, 1, l.name))
         return y
+
+
+def _lut(sw, ct, fn, interval, bits: int, values: int):
+    """fn of ct's values by one switch that converts only its first `values` slots (ct repeats
+    them every `values` slots: a layout's period; the result repeats them the same way)."""
+    if values >= ct.slots:
+        return sw.lut(ct, [fn], interval, bits)[0]
+    return sw.lut(ct.replace(slots=values), [fn], interval, bits)[0].replace(slots=ct.slots)
 
 
 def _compare(ctx, sw, bits, diffs: list, bases: list, form: str = "direct") -> list:

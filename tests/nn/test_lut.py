@@ -147,6 +147,51 @@ def test_per_layer_relu_choice(seed):
     assert err <= bound
 
 
+def _strided():
+    """conv -> ReLU ("_1": 4 x 8 x 8, period 256, the model's slots) -> stride-2 conv -> ReLU ("_3": 4 x 4 x 4 at
+    gap 2, period 64) -> conv (its rotations read across the 64-slot copies)."""
+    return nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.ReLU(), nn.Conv2d(4, 4, 3, 2, 1), nn.ReLU(),
+                         nn.Conv2d(4, 4, 3, 1, 1)).eval()
+
+
+def test_switch_converts_one_period_of_the_layout(seed, monkeypatch):
+    """A switch converts one period of its input's layout, not all the model's slots (the others hold
+    copies): 256 then 64 values here, counted in the plan report; its result repeats every 64 slots
+    again (rotation keys 64 and 128 at the switch's output level) for the last conv, which reads
+    across the copies. The encrypted map follows simulate() within CKKS noise and the product
+    form's flips near 0, as with every slot converted; a period of 32 (half the values lost) is
+    off by 15-60 % of the values (measured), far outside the bound."""
+    cm = _compile(_strided(), relu="lut")
+    prog = cm.program()
+    assert prog.slots == 256 and prog.switch_values == {"_1": 256, "_3": 64}
+    assert "320 PBS per input" in cm.report()
+    out = fhe.ckks.bootstrap_config(TOY).stc_input_level
+    assert prog.rotations()[64] >= out and prog.rotations()[128] >= out
+    cm.keygen()
+    converted = []
+    cls = type(cm.ctx.switcher)
+    real = cls.lut
+
+    def spy(self, ct, *a, **kw):
+        converted.append(ct.slots)
+        return real(self, ct, *a, **kw)
+
+    monkeypatch.setattr(cls, "lut", spy)
+    x = torch.randn(1, 1, 8, 8)
+    sim = cm.simulate(x)
+    bound = 0.02 * float(sim.abs().max()) + 1e-4
+    got = cm.decrypt(cm(cm.encrypt(x))).reshape(sim.shape)
+    assert converted == [256, 64]
+    prog = cm.program()  # keygen made a new one
+    prog.switch_values = {k: prog.slots for k in prog.switch_values}  # every slot converted, as before
+    whole = cm.decrypt(cm(cm.encrypt(x))).reshape(sim.shape)
+    assert converted == [256, 64, 256, 256]
+    err, err_whole = float((got - sim).abs().max()), float((whole - sim).abs().max())
+    print(f"[precision] strided relu='lut', map vs simulation: one period {err:.2e}, every slot {err_whole:.2e} "
+          f"(bound {bound:.2e})")
+    assert err <= bound and err_whole <= bound
+
+
 def test_auto_relu_weighs_latency(monkeypatch):
     """relu="auto": each ReLU the faster of the composite polynomial and the lookup table by the
     latency model; a cheap switch makes every ReLU a LUT, a dear one none."""

@@ -10,7 +10,7 @@
 #   encrypted on evaluation images [$2, $2 + $3) (default 0 and 384: all of them), contiguous ranges, one process
 #   per GPU (each its own keys), each --json written after every image; then merged with the earlier runs of the
 #   same setting kept as benchmarks/results/*resnet20-relu-lut-sharpen2-from*.json (models.evaluate_resnet20
-#   --merge). Needs the CIFAR-10 data ($FHETORCH_DATA); $4: seconds per process.
+#   --merge). Needs the CIFAR-10 data ($FHETORCH_DATA); $4: seconds per process. The rest: 108 276.
 #   switch: the switching cuda tests (and the switching tests on the GPU), the switch suite
 #   ($2 = value counts, default 1024,4096,32768; $3 = repeat).
 #   tfhe: the TFHE cuda tests and the tfhe suite ($2 = presets, default tfhe-4bit-p128,tfhe-4bit),
@@ -96,11 +96,15 @@ if [ "$STAGE" = resnet-lut-split ]; then
     [ "$n" -gt 0 ] || continue
     CUDA_VISIBLE_DEVICES=$k timeout "${4:-540}" python3 -m models.evaluate_resnet20 --device cuda --preset n16-bts40 \
       --relu lut --encrypted "$n" --encrypted-from "$from" --json "$OUT/resnet-lut-from$from.json" \
-      > "$OUT/resnet-lut-shard$k.log" 2>&1 &
+      > "/tmp/resnet-lut-shard$k.log" 2>&1 &
   done
   wait
+  for k in $(seq 0 $((gpus - 1))); do tail -3 "/tmp/resnet-lut-shard$k.log" 2>/dev/null | grep -v "image/s\]$"; done
   python3 -m models.evaluate_resnet20 --merge $(ls benchmarks/results/*resnet20-relu-lut-sharpen2-from*.json 2>/dev/null) \
-    "$OUT"/resnet-lut-from*.json | tee "$OUT/resnet-lut-split.log"
+    "$OUT"/resnet-lut-from*.json
+  # the device tool brings back at most 8 files a call: the shards' JSONs travel as one tar beyond 4 GPUs
+  if [ "$gpus" -gt 4 ]; then tar -C "$OUT" -cf "$OUT/resnet-lut-split.tar" $(cd "$OUT" && ls resnet-lut-from*.json) \
+    && rm -f "$OUT"/resnet-lut-from*.json; fi
 fi
 if [ "$STAGE" = helr ]; then  # HELR (8 batched ciphertexts per iteration) and its CUDA tests
   timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/models/test_helr.py 2>&1 | tail -5

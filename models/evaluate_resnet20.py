@@ -168,10 +168,23 @@ def _encrypted(cm, x, labels, plain, device, partial=None) -> dict:
     timed = sorted(secs[1:] or secs)  # the first call captures the CUDA graph
     out = _scores(torch.cat(got), plain, labels)
     out["seconds_per_image_median"] = timed[len(timed) // 2]
+    out["breakdown_s"] = _breakdown(cm, x[:1])
     print(f"logit error: max {out['encrypted_max_logit_error']:.3g}, median {out['encrypted_median_logit_error']:.3g}")
     print(f"seconds per image: median {out['seconds_per_image_median']:.3f} (first call, with the graph capture: "
           f"{secs[0]:.2f})")
     return out
+
+
+def _breakdown(cm, x) -> dict:
+    """Seconds of one more image by layer kind and, with lookup tables, by switch phase (every layer
+    synchronised, so their sum exceeds an unsynchronised image's); printed."""
+    cm(cm.encrypt(x), timing=True)
+    prog = cm.program()
+    b = {k: v for k, v in prog.times.items() if v > 0}
+    b.update({f"switch {k}": v for k, v in prog.switch_times.items()})
+    print("breakdown (one image, synchronised): " + ", ".join(f"{k} {v:.2f} s" for k, v in b.items())
+          + f"; {prog.bootstraps} bootstraps")
+    return b
 
 
 def _sync(device):

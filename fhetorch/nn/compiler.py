@@ -394,7 +394,8 @@ class CompiledModel:
 
     def __call__(self, ex, *, progress: bool = False, timing: bool = False, graph: bool | None = None):
         """The encrypted forward pass (bootstrapping where the plan says); progress: a tqdm bar
-        over the layers; timing: seconds per layer kind in cm.program().times (synchronises);
+        over the layers; timing: seconds per layer kind in cm.program().times, and of the switches'
+        phases ("to_lwe", "pbs", "to_ckks") in cm.program().switch_times (synchronises);
         graph: on CUDA, capture the whole pass in one CUDA graph at the first call and replay it
         (default unless progress or timing; the first call runs it three times).
 

@@ -254,6 +254,17 @@ class Program:
         self.bootstraps = 0
         self.times = {"linear": 0.0, "relu": 0.0, "act": 0.0, "max": 0.0, "add": 0.0, "bootstrap": 0.0}
         clock = _Clock(ctx.device, timing)
+        self.switch_times = {}  # with timing: the switches' phases (inside "relu", "act", "max")
+        if timing and self.cm.uses_lut:
+            ctx.switcher.phase_times = self.switch_times
+        try:
+            return self._layers(ctx, vals, clock, bt, progress)
+        finally:
+            if timing and self.cm.uses_lut:
+                ctx.switcher.phase_times = None
+
+    def _layers(self, ctx, vals, clock, bt, progress: bool):
+        """_forward's walk over the layers (and the argmax head): the output ciphertext."""
 
         def refresh(ct):
             if bt is None:
@@ -267,7 +278,6 @@ class Program:
         steps = {st.name: st for st in self.cm.plan.steps}
         layers = self.cm.layers[1:]
         if progress:
-
             layers = tqdm(layers, desc="encrypted layers", unit="layer", leave=False)
         for l in layers:
             t0, b0 = clock.now(), self.times["bootstrap"]

@@ -75,11 +75,16 @@ def test_encrypted_reports_after_every_image():
         def encrypt(self, x):
             return x
 
-        def __call__(self, ex):
+        def __call__(self, ex, timing=False):
+            self.timed = timing
             return ex
 
         def decrypt(self, ey):
             return plain[int(ey[0, 0])].view(1, -1)
+
+        def program(self):
+            return type("Prog", (), {"times": {"relu": 2.0, "add": 0.0}, "switch_times": {"pbs": 1.5},
+                                     "bootstraps": 3})()
 
     seen = []
     out = _encrypted(Model(), torch.arange(k, dtype=torch.float64).view(k, 1), labels, plain, torch.device("cpu"),
@@ -87,6 +92,7 @@ def test_encrypted_reports_after_every_image():
     assert [s["encrypted_images"] for s in seen] == list(range(1, k))
     assert seen[-1]["labels"] == labels[: k - 1].tolist()
     assert out["encrypted_images"] == k and out["disagreements"] == 0
+    assert out["breakdown_s"] == {"relu": 2.0, "switch pbs": 1.5}  # one more image, timed (kinds that took time)
 
 
 def test_relu_options_parse():

@@ -190,6 +190,10 @@ def test_switch_converts_one_period_of_the_layout(seed, monkeypatch):
     print(f"[precision] strided relu='lut', map vs simulation: one period {err:.2e}, every slot {err_whole:.2e} "
           f"(bound {bound:.2e})")
     assert err <= bound and err_whole <= bound
+    cm(cm.encrypt(x), timing=True)  # the breakdown: the switches' phases, inside the ReLUs' time
+    phases = prog.switch_times
+    assert set(phases) == {"to_lwe", "pbs", "to_ckks"} and min(phases.values()) > 0
+    assert sum(phases.values()) <= prog.times["relu"] and cm.ctx.switcher.phase_times is None
 
 
 def test_auto_relu_weighs_latency(monkeypatch):

@@ -36,6 +36,7 @@ LWE -> CKKS (to_ckks):
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -105,6 +106,9 @@ class Switcher:
         self._default_bits = None
         self._grids: dict = {}
         self._geometry: dict = {}
+        # seconds per phase ("to_lwe", "pbs", "to_ckks") added up over lut() calls, the device
+        # synchronised around each phase, while a caller sets a dict here (a model's breakdown)
+        self.phase_times: dict | None = None
 
     @property
     def default_bits(self) -> int:
@@ -347,9 +351,25 @@ class Switcher:
         bits, _ = self.grid(bits)
         points = grid_points(interval, bits)  # both forms: G points over [lo, hi]
         tables = [tabulate(fn, points) for fn in fns]
+        t = self._phase(None, ct.data.device)
         lwe = self.to_lwe(ct, interval, bits)
+        t = self._phase("to_lwe", ct.data.device, t)
         outs, scales = self.apply_luts(lwe, tables, bits)
-        return [self.to_ckks(o, s) for o, s in zip(outs, scales)]
+        t = self._phase("pbs", ct.data.device, t)
+        out = [self.to_ckks(o, s) for o, s in zip(outs, scales)]
+        self._phase("to_ckks", ct.data.device, t)
+        return out
+
+    def _phase(self, name, device, since: float = 0.0) -> float:
+        """With phase_times set: the time now (device synchronised), name's seconds since `since` added."""
+        if self.phase_times is None:
+            return 0.0
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        now = time.perf_counter()
+        if name is not None:
+            self.phase_times[name] = self.phase_times.get(name, 0.0) + now - since
+        return now
 
 
 def _mul_const(data: torch.Tensor, basis, k: int) -> torch.Tensor:

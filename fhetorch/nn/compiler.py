@@ -195,6 +195,12 @@ class CompiledModel:
             or any(l.kind in ("act", "max") for l in self.layers)
 
     @property
+    def lut_layers(self) -> list:
+        """The layers that run lookup tables: "act" and "max" layers and the ReLUs by LUT, in order."""
+        return [l for l in self.layers if l.kind in ("act", "max")
+                or (l.kind == "relu" and isinstance(self.relu_for(l.name), LUTReLU))]
+
+    @property
     def switch_values(self) -> dict:
         """{ReLU or act layer name: the values its switch converts}: one period of its input's layout
         (layout.switch_values), whether or not the layer runs a lookup table. Raises nothing."""
@@ -344,8 +350,7 @@ class CompiledModel:
                         f"({'sparse, one EvalMod' if sparse else 'full'}); its keys {bts_bytes / 2**30:.2f} GiB more "
                         f"({len(both) - len(rots)} more rotation steps, shared ones at their higher level)")
             rot_bytes += bts_bytes
-        luts = [l for l in self.layers if l.kind in ("act", "max") or (l.kind == "relu" and
-                                                                         isinstance(self.relu_for(l.name), LUTReLU))]
+        luts = self.lut_layers
         if luts:
             cfg = switch_config(p.name, self.lut.lut)
             ops = ", ".join(f"{op} x{sum(1 for l in luts if l.op == op)}" for op in sorted({l.op for l in luts}))

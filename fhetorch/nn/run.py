@@ -149,8 +149,7 @@ class Program:
             for m, lvl in zip(self._head_maps(), (level, out, out)):
                 for r in rotation_steps(sorted(m.diagonals()), self.slots):
                     steps[r] = max(steps.get(r, 0), lvl)
-        luts = [l.name for l in self.cm.layers if l.kind == "act" or (l.kind == "relu" and isinstance(
-            self.cm.relu_for(l.name), LUTReLU))]
+        luts = [l.name for l in self.cm.lut_layers if l.kind != "max"]
         if luts:  # a switch of m < n values repeats its result every m slots: steps m, 2m, .. (n and up: bootstrapping's)
             out = bootstrap_config(self.cm.params.name).stc_input_level
             for m in {self.switch_values[name] for name in luts}:

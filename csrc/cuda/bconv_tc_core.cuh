@@ -179,7 +179,7 @@ struct BconvTc {
  private:
   FT_HD static int m_tiles(const Blk& b) { return (b.nout + 3) / 4; }
 
-  // The m-tiles' rows that hold outputs (a multiple of 4) and the K entries in use.
+  // The rows of the m-tiles in use: the chunk's outputs rounded up to a multiple of 4.
   FT_HD static int rows_used(const Blk& b) { return 4 * m_tiles(b); }
 
   // Per output of the chunk: p, p^-1, 2^40 mod p, its row; per input: its row and modulus.

@@ -101,15 +101,11 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
-// Whether the environment variable `name` leaves a default-on switch on (any value but one
-// starting with '0').
-inline bool env_switch_on(const char* name) {
-  const char* e = std::getenv(name);
-  return !(e && e[0] == '0');
-}
-
 inline bool pdl_enabled() {
-  static const bool on = env_switch_on("FHETORCH_PDL");
+  static const bool on = [] {
+    const char* e = std::getenv("FHETORCH_PDL");
+    return !(e && e[0] == '0');
+  }();
   return on;
 }
 

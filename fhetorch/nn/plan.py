@@ -148,11 +148,10 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
     config = bootstrap_config(params.name)
     can_bootstrap = config is not None
     top, after = params.max_level, (config.user_levels if can_bootstrap else 0)
-    # the switch's (levels in, level out, seconds, levels of a sharpening before it: a product-form
-    # ReLU's, set below): LUT ReLUs (relu="lut") and "act" layers (slots: the values each table
-    # converts, the model's packing; N/2 when not given)
-    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), _lut.seconds(slots or params.n // 2), 0) \
-        if can_bootstrap else None
+    # the switch's (levels in, level out, levels of a sharpening before it: a product-form ReLU's, set
+    # below): LUT ReLUs (relu="lut"), "act" and "max" layers
+    switch = (_lut.LUTReLU.levels_in(config), _lut.LUTReLU.level_out(config), 0) if can_bootstrap else None
+    n_slots = slots or params.n // 2  # the values a switch converts where switch_values does not say
     options = {l.name: list((relu_options or {}).get(l.name, [relu_fn])) for l in layers if l.kind == "relu"}
     if switch is None:  # a choice keeps its polynomials; a LUT alone raises below
         options = {n: [f for f in fs if not isinstance(f, _lut.LUTReLU)] or fs for n, fs in options.items()}
@@ -202,11 +201,11 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
         elif l.kind == "op":
             t += BETA * l.levels * limbs(lin)
         elif l.kind == "act" or (l.kind == "relu" and lut is not None):
-            t += _lut.seconds((switch_values or {}).get(l.name, slots or params.n // 2)) \
+            t += _lut.seconds((switch_values or {}).get(l.name, n_slots)) \
                 + (BETA * limbs(lin) if form_of(l) == "product" else 0.0) \
-                + (BETA * lut[3] * limbs(lin) if lut is not None else 0.0)
+                + (BETA * lut[2] * limbs(lin) if lut is not None else 0.0)
         elif l.kind == "max":  # one switch per wave; the PBS per comparison (and its product)
-            t += _lut.LUT_FIXED_S * _waves(l) + (switch[2] - _lut.LUT_FIXED_S) * l.tables
+            t += _lut.LUT_FIXED_S * _waves(l) + (_lut.seconds(n_slots) - _lut.LUT_FIXED_S) * l.tables
             t += BETA * limbs(lin) * l.tables if form_of(l) == "product" else 0.0
         elif l.kind == "relu":
             y = lin
@@ -229,7 +228,7 @@ def make_plan(layers: list, params, relu_fn=None, slots: int | None = None, relu
             for choice, (st, pr, lt) in enumerate(forms.get(l.name, [(stages, product, lut)])):
                 if l.kind == "relu" and lt is not None and form_of(l) == "product":  # the step's sharpening first
                     extra = _lut.SHARPEN_LEVELS * options[l.name][choice].sharpen_stages(config)
-                    lt = (lt[0] + extra, lt[1], lt[2], extra)
+                    lt = (lt[0] + extra, lt[1], extra)
                 for boots, out, lin in _moves(l, lv, top, after, st, pr, needs,
                                               switch if l.kind in ("act", "max") else lt, form_of(l)):
                     if boots and not can_bootstrap:
@@ -311,7 +310,7 @@ def lut_level(kind: str, form: str, level_in: int, level_out: int) -> int:
 def _moves(l, lv, top, after, stages, product, needs, lut=None, form="direct"):
     """[(boots, output level, input level)] of layer l from the live levels lv; boots: the
     (point, value) bootstraps it takes ("in": before the layer; ("stage", k) / "product":
-    inside a ReLU, "y" the intermediate). lut: (levels in, level out, seconds, sharpening levels) of
+    inside a ReLU, "y" the intermediate). lut: (levels in, level out, sharpening levels) of
     a LUT ReLU or an "act" layer (a lookup table through the switch; levels in counts the
     sharpening's); form: its form ("direct", "product")."""
     if l.kind == "input":

@@ -71,6 +71,8 @@
   /* glwe, out: (B, k1, N); ggsw (k1, level, k1, 2, N) shared by the batch. */                                     \
   R tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t* ggsw, int64_t* out, int64_t B,    \
                           const CTX& ctx);                                                                          \
+  /* The batch's key switches (csrc/tfhe.h GlweKeyswitchArgs, tfhe_team_glwe_keyswitch_op). */                  \
+  R tfhe_glwe_keyswitch(const GlweKeyswitchArgs& g, const CTX& ctx);                                              \
   /* CMux-level batching: one step per key bit advances every ciphertext of the batch. */                          \
   R tfhe_blind_rotate(const BlindRotateArgs& g, const CTX& ctx);                                                   \
   /* ---- TFHE on the 2^64 torus by float64 FFT (csrc/tfhe_fft.h) ---- */                                           \

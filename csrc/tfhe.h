@@ -381,10 +381,13 @@ struct TfheRowsOperand {
 // into the first 2 k1 rows of dig (each column is read whole before it is overwritten, by the
 // same thread), times N^-1, inverse NTT of those rows, CRT, add. All in place in dig. `key`: a
 // stored GGSW (TfheGgswOperand) or a multi-bit key bundle (TfheKeyBundleOperand).
+// rows: the digit rows (p, j) taken, from the first (-1: all k1 level; the GLWE key switch takes the
+// mask's level rows only); at least k1 rows of dig are written whatever it is.
 template <class T, class Key>
-FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const Key key, int32_t* dig, int64_t* acc) {
+FT_HD void tfhe_team_ggsw_product(const T& t, const TfheRing& r, const Key key, int32_t* dig, int64_t* acc,
+                                  int rows = -1) {
   const uint32_t n = 1u << r.log_n, two_n = 2u * n;
-  const int pj_count = r.k1 * r.level;
+  const int pj_count = rows >= 0 ? rows : r.k1 * r.level;
   tfhe_team_ntt<false>(t, dig, 2 * pj_count, r.log_n, r.psi, r.m);
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < two_n; e += static_cast<uint32_t>(t.size)) {
     const int l = static_cast<int>(e >> r.log_n);
@@ -433,6 +436,98 @@ FT_HD void tfhe_team_external_product_op(const T& t, const TfheRing& r, const in
   t.sync();
   tfhe_team_ggsw_product(t, r, TfheGgswOperand{ggsw}, dig, out);
 }
+
+// ---- GLWE key switching (k = 1): the ring-side key switches of scheme switching ---------------
+//
+// The digit scratch of one key switch: the mask's (level, 2, N) digit rows, and at least the
+// (2, 2, N) rows the product leaves its result in.
+FT_HD int64_t tfhe_glwe_keyswitch_words(const TfheRing& r) {
+  return static_cast<int64_t>(r.level > 2 ? r.level : 2) * 2 << r.log_n;
+}
+
+// The input of a GLWE key switch and what its output is added to: the key switch of tau_g(x -
+// X^shift y) (y null: of tau_g(x)), plus x + X^shift y where `add` (the LWE packing's step; y null:
+// plus x). ginv = g^-1 mod 2N (1: no automorphism). x, y: (2, N) in [0, q).
+struct TfheGlweInput {
+  const int64_t* x;
+  const int64_t* y;
+  uint32_t ginv, shift;
+  bool add;
+};
+
+// Coefficient i (< 2N, negated from N on: X^N = -1) of a polynomial x (N,) in [0, q).
+FT_HD int64_t tfhe_signed_at(const int64_t* x, uint32_t i, int log_n, int64_t q) {
+  const uint32_t n = 1u << log_n;
+  const int64_t v = x[i & (n - 1u)];
+  return (i & n) && v != 0 ? q - v : v;
+}
+
+// Coefficient p of component c of x - X^shift y (sign -1) or x + X^shift y (sign +1); x alone
+// without y. (X^s y)[p] is y's coefficient p - s mod 2N, signed.
+FT_HD int64_t tfhe_pair_at(const TfheGlweInput& in, int c, uint32_t p, bool plus, int log_n, int64_t q) {
+  const int64_t off = static_cast<int64_t>(c) << log_n;
+  const int64_t x = in.x[off + p];
+  if (in.y == nullptr) return x;
+  const int64_t y = tfhe_signed_at(in.y + off, (p - in.shift) & ((2u << log_n) - 1u), log_n, q);
+  return plus ? tfhe_add(x, y, q) : tfhe_sub(x, y, q);
+}
+
+// Coefficient p of component c of the key switch's input tau_g(x - X^shift y): the difference's
+// coefficient i = p ginv mod 2N, negated where i >= N (2N divides 2^32: the 32-bit product's
+// wrap-around keeps p ginv mod 2N).
+FT_HD int64_t tfhe_key_switch_input_at(const TfheGlweInput& in, int c, uint32_t p, int log_n, int64_t q) {
+  const uint32_t n = 1u << log_n, i = (p * in.ginv) & (2u * n - 1u);
+  const int64_t v = tfhe_pair_at(in, c, i & (n - 1u), false, log_n, q);
+  return (i & n) && v != 0 ? q - v : v;
+}
+
+// out (2, N) = KS(w) (+ x + X^shift y where in.add), w = tau_g(x - X^shift y) = (A, B): with d_j the
+// digit polynomials of A, KS(w) = (-sum_j d_j A_j, B - sum_j d_j B_j), key (level, 2, 2, N) the rows
+// (A_j, B_j) in NTT form (Montgomery), encryptions of G_j S_in under S_out: so KS(w) decrypts under
+// S_out to w's phase under S_in, plus noise. r.k1 = 2. dig: tfhe_glwe_keyswitch_words of scratch.
+// The product is the external product's on the mask's digit rows only.
+template <class T>
+FT_HD void tfhe_team_glwe_keyswitch_op(const T& t, const TfheRing& r, const TfheGlweInput& in, const int32_t* key,
+                                       int32_t* dig, int64_t* out) {
+  const uint32_t n = 1u << r.log_n;
+  const int64_t q = r.m.q_full;
+  const int bits = r.base_log * r.level;
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < n; e += static_cast<uint32_t>(t.size)) {
+    tfhe_store_digits(r, dig, e, tfhe_round_pow2(tfhe_key_switch_input_at(in, 0, e, r.log_n, q), q, bits));
+    out[e] = 0;
+    out[n + e] = 0;
+  }
+  t.sync();
+  tfhe_team_ggsw_product(t, r, TfheGgswOperand{key}, dig, out, r.level);
+  for (uint32_t e = static_cast<uint32_t>(t.rank); e < n; e += static_cast<uint32_t>(t.size)) {
+    int64_t a = out[e] != 0 ? q - out[e] : 0;
+    int64_t b = tfhe_sub(tfhe_key_switch_input_at(in, 1, e, r.log_n, q), out[n + e], q);
+    if (in.add) {
+      a = tfhe_add(a, tfhe_pair_at(in, 0, e, true, r.log_n, q), q);
+      b = tfhe_add(b, tfhe_pair_at(in, 1, e, true, r.log_n, q), q);
+    }
+    out[e] = a;
+    out[n + e] = b;
+  }
+  t.sync();
+}
+
+// A batch of GLWE key switches (the tfhe_glwe_keyswitch and tfhe_glwe_pack_step ops): ciphertext b's
+// input is TfheGlweInput{x + 2N b, y + 2N b (y may be null), ginv, shift, add}, its output out + 2N b.
+struct GlweKeyswitchArgs {
+  TfheRing r;
+  const int64_t* x;
+  const int64_t* y;
+  const int32_t* key;  // (level, 2, 2, N)
+  int64_t* out;
+  int64_t B;
+  uint32_t ginv, shift;
+  bool add;
+  FT_HD TfheGlweInput input(int64_t b) const {
+    const int64_t off = b * (int64_t(2) << r.log_n);
+    return TfheGlweInput{x + off, y == nullptr ? nullptr : y + off, ginv, shift, add};
+  }
+};
 
 struct BlindRotateArgs {
   TfheRing r;

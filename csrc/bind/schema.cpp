@@ -173,6 +173,16 @@ TORCH_LIBRARY(fhetorch, m) {
   // the digit polynomials of glwe's component p (tfhe_decompose), same shape as glwe.
   m.def("tfhe_external_product(Tensor glwe, Tensor ggsw, Tensor psi, Tensor psi_inv, Tensor post, int[] moduli, "
         "int base_log, int level) -> Tensor");
+  // GLWE key switch (k = 1): ct (..., 2, N) = (A, B) -> the same shape, A' = -sum_j d_j A_j and
+  // B' = tau_g(B) - sum_j d_j B_j, d_j the digit polynomials (tfhe_decompose) of tau_g(A), key
+  // (level, 2, 2, N) the rows (A_j, B_j) in NTT form, Montgomery; tau_g: X -> X^galois (odd, < 2N; 1:
+  // none). The key switch of tau_g(ct) from the key's input polynomial to its output key.
+  m.def("tfhe_glwe_keyswitch(Tensor ct, Tensor key, Tensor psi, Tensor psi_inv, Tensor post, int[] moduli, "
+        "int base_log, int level, int galois) -> Tensor");
+  // One step of the LWE packing's tree (fhetorch/_tfhe/glwe.py): x, y (..., 2, N) -> x + X^shift y +
+  // tfhe_glwe_keyswitch(x - X^shift y, galois); y None: x + tfhe_glwe_keyswitch(x, galois).
+  m.def("tfhe_glwe_pack_step(Tensor x, Tensor? y, Tensor key, Tensor psi, Tensor psi_inv, Tensor post, "
+        "int[] moduli, int base_log, int level, int galois, int shift) -> Tensor");
   // Blind rotation, CMux-level batched (one step per key bit over the whole batch): ct (..., n + 1)
   // LWE under the key of bsk (n, k + 1, level, k + 1, 2, N) (GGSW of each key bit); luts (T, N)
   // test polynomials; lut_index (ct's batch shape) picks each ciphertext's LUT (None: LUT 0;

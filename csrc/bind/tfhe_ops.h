@@ -247,6 +247,62 @@ Tensor tfhe_external_product_op(const Tensor& glwe, const Tensor& ggsw, const Te
   return out;
 }
 
+// What the GLWE key switch ops share: x (..., 2, N) (y, when given, the same shape), key (level,
+// 2, 2, N), galois odd in (0, 2N), shift in [0, 2N); runs the device's tfhe_glwe_keyswitch.
+template <class Dev>
+Tensor tfhe_run_glwe_keyswitch(const char* op, const Tensor& x, const Tensor* y, const Tensor& key, const Tensor& psi,
+                               const Tensor& psi_inv, const Tensor& post, at::IntArrayRef moduli, int64_t base_log,
+                               int64_t level, int64_t galois, int64_t shift, bool add) {
+  tfhe_check_int64(x, op, "x", 2);
+  tfhe_need(x.size(-2) == 2, op, "ciphertexts must be (..., 2, N) GLWE of k = 1, got " + tfhe_shape(x));
+  const int64_t n = x.size(-1), two_n = 2 * n;
+  GlweKeyswitchArgs g{};
+  g.r = tfhe_ring(op, 2, n, psi, psi_inv, post, moduli, base_log, level);
+  if (y != nullptr) {
+    tfhe_check_int64(*y, op, "y", 2);
+    tfhe_need(y->sizes() == x.sizes(), op, "y must have x's shape " + tfhe_shape(x) + ", got " + tfhe_shape(*y));
+  }
+  check_residues(key, op, "key");
+  tfhe_need(key.dim() == 4 && key.size(0) == level && key.size(1) == 2 && key.size(2) == 2 && key.size(3) == n, op,
+            "key must be (level, 2, 2, N) = (" + std::to_string(level) + ", 2, 2, " + std::to_string(n) + "), got " +
+                tfhe_shape(key));
+  tfhe_need(galois > 0 && galois < two_n && (galois & 1), op,
+            "galois must be odd and in (0, 2N), got " + std::to_string(galois));
+  tfhe_need(shift >= 0 && shift < two_n, op, "shift must be in [0, 2N), got " + std::to_string(shift));
+  uint32_t ginv = 1;  // g^-1 mod 2^32 by Newton's iteration (g odd), then mod 2N
+  for (int k = 0; k < 5; ++k) ginv *= 2u - static_cast<uint32_t>(galois) * ginv;
+  g.ginv = ginv & static_cast<uint32_t>(two_n - 1);
+  g.shift = static_cast<uint32_t>(shift);
+  g.add = add;
+  if (y != nullptr) check_devices(op, {&x, y, &key, &psi, &psi_inv, &post});
+  else check_devices(op, {&x, &key, &psi, &psi_inv, &post});
+  Dev dev(x);
+  Tensor out = at::empty_like(x);
+  g.x = x.data_ptr<int64_t>();
+  g.y = y == nullptr ? nullptr : y->data_ptr<int64_t>();
+  g.key = ptr(key);
+  g.out = out.data_ptr<int64_t>();
+  g.B = batch_of(x, 2);
+  dev.run(op, [&](auto& ctx) { return tfhe_glwe_keyswitch(g, ctx); });
+  return out;
+}
+
+template <class Dev>
+Tensor tfhe_glwe_keyswitch_op(const Tensor& ct, const Tensor& key, const Tensor& psi, const Tensor& psi_inv,
+                              const Tensor& post, at::IntArrayRef moduli, int64_t base_log, int64_t level,
+                              int64_t galois) {
+  return tfhe_run_glwe_keyswitch<Dev>("tfhe_glwe_keyswitch", ct, nullptr, key, psi, psi_inv, post, moduli, base_log,
+                                      level, galois, 0, false);
+}
+
+template <class Dev>
+Tensor tfhe_glwe_pack_step_op(const Tensor& x, const std::optional<Tensor>& y, const Tensor& key, const Tensor& psi,
+                              const Tensor& psi_inv, const Tensor& post, at::IntArrayRef moduli, int64_t base_log,
+                              int64_t level, int64_t galois, int64_t shift) {
+  return tfhe_run_glwe_keyswitch<Dev>("tfhe_glwe_pack_step", x, y ? &*y : nullptr, key, psi, psi_inv, post, moduli,
+                                      base_log, level, galois, shift, true);
+}
+
 // What both blind rotations share: ct (..., n + 1), luts (T, N), lut_index; g.r and g.n set by
 // the caller (from its key's shape); runs the device's tfhe_blind_rotate.
 template <class Dev>
@@ -338,6 +394,8 @@ void register_tfhe_ops(torch::Library& m) {
   m.impl("tfhe_keyswitch_digits", &tfhe_keyswitch_digits_op<Dev>);
   m.impl("tfhe_keyswitch_combine", &tfhe_keyswitch_combine_op<Dev>);
   m.impl("tfhe_external_product", &tfhe_external_product_op<Dev>);
+  m.impl("tfhe_glwe_keyswitch", &tfhe_glwe_keyswitch_op<Dev>);
+  m.impl("tfhe_glwe_pack_step", &tfhe_glwe_pack_step_op<Dev>);
   m.impl("tfhe_blind_rotate", &tfhe_blind_rotate_op<Dev>);
   m.impl("tfhe_multi_bit_blind_rotate", &tfhe_multi_bit_blind_rotate_op<Dev>);
 }

@@ -84,6 +84,15 @@ void tfhe_external_product(const TfheRing& r, const int64_t* glwe, const int32_t
   });
 }
 
+void tfhe_glwe_keyswitch(const GlweKeyswitchArgs& g, const Threads& th) {
+  const int64_t words = tfhe_glwe_keyswitch_words(g.r), two_n = int64_t(2) << g.r.log_n;
+  int32_t* scratch = th.scratch(g.B * words);
+  th.par(g.B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      tfhe_team_glwe_keyswitch_op(SoloTeam{}, g.r, g.input(b), g.key, scratch + b * words, g.out + b * two_n);
+  });
+}
+
 // The cluster path (CUDA: a cluster of 2 k1 blocks per ciphertext) with the teams of a
 // ciphertext run one after another within each phase: the phases only read what the previous
 // ones wrote, so this order computes what the concurrent teams do.

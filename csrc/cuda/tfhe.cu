@@ -24,6 +24,7 @@ constexpr int kTeam = 256;   // threads per ciphertext
 constexpr int kFusedTeam = 512;  // threads per ciphertext of the fused blind rotation
 constexpr int kFusedSmallBatchTeam = 1024;  // ... when the batch leaves SMs free: one block per SM
 constexpr int kClusterTeam = 256;  // threads per block of the cluster path (2 k1 blocks per ciphertext)
+constexpr int kGlweKsTeam = 512;   // threads per ciphertext of the GLWE key switch
 
 __device__ int64_t global_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 
@@ -52,6 +53,17 @@ __global__ void __launch_bounds__(kTeam)
   const int64_t b = blockIdx.x, k1n = static_cast<int64_t>(r.k1) << r.log_n;
   tfhe_team_external_product_op(block_team(), r, glwe + b * k1n, ggsw, scratch + b * tfhe_scratch_words(r),
                                 out + b * k1n);
+}
+
+// The GLWE key switch: a block per ciphertext; its digit scratch in the block's shared memory where
+// it fits (N = 2^11, level 6: 96 KiB, two blocks an SM), else in global memory (SMEM false).
+template <bool SMEM>
+__global__ void __launch_bounds__(kGlweKsTeam, SMEM ? 2 : 1)
+    glwe_keyswitch_kernel(const __grid_constant__ GlweKeyswitchArgs g, int32_t* scratch) {
+  extern __shared__ __align__(16) int32_t glwe_ks_smem[];
+  const int64_t b = blockIdx.x;
+  int32_t* dig = SMEM ? glwe_ks_smem : scratch + b * tfhe_glwe_keyswitch_words(g.r);
+  tfhe_team_glwe_keyswitch_op(block_team(), g.r, g.input(b), g.key, dig, g.out + b * (int64_t(2) << g.r.log_n));
 }
 
 __global__ void __launch_bounds__(kTeam) blind_rotate_init_kernel(BlindRotateArgs g) {
@@ -235,12 +247,31 @@ cudaError_t fused_device(FusedDevice* out) {
                               cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   FT_TRY(cudaFuncSetAttribute(blind_rotate_cluster_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  FT_TRY(cudaFuncSetAttribute(glwe_keyswitch_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   if (dev < kDevices) {
     sm_counts[dev].store(sms);
     limits[dev].store(limit);
   }
   *out = FusedDevice{limit, sms};
   return cudaSuccess;
+}
+
+cudaError_t tfhe_glwe_keyswitch(const GlweKeyswitchArgs& g, const Stream& s) {
+  if (g.B <= 0) return cudaSuccess;
+  if (g.B > 0x7FFFFFFFLL) return cudaErrorInvalidConfiguration;
+  const int64_t smem = 4 * tfhe_glwe_keyswitch_words(g.r);
+  const unsigned grid = static_cast<unsigned>(g.B);
+  if (smem <= kTfheFusedBytesMax) {
+    FusedDevice d{};
+    FT_TRY(fused_device(&d));
+    if (smem <= d.smem_limit) {
+      glwe_keyswitch_kernel<true><<<grid, kGlweKsTeam, static_cast<size_t>(smem), s.stream>>>(g, nullptr);
+      return cudaGetLastError();
+    }
+  }
+  int32_t* scratch = s.scratch(g.B * tfhe_glwe_keyswitch_words(g.r));
+  glwe_keyswitch_kernel<false><<<grid, kGlweKsTeam, 0, s.stream>>>(g, scratch);
+  return cudaGetLastError();
 }
 
 cudaError_t tfhe_blind_rotate(const BlindRotateArgs& g_in, const Stream& s) {

@@ -34,7 +34,9 @@ __all__ = [
     "automorphism", "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
     "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
-    "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft",
+    "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_glwe_keyswitch", "tfhe_glwe_pack_step",
+    "tfhe_blind_rotate",
+    "tfhe_multi_bit_blind_rotate", "tfhe_fft",
     "tfhe_ifft", "tfhe_fft_product", "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate",
     "tfhe_fourier_multi_bit_blind_rotate", "tfhe_fourier_key_bundle",
 ]
@@ -263,7 +265,8 @@ for _name in ("sample_ternary", "sample_cbd"):
 
 # --- TFHE (fhetorch/_ops/tfhe.py) ----------------------------------------------------------------
 from .tfhe import (  # noqa: E402  (after the CKKS ops: one registration order)
-    tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_fft, tfhe_fft_product, tfhe_ifft, tfhe_keyswitch,
+    tfhe_blind_rotate, tfhe_decompose, tfhe_external_product, tfhe_fft, tfhe_fft_product, tfhe_glwe_keyswitch, tfhe_glwe_pack_step,
+    tfhe_ifft, tfhe_keyswitch,
     tfhe_keyswitch_combine, tfhe_keyswitch_digits, tfhe_modulus_switch, tfhe_multi_bit_blind_rotate, tfhe_sample_int,
     tfhe_torus_cmux, tfhe_torus_external_product, tfhe_fourier_blind_rotate, tfhe_fourier_key_bundle,
     tfhe_fourier_multi_bit_blind_rotate,

@@ -16,7 +16,7 @@ _fake = torch.library.register_fake
 Tensor = torch.Tensor
 
 __all__ = ["tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
-           "tfhe_keyswitch_combine", "tfhe_external_product",
+           "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_glwe_keyswitch", "tfhe_glwe_pack_step",
            "tfhe_blind_rotate", "tfhe_multi_bit_blind_rotate", "tfhe_fft", "tfhe_ifft", "tfhe_fft_product",
            "tfhe_torus_external_product", "tfhe_torus_cmux", "tfhe_fourier_blind_rotate",
            "tfhe_fourier_multi_bit_blind_rotate", "tfhe_fourier_key_bundle"]
@@ -99,6 +99,29 @@ def tfhe_external_product(glwe: Tensor, ggsw: Tensor, psi: Tensor, psi_inv: Tens
 @_fake("fhetorch::tfhe_external_product")
 def _(glwe, ggsw, psi, psi_inv, post, moduli, base_log, level):
     return torch.empty_like(glwe)
+
+
+def tfhe_glwe_keyswitch(ct: Tensor, key: Tensor, psi: Tensor, psi_inv: Tensor, post: Tensor, moduli: Sequence[int],
+                        base_log: int, level: int, galois: int = 1) -> Tensor:
+    """GLWE (..., 2, N) -> the key switch of tau_galois(ct) by key (level, 2, 2, N), same shape."""
+    return _ops.tfhe_glwe_keyswitch(ct, key, psi, psi_inv, post, _m(moduli), int(base_log), int(level), int(galois))
+
+
+@_fake("fhetorch::tfhe_glwe_keyswitch")
+def _(ct, key, psi, psi_inv, post, moduli, base_log, level, galois):
+    return torch.empty_like(ct)
+
+
+def tfhe_glwe_pack_step(x: Tensor, y: Tensor | None, key: Tensor, psi: Tensor, psi_inv: Tensor, post: Tensor,
+                        moduli: Sequence[int], base_log: int, level: int, galois: int, shift: int) -> Tensor:
+    """x + X^shift y + KS(tau_galois(x - X^shift y)) (y None: x + KS(tau_galois(x))), (..., 2, N)."""
+    return _ops.tfhe_glwe_pack_step(x, y, key, psi, psi_inv, post, _m(moduli), int(base_log), int(level),
+                                    int(galois), int(shift))
+
+
+@_fake("fhetorch::tfhe_glwe_pack_step")
+def _(x, y, key, psi, psi_inv, post, moduli, base_log, level, galois, shift):
+    return torch.empty_like(x)
 
 
 def tfhe_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: Tensor, psi: Tensor, psi_inv: Tensor,

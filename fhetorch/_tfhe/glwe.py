@@ -51,13 +51,29 @@ KEYSWITCH_CHUNK_BYTES = 1 << 30
 PACK_CHUNK_BYTES = 4 << 30
 
 
-def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
-    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key, in chunks of
-    the batch (KEYSWITCH_CHUNK_BYTES; each ciphertext's result is the same whatever the chunk).
-    Raises ParameterError for another shape."""
+# The one-kernel key switch (the tfhe_glwe_keyswitch op: a thread block per ciphertext, its digits in
+# shared memory) takes rings whose digit scratch is at most this (N = 2^11 at level 6: 96 KiB); larger
+# rings (the CKKS ring's switches, a few ciphertexts) go through the batched NTT ops. Same bits either way.
+FUSED_KEYSWITCH_BYTES = 227 * 1024
+
+
+def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor, galois: int = 1) -> torch.Tensor:
+    """(..., 2, N) under the key's input polynomial -> (..., 2, N) under its output key; with galois
+    g != 1 the key switch of tau_g(ct) (automorphism_glwe_ciphertext), whose key is then one from
+    tau_g(S). In one kernel where the ring is small (FUSED_KEYSWITCH_BYTES), else in chunks of the batch
+    (KEYSWITCH_CHUNK_BYTES); each ciphertext's result is the same bits whatever the path or chunk.
+    Raises ParameterError for another shape or an even galois element."""
     if ct.dim() < 2 or ct.shape[-1] != key.polynomial_size or ct.shape[-2] != 2:
         raise ParameterError(f"keyswitch_glwe_ciphertext: ciphertexts (..., 2, {key.polynomial_size}) expected, "
                              f"got {tuple(ct.shape)}")
+    if galois % 2 == 0:
+        raise ParameterError(f"keyswitch_glwe_ciphertext: the Galois element must be odd, got {galois}")
+    big_n = ct.shape[-1]
+    if _one_kernel(key):
+        return _ops.tfhe_glwe_keyswitch(ct.contiguous(), key.data, ring.psi, ring.psi_inv, ring.post, ring.moduli,
+                                        key.base_log, key.level, galois % (2 * big_n))
+    if galois % (2 * big_n) != 1:
+        ct = automorphism_glwe_ciphertext(ring.modulus, ct, galois)
     flat = ct.reshape(-1, 2, ct.shape[-1])
     step = max(1, KEYSWITCH_CHUNK_BYTES // (48 * key.level * ct.shape[-1]))
     if flat.shape[0] <= step:
@@ -66,6 +82,25 @@ def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.T
     for s in range(0, flat.shape[0], step):
         out[s:s + step] = _keyswitch_glwe(ring, key, flat[s:s + step])
     return out.reshape(ct.shape)
+
+
+def _one_kernel(key: GlweKeyswitchKey) -> bool:
+    """Whether key's switches run in one kernel (FUSED_KEYSWITCH_BYTES)."""
+    return 4 * 2 * max(key.level, 2) * key.polynomial_size <= FUSED_KEYSWITCH_BYTES
+
+
+def _pack_step(ring: TFHERing, key: GlweKeyswitchKey, x: torch.Tensor, y: torch.Tensor | None, galois: int,
+               shift: int) -> torch.Tensor:
+    """One step of the packing's tree: x + X^shift y + KS(tau_g(x - X^shift y)), or without a partner
+    (y None) x + KS(tau_g(x)); in one kernel where the ring is small (the tfhe_glwe_pack_step op)."""
+    mq = ring.modulus
+    if _one_kernel(key):
+        return _ops.tfhe_glwe_pack_step(x.contiguous(), None if y is None else y.contiguous(), key.data, ring.psi,
+                                        ring.psi_inv, ring.post, ring.moduli, key.base_log, key.level, galois, shift)
+    if y is None:
+        return mq.add(x, keyswitch_glwe_ciphertext(ring, key, x, galois))
+    y = rotate_glwe(mq, y, shift)
+    return mq.add(mq.add(x, y), keyswitch_glwe_ciphertext(ring, key, mq.sub(x, y), galois))
 
 
 def _keyswitch_glwe(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor) -> torch.Tensor:
@@ -167,12 +202,9 @@ def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor, stride: 
             x = leaves(a, b) if cur is None else cur[..., a:b, :, :]
             if pair:  # pair entry e with e + half (positions dist apart)
                 y = leaves(half + a, half + b) if cur is None else cur[..., half + a:half + b, :, :]
-                y = rotate_glwe(mq, y, dist)
-                turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, mq.sub(x, y), g))
-                out[..., a:b, :, :] = mq.add(mq.add(x, y), turned)
+                out[..., a:b, :, :] = _pack_step(ring, keys[g], x, y, g, dist)
             else:  # the partner would be a zero ciphertext
-                turned = keyswitch_glwe_ciphertext(ring, keys[g], automorphism_glwe_ciphertext(mq, x, g))
-                out[..., a:b, :, :] = mq.add(x, turned)
+                out[..., a:b, :, :] = _pack_step(ring, keys[g], x, None, g, 0)
         cur, c = out, half
     if cur is None:  # N = 1: no round
         return leaves(0, 1)[..., 0, :, :]

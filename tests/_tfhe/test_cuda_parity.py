@@ -114,6 +114,21 @@ def test_tensor_keyswitch_replays_in_a_cuda_graph(gen, batch):
     assert torch.equal(out.cpu(), ops.tfhe_keyswitch(fresh, ksk, MODULI, 4, 4))
 
 
+@pytest.mark.parametrize("log_n,base_log,level", [(11, 8, 6), (10, 20, 1), (12, 12, 4), (14, 12, 4)])
+def test_glwe_keyswitch(gen, log_n, base_log, level):
+    """The one-kernel GLWE key switch and packing step, in shared memory (N <= 2^12 at these levels)
+    and with the scratch in global memory (2^14), with and without an automorphism and a partner."""
+    ring = TFHERing(log_n, MODULI)
+    n = 1 << log_n
+    key = ggsw_kernel_form(ring, rand_mod_q(gen, level, 2, n))
+    ct, y = rand_mod_q(gen, 7, 2, n), rand_mod_q(gen, 7, 2, n)
+    for g, shift in ((1, 0), (3, n // 2), (2 * n - 1, 2 * n - 3), (1025, 5)):
+        _both(ops.tfhe_glwe_keyswitch, ct, key, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level, g)
+        for other in (y, None):
+            _both(ops.tfhe_glwe_pack_step, ct, other, key, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level,
+                  g, shift)
+
+
 @pytest.mark.parametrize("log_n,k,base_log,level", [(10, 1, 12, 2), (11, 1, 23, 1), (10, 2, 23, 1), (13, 1, 15, 2)])
 def test_external_product_and_blind_rotate(gen, log_n, k, base_log, level):
     ring = TFHERing(log_n, MODULI)

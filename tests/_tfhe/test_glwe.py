@@ -109,15 +109,54 @@ def test_keyswitch_glwe_ciphertext(ctx, seed):
     rms = float(err.pow(2).mean().sqrt())
     print(f"keyswitch noise rms 2^{math.log2(rms):.2f}, model 2^{math.log2(model):.2f}")
     assert rms < 1.5 * model
-    # in chunks of the batch (KEYSWITCH_CHUNK_BYTES): the same results, bit for bit
-    chunk = glwe.KEYSWITCH_CHUNK_BYTES
+    # through the batched NTT ops (a ring above FUSED_KEYSWITCH_BYTES), in chunks of the batch
+    # (KEYSWITCH_CHUNK_BYTES): the same results as the one kernel, bit for bit
+    chunk, fused = glwe.KEYSWITCH_CHUNK_BYTES, glwe.FUSED_KEYSWITCH_BYTES
+    assert 4 * 2 * LEVEL * big_n <= fused  # `out` came from the one kernel
     try:
+        glwe.FUSED_KEYSWITCH_BYTES = 0
         glwe.KEYSWITCH_CHUNK_BYTES = 48 * LEVEL * big_n * random.randint(1, 5)  # 1..5 ciphertexts a chunk
         assert torch.equal(glwe.keyswitch_glwe_ciphertext(ring, key, ct), out)
     finally:
-        glwe.KEYSWITCH_CHUNK_BYTES = chunk
+        glwe.KEYSWITCH_CHUNK_BYTES, glwe.FUSED_KEYSWITCH_BYTES = chunk, fused
     # each batch element is switched on its own: one at a time gives the same bits
     assert torch.equal(glwe.keyswitch_glwe_ciphertext(ring, key, ct[1, 0]), out[1, 0])
+
+
+@pytest.mark.parametrize("level,base_log", [(1, 20), (2, 12), (6, 8)])
+def test_keyswitch_of_an_automorphism_in_one_kernel(ctx, seed, level, base_log, monkeypatch):
+    """The tfhe_glwe_keyswitch and tfhe_glwe_pack_step ops (the automorphism, the decomposition, the
+    key product, the packing step's sums in one kernel) give the bits of the batched path
+    (automorphism_glwe_ciphertext, rotate_glwe, the NTT ops) on uniformly random ciphertexts and keys,
+    for g = 1, 3, 2N - 1 and a random odd g, random shifts; and an
+    automorphism's key switch decrypts to tau_g of the phase under the key's output."""
+    ring, mq, p, big_n = ctx.ring, ctx.modulus, ctx.params, ctx.params.N
+    raw = glwe.GlweKeyswitchKey(ring.to_montgomery(ring.to_ntt(rand_mod_q(mq.q, level, 2, big_n))).contiguous(),
+                                base_log, level)
+    ct = rand_mod_q(mq.q, 3, 2, big_n)
+    ct[0, :, :5] = 0  # zeros: their negation is 0, not q
+    y = rand_mod_q(mq.q, 3, 2, big_n)
+    for g in (1, 3, 2 * big_n - 1, 2 * random.randrange(big_n) + 1):
+        shift = random.randrange(2 * big_n)
+        fused = [glwe.keyswitch_glwe_ciphertext(ring, raw, ct, galois=g), glwe._pack_step(ring, raw, ct, y, g, shift),
+                 glwe._pack_step(ring, raw, ct, None, g, 0)]
+        monkeypatch.setattr(glwe, "FUSED_KEYSWITCH_BYTES", 0)
+        batched = [glwe.keyswitch_glwe_ciphertext(ring, raw, ct, galois=g), glwe._pack_step(ring, raw, ct, y, g, shift),
+                   glwe._pack_step(ring, raw, ct, None, g, 0)]
+        monkeypatch.undo()
+        for i, (a, b) in enumerate(zip(fused, batched)):
+            assert torch.equal(a, b), (i, g, shift)
+    g = 2 * random.randrange(1, big_n) + 1
+    s = ctx.glwe_key.data[0]
+    key = glwe.generate_glwe_keyswitch_key(ctx.sampler, ring, glwe.automorphism_polynomial(None, s, g), ctx.glwe_key,
+                                           BASE_LOG, LEVEL, p.glwe_noise_width)
+    m = rand_mod_q(mq.q, 2, big_n)
+    enc = alg.encrypt_glwe_ciphertext(ctx.sampler, ring, ctx.glwe_key, m, p.glwe_noise_width)
+    out = glwe.keyswitch_glwe_ciphertext(ring, key, enc, galois=g)
+    err = centred(alg.decrypt_glwe_ciphertext(ring, ctx.glwe_key, out) - glwe.automorphism_polynomial(mq, m, g), mq.q)
+    assert err.abs().max() <= noise_max(p.glwe_noise_width) + ks_worst(mq.q, big_n, p.glwe_noise_width)
+    with pytest.raises(ParameterError):
+        glwe.keyswitch_glwe_ciphertext(ring, key, enc, galois=4)
 
 
 def test_keyswitch_rejects_wrong_shapes(ctx):
@@ -261,7 +300,8 @@ def test_fewer_ciphertexts_are_the_dense_packing_with_zeros(ctx, packing_keys, s
 
 
 def test_packing_in_chunks_is_the_same(ctx, packing_keys, seed, monkeypatch):
-    """A round's ciphertexts in chunks of 1, 3 or all of them: the same bits."""
+    """A round's ciphertexts in chunks of 1, 3 or all of them, its steps in one kernel or through the
+    batched NTT ops: the same bits."""
     ring, mq, p, big_n = ctx.ring, ctx.modulus, ctx.params, ctx.params.N
     lwe_key = ctx.glwe_key.as_lwe_key()
     lwe = alg.encrypt_lwe_ciphertext(ctx.sampler, ring, lwe_key, rand_mod_q(mq.q, 2, big_n // 2), p.glwe_noise_width)
@@ -269,6 +309,8 @@ def test_packing_in_chunks_is_the_same(ctx, packing_keys, seed, monkeypatch):
     for entries in (1, 3):
         monkeypatch.setattr(glwe, "PACK_CHUNK_BYTES", entries * 8 * 16 * big_n * 2)
         assert torch.equal(glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe), whole)
+    monkeypatch.setattr(glwe, "FUSED_KEYSWITCH_BYTES", 0)
+    assert torch.equal(glwe.pack_lwe_ciphertexts(ring, packing_keys, lwe), whole)
 
 
 @pytest.mark.parametrize("stride", [2, 8])

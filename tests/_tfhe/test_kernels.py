@@ -155,6 +155,11 @@ def test_opcheck(gen):
     glwe = rand_mod_q(gen, 3, 2, 16)
     torch.library.opcheck(torch.ops.fhetorch.tfhe_external_product,
                           (glwe, ggsw, ring.psi, ring.psi_inv, ring.post, list(MODULI), 5, 2))
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_glwe_keyswitch,
+                          (glwe, ggsw[0], ring.psi, ring.psi_inv, ring.post, list(MODULI), 5, 2, 3))
+    for y in (rand_mod_q(gen, 3, 2, 16), None):
+        torch.library.opcheck(torch.ops.fhetorch.tfhe_glwe_pack_step,
+                              (glwe, y, ggsw[0], ring.psi, ring.psi_inv, ring.post, list(MODULI), 5, 2, 5, 7))
     bsk = ggsw_kernel_form(ring, rand_mod_q(gen, 2, 2, 2, 2, 16))
     luts = rand_mod_q(gen, 2, 16)
     torch.library.opcheck(torch.ops.fhetorch.tfhe_blind_rotate,

@@ -19,6 +19,8 @@ A GLWE ciphertext here is (..., 2, N) int64 in [0, q): mask A then body B, phase
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .. import _ops
@@ -51,10 +53,12 @@ KEYSWITCH_CHUNK_BYTES = 1 << 30
 PACK_CHUNK_BYTES = 4 << 30
 
 
-# The one-kernel key switch (the tfhe_glwe_keyswitch op: a thread block per ciphertext, its digits in
-# shared memory) takes rings whose digit scratch is at most this (N = 2^11 at level 6: 96 KiB); larger
-# rings (the CKKS ring's switches, a few ciphertexts) go through the batched NTT ops. Same bits either way.
-FUSED_KEYSWITCH_BYTES = 227 * 1024
+# The one-kernel key switch (the tfhe_glwe_keyswitch and tfhe_glwe_pack_step ops: a thread block per
+# ciphertext, its digits in shared memory) takes rings whose digit scratch is at most this (N = 2^11 at
+# level 6: 96 KiB); larger rings (the CKKS ring's switches, a few ciphertexts) go through the batched NTT
+# ops. Same bits either way; FHETORCH_GLWE_KEYSWITCH_KERNEL=0 (read at import) keeps every ring on the
+# batched path (A/B timing).
+FUSED_KEYSWITCH_BYTES = 0 if os.environ.get("FHETORCH_GLWE_KEYSWITCH_KERNEL") == "0" else 227 * 1024
 
 
 def keyswitch_glwe_ciphertext(ring: TFHERing, key: GlweKeyswitchKey, ct: torch.Tensor, galois: int = 1) -> torch.Tensor:

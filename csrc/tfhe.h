@@ -448,12 +448,34 @@ FT_HD int64_t tfhe_glwe_keyswitch_words(const TfheRing& r) {
 // The input of a GLWE key switch and what its output is added to: the key switch of tau_g(x -
 // X^shift y) (y null: of tau_g(x)), plus x + X^shift y where `add` (the LWE packing's step; y null:
 // plus x). ginv = g^-1 mod 2N (1: no automorphism). x, y: (2, N) in [0, q).
+// lwe: x and y are LWE ciphertexts (N + 1,) under the GLWE key's coefficients instead, taken as the
+// GLWE whose constant coefficient has their phase (lwe_to_glwe) times `scale` mod q (scale_mont[l]:
+// scale 2^32 mod q_l), the packing's leaves.
 struct TfheGlweInput {
   const int64_t* x;
   const int64_t* y;
   uint32_t ginv, shift;
-  bool add;
+  bool add, lwe;
+  int32_t scale_mont[2];
 };
+
+// Coefficient p of component c of a GLWE input: stored, or made from an LWE (a, b): mask a_0, -a_(N-p);
+// body b at p = 0, else 0; times the scale.
+FT_HD int64_t tfhe_input_coeff(const TfheGlweInput& in, const TfheMod& m, const int64_t* x, int c, uint32_t p,
+                               int log_n) {
+  if (!in.lwe) return x[(static_cast<int64_t>(c) << log_n) + p];
+  const uint32_t n = 1u << log_n;
+  int64_t v;
+  if (c == 0) {
+    v = x[p == 0 ? 0 : n - p];
+    if (p != 0 && v != 0) v = m.q_full - v;
+  } else {
+    v = p == 0 ? x[n] : 0;
+  }
+  const int32_t r0 = tfhe_mul_q(tfhe_residue(v, m.q[0]), in.scale_mont[0], m.q[0], m.qinv[0]);
+  const int32_t r1 = tfhe_mul_q(tfhe_residue(v, m.q[1]), in.scale_mont[1], m.q[1], m.qinv[1]);
+  return tfhe_compose(r0, r1, m);
+}
 
 // Coefficient i (< 2N, negated from N on: X^N = -1) of a polynomial x (N,) in [0, q).
 FT_HD int64_t tfhe_signed_at(const int64_t* x, uint32_t i, int log_n, int64_t q) {
@@ -464,24 +486,27 @@ FT_HD int64_t tfhe_signed_at(const int64_t* x, uint32_t i, int log_n, int64_t q)
 
 // Coefficient p of component c of x - X^shift y (sign -1) or x + X^shift y (sign +1); x alone
 // without y. (X^s y)[p] is y's coefficient p - s mod 2N, signed.
-FT_HD int64_t tfhe_pair_at(const TfheGlweInput& in, int c, uint32_t p, bool plus, int log_n, int64_t q) {
-  const int64_t off = static_cast<int64_t>(c) << log_n;
-  const int64_t x = in.x[off + p];
+FT_HD int64_t tfhe_pair_at(const TfheGlweInput& in, const TfheMod& m, int c, uint32_t p, bool plus, int log_n) {
+  const int64_t q = m.q_full;
+  const int64_t x = tfhe_input_coeff(in, m, in.x, c, p, log_n);
   if (in.y == nullptr) return x;
-  const int64_t y = tfhe_signed_at(in.y + off, (p - in.shift) & ((2u << log_n) - 1u), log_n, q);
+  const uint32_t n = 1u << log_n, i = (p - in.shift) & (2u * n - 1u);
+  int64_t y = tfhe_input_coeff(in, m, in.y, c, i & (n - 1u), log_n);
+  if ((i & n) && y != 0) y = q - y;
   return plus ? tfhe_add(x, y, q) : tfhe_sub(x, y, q);
 }
 
 // Coefficient p of component c of the key switch's input tau_g(x - X^shift y): the difference's
 // coefficient i = p ginv mod 2N, negated where i >= N (2N divides 2^32: the 32-bit product's
 // wrap-around keeps p ginv mod 2N).
-FT_HD int64_t tfhe_key_switch_input_at(const TfheGlweInput& in, int c, uint32_t p, int log_n, int64_t q) {
+FT_HD int64_t tfhe_key_switch_input_at(const TfheGlweInput& in, const TfheMod& m, int c, uint32_t p, int log_n) {
   const uint32_t n = 1u << log_n, i = (p * in.ginv) & (2u * n - 1u);
-  const int64_t v = tfhe_pair_at(in, c, i & (n - 1u), false, log_n, q);
-  return (i & n) && v != 0 ? q - v : v;
+  const int64_t v = tfhe_pair_at(in, m, c, i & (n - 1u), false, log_n);
+  return (i & n) && v != 0 ? m.q_full - v : v;
 }
 
-// out (2, N) = KS(w) (+ x + X^shift y where in.add), w = tau_g(x - X^shift y) = (A, B): with d_j the
+// out (2, N) = KS(w) (+ x + X^shift y where in.add), w = tau_g(x - X^shift y) = (A, B) (x, y as
+// tfhe_input_coeff makes them): with d_j the
 // digit polynomials of A, KS(w) = (-sum_j d_j A_j, B - sum_j d_j B_j), key (level, 2, 2, N) the rows
 // (A_j, B_j) in NTT form (Montgomery), encryptions of G_j S_in under S_out: so KS(w) decrypts under
 // S_out to w's phase under S_in, plus noise. r.k1 = 2. dig: tfhe_glwe_keyswitch_words of scratch.
@@ -493,7 +518,7 @@ FT_HD void tfhe_team_glwe_keyswitch_op(const T& t, const TfheRing& r, const Tfhe
   const int64_t q = r.m.q_full;
   const int bits = r.base_log * r.level;
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < n; e += static_cast<uint32_t>(t.size)) {
-    tfhe_store_digits(r, dig, e, tfhe_round_pow2(tfhe_key_switch_input_at(in, 0, e, r.log_n, q), q, bits));
+    tfhe_store_digits(r, dig, e, tfhe_round_pow2(tfhe_key_switch_input_at(in, r.m, 0, e, r.log_n), q, bits));
     out[e] = 0;
     out[n + e] = 0;
   }
@@ -501,10 +526,10 @@ FT_HD void tfhe_team_glwe_keyswitch_op(const T& t, const TfheRing& r, const Tfhe
   tfhe_team_ggsw_product(t, r, TfheGgswOperand{key}, dig, out, r.level);
   for (uint32_t e = static_cast<uint32_t>(t.rank); e < n; e += static_cast<uint32_t>(t.size)) {
     int64_t a = out[e] != 0 ? q - out[e] : 0;
-    int64_t b = tfhe_sub(tfhe_key_switch_input_at(in, 1, e, r.log_n, q), out[n + e], q);
+    int64_t b = tfhe_sub(tfhe_key_switch_input_at(in, r.m, 1, e, r.log_n), out[n + e], q);
     if (in.add) {
-      a = tfhe_add(a, tfhe_pair_at(in, 0, e, true, r.log_n, q), q);
-      b = tfhe_add(b, tfhe_pair_at(in, 1, e, true, r.log_n, q), q);
+      a = tfhe_add(a, tfhe_pair_at(in, r.m, 0, e, true, r.log_n), q);
+      b = tfhe_add(b, tfhe_pair_at(in, r.m, 1, e, true, r.log_n), q);
     }
     out[e] = a;
     out[n + e] = b;
@@ -513,19 +538,20 @@ FT_HD void tfhe_team_glwe_keyswitch_op(const T& t, const TfheRing& r, const Tfhe
 }
 
 // A batch of GLWE key switches (the tfhe_glwe_keyswitch and tfhe_glwe_pack_step ops): ciphertext b's
-// input is TfheGlweInput{x + 2N b, y + 2N b (y may be null), ginv, shift, add}, its output out + 2N b.
+// input is `in` with x and y advanced by b inputs (2N values, or N + 1 for LWE inputs; y may be null),
+// its output out + 2N b.
 struct GlweKeyswitchArgs {
   TfheRing r;
-  const int64_t* x;
-  const int64_t* y;
+  TfheGlweInput in;
   const int32_t* key;  // (level, 2, 2, N)
   int64_t* out;
   int64_t B;
-  uint32_t ginv, shift;
-  bool add;
   FT_HD TfheGlweInput input(int64_t b) const {
-    const int64_t off = b * (int64_t(2) << r.log_n);
-    return TfheGlweInput{x + off, y == nullptr ? nullptr : y + off, ginv, shift, add};
+    const int64_t off = b * (in.lwe ? (int64_t(1) << r.log_n) + 1 : int64_t(2) << r.log_n);
+    TfheGlweInput i = in;
+    i.x += off;
+    if (i.y != nullptr) i.y += off;
+    return i;
   }
 };
 

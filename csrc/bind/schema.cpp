@@ -180,9 +180,11 @@ TORCH_LIBRARY(fhetorch, m) {
   m.def("tfhe_glwe_keyswitch(Tensor ct, Tensor key, Tensor psi, Tensor psi_inv, Tensor post, int[] moduli, "
         "int base_log, int level, int galois) -> Tensor");
   // One step of the LWE packing's tree (fhetorch/_tfhe/glwe.py): x, y (..., 2, N) -> x + X^shift y +
-  // tfhe_glwe_keyswitch(x - X^shift y, galois); y None: x + tfhe_glwe_keyswitch(x, galois).
+  // tfhe_glwe_keyswitch(x - X^shift y, galois); y None: x + tfhe_glwe_keyswitch(x, galois). With
+  // lwe_scale, x and y are LWE ciphertexts (..., N + 1) read as lwe_scale * lwe_to_glwe(.) mod q (the
+  // packing's leaves); the output is (..., 2, N) either way.
   m.def("tfhe_glwe_pack_step(Tensor x, Tensor? y, Tensor key, Tensor psi, Tensor psi_inv, Tensor post, "
-        "int[] moduli, int base_log, int level, int galois, int shift) -> Tensor");
+        "int[] moduli, int base_log, int level, int galois, int shift, int? lwe_scale=None) -> Tensor");
   // Blind rotation, CMux-level batched (one step per key bit over the whole batch): ct (..., n + 1)
   // LWE under the key of bsk (n, k + 1, level, k + 1, 2, N) (GGSW of each key bit); luts (T, N)
   // test polynomials; lut_index (ct's batch shape) picks each ciphertext's LUT (None: LUT 0;

@@ -247,42 +247,64 @@ Tensor tfhe_external_product_op(const Tensor& glwe, const Tensor& ggsw, const Te
   return out;
 }
 
-// What the GLWE key switch ops share: x (..., 2, N) (y, when given, the same shape), key (level,
-// 2, 2, N), galois odd in (0, 2N), shift in [0, 2N); runs the device's tfhe_glwe_keyswitch.
+// What the GLWE key switch ops share: x (..., 2, N) or with lwe_scale LWE inputs (..., N + 1) (y,
+// when given, the same shape), key (level, 2, 2, N), galois odd in (0, 2N), shift in [0, 2N); runs the
+// device's tfhe_glwe_keyswitch. Output (..., 2, N).
 template <class Dev>
 Tensor tfhe_run_glwe_keyswitch(const char* op, const Tensor& x, const Tensor* y, const Tensor& key, const Tensor& psi,
                                const Tensor& psi_inv, const Tensor& post, at::IntArrayRef moduli, int64_t base_log,
-                               int64_t level, int64_t galois, int64_t shift, bool add) {
-  tfhe_check_int64(x, op, "x", 2);
-  tfhe_need(x.size(-2) == 2, op, "ciphertexts must be (..., 2, N) GLWE of k = 1, got " + tfhe_shape(x));
-  const int64_t n = x.size(-1), two_n = 2 * n;
+                               int64_t level, int64_t galois, int64_t shift, bool add,
+                               std::optional<int64_t> lwe_scale) {
+  const bool lwe = lwe_scale.has_value();
+  tfhe_check_int64(x, op, "x", lwe ? 1 : 2);
+  check_residues(key, op, "key");
+  tfhe_need(key.dim() == 4 && key.size(0) == level && key.size(1) == 2 && key.size(2) == 2, op,
+            "key must be (level, 2, 2, N) with level " + std::to_string(level) + ", got " + tfhe_shape(key));
+  const int64_t n = key.size(3), two_n = 2 * n;
+  if (lwe)
+    tfhe_need(x.size(-1) == n + 1, op, "LWE inputs must be (..., N + 1) with the key's N = " + std::to_string(n) +
+                                           ", got " + tfhe_shape(x));
+  else
+    tfhe_need(x.size(-2) == 2 && x.size(-1) == n, op,
+              "ciphertexts must be (..., 2, N) GLWE of k = 1 with the key's N = " + std::to_string(n) + ", got " +
+                  tfhe_shape(x));
   GlweKeyswitchArgs g{};
   g.r = tfhe_ring(op, 2, n, psi, psi_inv, post, moduli, base_log, level);
   if (y != nullptr) {
-    tfhe_check_int64(*y, op, "y", 2);
+    tfhe_check_int64(*y, op, "y", 1);
     tfhe_need(y->sizes() == x.sizes(), op, "y must have x's shape " + tfhe_shape(x) + ", got " + tfhe_shape(*y));
   }
-  check_residues(key, op, "key");
-  tfhe_need(key.dim() == 4 && key.size(0) == level && key.size(1) == 2 && key.size(2) == 2 && key.size(3) == n, op,
-            "key must be (level, 2, 2, N) = (" + std::to_string(level) + ", 2, 2, " + std::to_string(n) + "), got " +
-                tfhe_shape(key));
   tfhe_need(galois > 0 && galois < two_n && (galois & 1), op,
             "galois must be odd and in (0, 2N), got " + std::to_string(galois));
   tfhe_need(shift >= 0 && shift < two_n, op, "shift must be in [0, 2N), got " + std::to_string(shift));
   uint32_t ginv = 1;  // g^-1 mod 2^32 by Newton's iteration (g odd), then mod 2N
   for (int k = 0; k < 5; ++k) ginv *= 2u - static_cast<uint32_t>(galois) * ginv;
-  g.ginv = ginv & static_cast<uint32_t>(two_n - 1);
-  g.shift = static_cast<uint32_t>(shift);
-  g.add = add;
+  g.in.ginv = ginv & static_cast<uint32_t>(two_n - 1);
+  g.in.shift = static_cast<uint32_t>(shift);
+  g.in.add = add;
+  g.in.lwe = lwe;
+  if (lwe) {
+    const int64_t sc = *lwe_scale;
+    tfhe_need(sc >= 0 && sc < g.r.m.q_full, op, "lwe_scale must be in [0, q), got " + std::to_string(sc));
+    for (int l = 0; l < 2; ++l) {
+      const int64_t ql = g.r.m.q[l];
+      g.in.scale_mont[l] = static_cast<int32_t>(((sc % ql) << 32) % ql);  // (sc mod q_l) < 2^31: fits
+    }
+  }
   if (y != nullptr) check_devices(op, {&x, y, &key, &psi, &psi_inv, &post});
   else check_devices(op, {&x, &key, &psi, &psi_inv, &post});
   Dev dev(x);
-  Tensor out = at::empty_like(x);
-  g.x = x.data_ptr<int64_t>();
-  g.y = y == nullptr ? nullptr : y->data_ptr<int64_t>();
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  if (lwe) {
+    shape.back() = 2;
+    shape.push_back(n);
+  }
+  Tensor out = at::empty(shape, x.options());
+  g.in.x = x.data_ptr<int64_t>();
+  g.in.y = y == nullptr ? nullptr : y->data_ptr<int64_t>();
   g.key = ptr(key);
   g.out = out.data_ptr<int64_t>();
-  g.B = batch_of(x, 2);
+  g.B = lwe ? batch_of(x, 1) : batch_of(x, 2);
   dev.run(op, [&](auto& ctx) { return tfhe_glwe_keyswitch(g, ctx); });
   return out;
 }
@@ -292,15 +314,15 @@ Tensor tfhe_glwe_keyswitch_op(const Tensor& ct, const Tensor& key, const Tensor&
                               const Tensor& post, at::IntArrayRef moduli, int64_t base_log, int64_t level,
                               int64_t galois) {
   return tfhe_run_glwe_keyswitch<Dev>("tfhe_glwe_keyswitch", ct, nullptr, key, psi, psi_inv, post, moduli, base_log,
-                                      level, galois, 0, false);
+                                      level, galois, 0, false, std::nullopt);
 }
 
 template <class Dev>
 Tensor tfhe_glwe_pack_step_op(const Tensor& x, const std::optional<Tensor>& y, const Tensor& key, const Tensor& psi,
                               const Tensor& psi_inv, const Tensor& post, at::IntArrayRef moduli, int64_t base_log,
-                              int64_t level, int64_t galois, int64_t shift) {
+                              int64_t level, int64_t galois, int64_t shift, std::optional<int64_t> lwe_scale) {
   return tfhe_run_glwe_keyswitch<Dev>("tfhe_glwe_pack_step", x, y ? &*y : nullptr, key, psi, psi_inv, post, moduli,
-                                      base_log, level, galois, shift, true);
+                                      base_log, level, galois, shift, true, lwe_scale);
 }
 
 // What both blind rotations share: ct (..., n + 1), luts (T, N), lut_index; g.r and g.n set by

@@ -113,15 +113,19 @@ def _(ct, key, psi, psi_inv, post, moduli, base_log, level, galois):
 
 
 def tfhe_glwe_pack_step(x: Tensor, y: Tensor | None, key: Tensor, psi: Tensor, psi_inv: Tensor, post: Tensor,
-                        moduli: Sequence[int], base_log: int, level: int, galois: int, shift: int) -> Tensor:
-    """x + X^shift y + KS(tau_galois(x - X^shift y)) (y None: x + KS(tau_galois(x))), (..., 2, N)."""
+                        moduli: Sequence[int], base_log: int, level: int, galois: int, shift: int,
+                        lwe_scale: int | None = None) -> Tensor:
+    """x + X^shift y + KS(tau_galois(x - X^shift y)) (y None: x + KS(tau_galois(x))), (..., 2, N); with
+    lwe_scale, x and y are LWE (..., N + 1) read as lwe_scale * lwe_to_glwe(.) mod q."""
     return _ops.tfhe_glwe_pack_step(x, y, key, psi, psi_inv, post, _m(moduli), int(base_log), int(level),
-                                    int(galois), int(shift))
+                                    int(galois), int(shift), None if lwe_scale is None else int(lwe_scale))
 
 
 @_fake("fhetorch::tfhe_glwe_pack_step")
-def _(x, y, key, psi, psi_inv, post, moduli, base_log, level, galois, shift):
-    return torch.empty_like(x)
+def _(x, y, key, psi, psi_inv, post, moduli, base_log, level, galois, shift, lwe_scale=None):
+    if lwe_scale is None:
+        return torch.empty_like(x)
+    return x.new_empty((*x.shape[:-1], 2, key.shape[-1]))
 
 
 def tfhe_blind_rotate(ct: Tensor, luts: Tensor, lut_index: Tensor | None, bsk: Tensor, psi: Tensor, psi_inv: Tensor,

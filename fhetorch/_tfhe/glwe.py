@@ -94,13 +94,18 @@ def _one_kernel(key: GlweKeyswitchKey) -> bool:
 
 
 def _pack_step(ring: TFHERing, key: GlweKeyswitchKey, x: torch.Tensor, y: torch.Tensor | None, galois: int,
-               shift: int) -> torch.Tensor:
+               shift: int, lwe_scale: int | None = None) -> torch.Tensor:
     """One step of the packing's tree: x + X^shift y + KS(tau_g(x - X^shift y)), or without a partner
-    (y None) x + KS(tau_g(x)); in one kernel where the ring is small (the tfhe_glwe_pack_step op)."""
+    (y None) x + KS(tau_g(x)); in one kernel where the ring is small (the tfhe_glwe_pack_step op). With
+    lwe_scale, x and y are LWE ciphertexts (the leaves), each read as lwe_scale * lwe_to_glwe(.)."""
     mq = ring.modulus
     if _one_kernel(key):
         return _ops.tfhe_glwe_pack_step(x.contiguous(), None if y is None else y.contiguous(), key.data, ring.psi,
-                                        ring.psi_inv, ring.post, ring.moduli, key.base_log, key.level, galois, shift)
+                                        ring.psi_inv, ring.post, ring.moduli, key.base_log, key.level, galois, shift,
+                                        lwe_scale)
+    if lwe_scale is not None:
+        x = mq.mul_small(lwe_to_glwe(mq, x), lwe_scale)
+        y = None if y is None else mq.mul_small(lwe_to_glwe(mq, y), lwe_scale)
     if y is None:
         return mq.add(x, keyswitch_glwe_ciphertext(ring, key, x, galois))
     y = rotate_glwe(mq, y, shift)
@@ -192,24 +197,22 @@ def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor, stride: 
     batch = lwe.shape[:-2]
     step = max(1, PACK_CHUNK_BYTES // (8 * 16 * big_n * max(1, batch.numel())))  # ~8 ciphertexts' temporaries each
 
-    def leaves(a: int, b: int) -> torch.Tensor:  # the first round's input, converted a chunk at a time
-        return mq.mul_small(lwe_to_glwe(mq, lwe[..., a:b, :]), n_inv)
-
-    cur = None  # (..., c, 2, N) after the first round
+    cur = None  # (..., c, 2, N) after the first round, whose inputs are the leaves: n_inv lwe_to_glwe(lwe)
     for j in range(1, big_n.bit_length()):
         g, dist = (1 << j) + 1, big_n >> j  # round j pairs coefficient p with p + N / 2^j
         pair = stride <= dist < c * stride
         half = c // 2 if pair else c
         out = torch.empty((*batch, half, 2, big_n), dtype=torch.int64, device=lwe.device)
+        src, scale = (lwe, n_inv) if cur is None else (cur, None)
         for a in range(0, half, step):
             b = min(half, a + step)
-            x = leaves(a, b) if cur is None else cur[..., a:b, :, :]
+            x = src[..., a:b, :] if cur is None else src[..., a:b, :, :]
             if pair:  # pair entry e with e + half (positions dist apart)
-                y = leaves(half + a, half + b) if cur is None else cur[..., half + a:half + b, :, :]
-                out[..., a:b, :, :] = _pack_step(ring, keys[g], x, y, g, dist)
+                y = src[..., half + a:half + b, :] if cur is None else src[..., half + a:half + b, :, :]
+                out[..., a:b, :, :] = _pack_step(ring, keys[g], x, y, g, dist, scale)
             else:  # the partner would be a zero ciphertext
-                out[..., a:b, :, :] = _pack_step(ring, keys[g], x, None, g, 0)
+                out[..., a:b, :, :] = _pack_step(ring, keys[g], x, None, g, 0, scale)
         cur, c = out, half
     if cur is None:  # N = 1: no round
-        return leaves(0, 1)[..., 0, :, :]
+        return mq.mul_small(lwe_to_glwe(mq, lwe[..., 0, :]), n_inv)
     return cur[..., 0, :, :]

@@ -122,11 +122,15 @@ def test_glwe_keyswitch(gen, log_n, base_log, level):
     n = 1 << log_n
     key = ggsw_kernel_form(ring, rand_mod_q(gen, level, 2, n))
     ct, y = rand_mod_q(gen, 7, 2, n), rand_mod_q(gen, 7, 2, n)
+    lwe, scale = rand_mod_q(gen, 2, 5, n + 1), int(rand_mod_q(gen, 1))
     for g, shift in ((1, 0), (3, n // 2), (2 * n - 1, 2 * n - 3), (1025, 5)):
         _both(ops.tfhe_glwe_keyswitch, ct, key, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level, g)
         for other in (y, None):
             _both(ops.tfhe_glwe_pack_step, ct, other, key, ring.psi, ring.psi_inv, ring.post, MODULI, base_log, level,
                   g, shift)
+        for other in (lwe[1], None):  # LWE leaves, scaled
+            _both(ops.tfhe_glwe_pack_step, lwe[0], other, key, ring.psi, ring.psi_inv, ring.post, MODULI, base_log,
+                  level, g, shift, scale)
 
 
 @pytest.mark.parametrize("log_n,k,base_log,level", [(10, 1, 12, 2), (11, 1, 23, 1), (10, 2, 23, 1), (13, 1, 15, 2)])

@@ -126,8 +126,9 @@ def test_keyswitch_glwe_ciphertext(ctx, seed):
 @pytest.mark.parametrize("level,base_log", [(1, 20), (2, 12), (6, 8)])
 def test_keyswitch_of_an_automorphism_in_one_kernel(ctx, seed, level, base_log, monkeypatch):
     """The tfhe_glwe_keyswitch and tfhe_glwe_pack_step ops (the automorphism, the decomposition, the
-    key product, the packing step's sums in one kernel) give the bits of the batched path
-    (automorphism_glwe_ciphertext, rotate_glwe, the NTT ops) on uniformly random ciphertexts and keys,
+    key product, the packing step's sums in one kernel; LWE leaves read as a scale times
+    lwe_to_glwe) give the bits of the batched path (automorphism_glwe_ciphertext, rotate_glwe,
+    lwe_to_glwe, the NTT ops) on uniformly random ciphertexts and keys,
     for g = 1, 3, 2N - 1 and a random odd g, random shifts; and an
     automorphism's key switch decrypts to tau_g of the phase under the key's output."""
     ring, mq, p, big_n = ctx.ring, ctx.modulus, ctx.params, ctx.params.N
@@ -136,13 +137,20 @@ def test_keyswitch_of_an_automorphism_in_one_kernel(ctx, seed, level, base_log, 
     ct = rand_mod_q(mq.q, 3, 2, big_n)
     ct[0, :, :5] = 0  # zeros: their negation is 0, not q
     y = rand_mod_q(mq.q, 3, 2, big_n)
+    lx, ly = rand_mod_q(mq.q, 4, big_n + 1), rand_mod_q(mq.q, 4, big_n + 1)  # LWE leaves
+    lx[0, :3] = 0
+    scale = int(rand_mod_q(mq.q, 1))
+
+    def steps(g, shift):
+        return [glwe.keyswitch_glwe_ciphertext(ring, raw, ct, galois=g), glwe._pack_step(ring, raw, ct, y, g, shift),
+                glwe._pack_step(ring, raw, ct, None, g, 0), glwe._pack_step(ring, raw, lx, ly, g, shift, scale),
+                glwe._pack_step(ring, raw, lx, None, g, 0, scale)]
+
     for g in (1, 3, 2 * big_n - 1, 2 * random.randrange(big_n) + 1):
         shift = random.randrange(2 * big_n)
-        fused = [glwe.keyswitch_glwe_ciphertext(ring, raw, ct, galois=g), glwe._pack_step(ring, raw, ct, y, g, shift),
-                 glwe._pack_step(ring, raw, ct, None, g, 0)]
+        fused = steps(g, shift)
         monkeypatch.setattr(glwe, "FUSED_KEYSWITCH_BYTES", 0)
-        batched = [glwe.keyswitch_glwe_ciphertext(ring, raw, ct, galois=g), glwe._pack_step(ring, raw, ct, y, g, shift),
-                   glwe._pack_step(ring, raw, ct, None, g, 0)]
+        batched = steps(g, shift)
         monkeypatch.undo()
         for i, (a, b) in enumerate(zip(fused, batched)):
             assert torch.equal(a, b), (i, g, shift)

@@ -160,6 +160,10 @@ def test_opcheck(gen):
     for y in (rand_mod_q(gen, 3, 2, 16), None):
         torch.library.opcheck(torch.ops.fhetorch.tfhe_glwe_pack_step,
                               (glwe, y, ggsw[0], ring.psi, ring.psi_inv, ring.post, list(MODULI), 5, 2, 5, 7))
+    leaves = rand_mod_q(gen, 2, 3, 17)  # LWE inputs: (..., N + 1) in, (..., 2, N) out
+    torch.library.opcheck(torch.ops.fhetorch.tfhe_glwe_pack_step,
+                          (leaves, leaves.flip(0), ggsw[0], ring.psi, ring.psi_inv, ring.post, list(MODULI), 5, 2, 5,
+                           7, 12345))
     bsk = ggsw_kernel_form(ring, rand_mod_q(gen, 2, 2, 2, 2, 16))
     luts = rand_mod_q(gen, 2, 16)
     torch.library.opcheck(torch.ops.fhetorch.tfhe_blind_rotate,

@@ -505,12 +505,12 @@ FT_HD int64_t tfhe_key_switch_input_at(const TfheGlweInput& in, const TfheMod& m
   return (i & n) && v != 0 ? m.q_full - v : v;
 }
 
-// out (2, N) = KS(w) (+ x + X^shift y where in.add), w = tau_g(x - X^shift y) = (A, B) (x, y as
-// tfhe_input_coeff makes them): with d_j the
-// digit polynomials of A, KS(w) = (-sum_j d_j A_j, B - sum_j d_j B_j), key (level, 2, 2, N) the rows
-// (A_j, B_j) in NTT form (Montgomery), encryptions of G_j S_in under S_out: so KS(w) decrypts under
-// S_out to w's phase under S_in, plus noise. r.k1 = 2. dig: tfhe_glwe_keyswitch_words of scratch.
-// The product is the external product's on the mask's digit rows only.
+// out (2, N) = KS(w) (+ x + X^shift y where in.add), w = tau_g(x - X^shift y) = (A, B), x and y as
+// tfhe_input_coeff reads them: with d_j the digit polynomials of A, KS(w) = (-sum_j d_j A_j, B -
+// sum_j d_j B_j), key (level, 2, 2, N) the rows (A_j, B_j) in NTT form (Montgomery), encryptions of
+// G_j S_in under S_out: so KS(w) decrypts under S_out to w's phase under S_in, plus noise. r.k1 = 2.
+// dig: tfhe_glwe_keyswitch_words of scratch. The product is the external product's on the mask's
+// digit rows only.
 template <class T>
 FT_HD void tfhe_team_glwe_keyswitch_op(const T& t, const TfheRing& r, const TfheGlweInput& in, const int32_t* key,
                                        int32_t* dig, int64_t* out) {

@@ -114,7 +114,7 @@ def test_tensor_keyswitch_replays_in_a_cuda_graph(gen, batch):
     assert torch.equal(out.cpu(), ops.tfhe_keyswitch(fresh, ksk, MODULI, 4, 4))
 
 
-@pytest.mark.parametrize("log_n,base_log,level", [(11, 8, 6), (10, 20, 1), (12, 12, 4), (14, 12, 4)])
+@pytest.mark.parametrize("log_n,base_log,level", [(11, 12, 3), (11, 8, 6), (10, 20, 1), (12, 12, 4), (14, 12, 4)])
 def test_glwe_keyswitch(gen, log_n, base_log, level):
     """The one-kernel GLWE key switch and packing step, in shared memory (N <= 2^12 at these levels)
     and with the scratch in global memory (2^14), with and without an automorphism and a partner."""

@@ -9,6 +9,7 @@ grid point cannot pass. Each LUT call costs ~10 s on 2 CPU cores: the tests shar
 and switch 64 values at a time.
 """
 import math
+import os
 import pickle
 import warnings
 
@@ -248,3 +249,26 @@ def test_ten_bit_grid_on_the_gpu(seed):
     pos = (x + 1) / 2 * (g - 1)
     below, above = table[pos.floor().long()], table[pos.ceil().long().clamp(max=g - 1)]
     assert float(torch.minimum((got - below).abs(), (got - above).abs()).max()) <= 2.0 ** -7
+
+
+@pytest.mark.parametrize("tfhe", sorted(sw.config.PACKING))
+def test_a_coarser_packing_decomposition_stays_below_the_pbs_noise(tfhe):
+    """The TFHE sets whose packing takes a coarser decomposition than (8, 6) (config.PACKING): with
+    the set's own GLWE key and noise, a packing through all log2 N_t rounds adds less than 1 % of
+    the PBS output's variance (noise.pbs_variance, what the packed phases already carry), and the
+    default decomposition is that coarser one. 64 leaves: the noise is the rounds', not the leaves'."""
+    from fhetorch._tfhe import algorithms as alg
+    from fhetorch._tfhe import glwe, noise
+    from fhetorch._tfhe.context import TFHEContext
+
+    cfg = sw.SwitchConfig(tfhe=tfhe)
+    assert cfg.packing == sw.config.PACKING[tfhe] and cfg.packing != (8, 6)
+    tctx = TFHEContext(tfhe, seed=int.from_bytes(os.urandom(4), "little")).keygen()
+    ring, mq, p = tctx.ring, tctx.modulus, tctx.params
+    keys = glwe.generate_packing_keys(tctx.sampler, ring, tctx.glwe_key, *cfg.packing, p.glwe_noise_width)
+    key = tctx.glwe_key.as_lwe_key()
+    lwe = alg.encrypt_lwe_ciphertext(tctx.sampler, ring, key, torch.randint(0, mq.q, (64,)), p.glwe_noise_width)
+    phase = alg.decrypt_glwe_ciphertext(ring, tctx.glwe_key, glwe.pack_lwe_ciphertexts(ring, keys, lwe))
+    err = torch.remainder(phase[:64] - alg.decrypt_lwe_ciphertext(mq, key, lwe), mq.q)
+    err = torch.where(err > mq.q // 2, err - mq.q, err).double() / mq.q
+    assert float(err.pow(2).mean()) < 0.01 * noise.pbs_variance(p)

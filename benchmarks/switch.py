@@ -45,9 +45,26 @@ def _median_ms(fn, device, repeat, warmup=1):
     return common.time_eager(fn, device, repeat, warmup)["median_us"] / 1e3
 
 
+def switch_phases(ctx, ct, bits: int) -> dict:
+    """{phase: a call of it} for a ReLU over [-1, 1] of ct's values: to_lwe, pbs, pack (the LWE packing
+    alone, of zero leaves), to_ckks; their inputs made once here."""
+    from fhetorch._tfhe import glwe
+    from fhetorch.circuits import switching as sw
+
+    s = ctx.switcher
+    table = [torch.relu(sw.grid_points((-1.0, 1.0), bits))]
+    lwe = s.to_lwe(ct, (-1.0, 1.0), bits)
+    out, scales = s.apply_luts(lwe, table, bits)
+    nt = ctx.params.n // s.keys.stride
+    _, groups, _, stride, count = s.geometry(ct.slots, lwe.device)
+    leaves = lwe.new_zeros(groups.numel(), count, nt + 1)
+    return {"to_lwe": lambda: s.to_lwe(ct, (-1.0, 1.0), bits), "pbs": lambda: s.apply_luts(lwe, table, bits),
+            "pack": lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves, stride),
+            "to_ckks": lambda: s.to_ckks(out[0], scales[0])}
+
+
 def bench_preset(name: str, args, device, results: list) -> dict:
     import fhetorch as fhe
-    from fhetorch._tfhe import glwe
     from fhetorch.circuits import switching as sw
 
     preset, _, rest = name.partition(":")  # "n16-bts40:tfhe-6bit[:bits]": another TFHE set, a grid
@@ -73,18 +90,9 @@ def bench_preset(name: str, args, device, results: list) -> dict:
         idx = torch.randint(0, 1 << bits, (m,))
         x = pts[idx]
         ex = ctx.encrypt(x.to(device))
-        ct = ex.ciphertext
-        table = [torch.relu(pts)]
-        lwe = s.to_lwe(ct, (-1.0, 1.0), bits)
-        out, scales = s.apply_luts(lwe, table, bits)
-        nt = ctx.params.n // s.keys.stride
-        _, groups, _, stride, count = s.geometry(m, device)
-        leaves = lwe.new_zeros(groups.numel(), count, nt + 1)
+        phases = {**switch_phases(ctx, ex.ciphertext, bits), "total": lambda: ex.lut(torch.relu, bits=bits)}
         resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0  # keys and these inputs
         row = {"preset": name, "values": m, "bits": bits}
-        phases = {"to_lwe": lambda: s.to_lwe(ct, (-1.0, 1.0), bits), "pbs": lambda: s.apply_luts(lwe, table, bits),
-                  "pack": lambda: glwe.pack_lwe_ciphertexts(s.keys.tfhe.ring, s.keys.packing, leaves, stride),
-                  "to_ckks": lambda: s.to_ckks(out[0], scales[0]), "total": lambda: ex.lut(torch.relu, bits=bits)}
         for phase, fn in phases.items():
             if device.type == "cuda":  # the warm-up call makes what a phase caches (diagonals, tables) before the peak
                 fn()

@@ -47,6 +47,22 @@ def kernels(fn, device) -> tuple:
     return dict(table), sum(v[1] for v in table.values())
 
 
+def report_phases(phases: dict, device, top: int) -> dict:
+    """{phase: {eager_us, kernel_us, kernels}} of one warm call each (kernels on CUDA only), printed: the
+    phase's summed kernel time, its eager wall time and its `top` kernels."""
+    out = {}
+    for name, fn in phases.items():
+        fn()
+        eager = common.time_eager(fn, device, 3, 1)["median_us"]
+        table, total = kernels(fn, device) if device.type == "cuda" else ({}, 0.0)
+        out[name] = {"eager_us": eager, "kernel_us": total, "kernels": table}
+        print(f"\n== {name}: kernels {total / 1e3:.2f} ms (eager wall {eager / 1e3:.2f} ms), "
+              f"{sum(c for c, _ in table.values())} launches", flush=True)
+        for label, (c, t) in sorted(table.items(), key=lambda kv: -kv[1][1])[:top]:
+            print(f"   {t / 1e3:8.2f} ms  {c:5d} x {t / max(c, 1):8.1f} us  {label}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="n16-bts40")
@@ -91,16 +107,7 @@ def main():
               "EvalMod x2": lambda: bt.eval_mod_parts(re, im),
               "SlotToCoeff": lambda: bt.slot_to_coeff(em, ctx.slots),
               "whole": lambda: bt.bootstrap(ct)}
-    out["phases"] = {}
-    for name, fn in phases.items():
-        fn()
-        eager = common.time_eager(fn, device, 3, 1)["median_us"]
-        table, total = kernels(fn, device)
-        out["phases"][name] = {"eager_us": eager, "kernel_us": total, "kernels": table}
-        print(f"\n== {name}: kernels {total / 1e3:.2f} ms (eager wall {eager / 1e3:.2f} ms), "
-              f"{sum(c for c, _ in table.values())} launches", flush=True)
-        for label, (c, t) in sorted(table.items(), key=lambda kv: -kv[1][1])[: args.top]:
-            print(f"   {t / 1e3:8.2f} ms  {c:5d} x {t / max(c, 1):8.1f} us  {label}")
+    out["phases"] = report_phases(phases, device, args.top)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -206,9 +206,9 @@ def pack_lwe_ciphertexts(ring: TFHERing, keys: dict, lwe: torch.Tensor, stride: 
         src, scale = (lwe, n_inv) if cur is None else (cur, None)
         for a in range(0, half, step):
             b = min(half, a + step)
-            x = src[..., a:b, :] if cur is None else src[..., a:b, :, :]
+            x = src.narrow(len(batch), a, b - a)
             if pair:  # pair entry e with e + half (positions dist apart)
-                y = src[..., half + a:half + b, :] if cur is None else src[..., half + a:half + b, :, :]
+                y = src.narrow(len(batch), half + a, b - a)
                 out[..., a:b, :, :] = _pack_step(ring, keys[g], x, y, g, dist, scale)
             else:  # the partner would be a zero ciphertext
                 out[..., a:b, :, :] = _pack_step(ring, keys[g], x, None, g, 0, scale)

@@ -20,6 +20,13 @@ inline std::string tfhe_shape(const Tensor& t) {
   return s + ")";
 }
 
+// x^-1 mod 2^32 for odd x, by Newton's iteration (each step doubles the correct low bits: 1 -> 32 in 5).
+inline uint32_t tfhe_inverse_mod_2_32(uint32_t x) {
+  uint32_t inv = 1;
+  for (int k = 0; k < 5; ++k) inv *= 2u - x * inv;
+  return inv;
+}
+
 // moduli = [q0, q1]: two distinct odd primes below 2^31 (not checked for primality here:
 // the parameters are) -> the kernels' constants.
 inline TfheMod tfhe_mod(at::IntArrayRef moduli, const char* op) {
@@ -29,10 +36,8 @@ inline TfheMod tfhe_mod(at::IntArrayRef moduli, const char* op) {
     const int64_t q = moduli[i];
     tfhe_need(q > 2 && q < (int64_t(1) << 31) && (q & 1), op,
               "moduli must be odd primes below 2^31, got " + std::to_string(q));
-    uint32_t inv = 1;  // Newton: inv = q^-1 mod 2^32
-    for (int k = 0; k < 5; ++k) inv *= 2u - static_cast<uint32_t>(q) * inv;
     m.q[i] = static_cast<int32_t>(q);
-    m.qinv[i] = static_cast<int32_t>(inv);
+    m.qinv[i] = static_cast<int32_t>(tfhe_inverse_mod_2_32(static_cast<uint32_t>(q)));
   }
   tfhe_need(moduli[0] != moduli[1], op, "moduli must be two distinct primes");
   m.q_full = moduli[0] * moduli[1];
@@ -277,9 +282,7 @@ Tensor tfhe_run_glwe_keyswitch(const char* op, const Tensor& x, const Tensor* y,
   tfhe_need(galois > 0 && galois < two_n && (galois & 1), op,
             "galois must be odd and in (0, 2N), got " + std::to_string(galois));
   tfhe_need(shift >= 0 && shift < two_n, op, "shift must be in [0, 2N), got " + std::to_string(shift));
-  uint32_t ginv = 1;  // g^-1 mod 2^32 by Newton's iteration (g odd), then mod 2N
-  for (int k = 0; k < 5; ++k) ginv *= 2u - static_cast<uint32_t>(galois) * ginv;
-  g.in.ginv = ginv & static_cast<uint32_t>(two_n - 1);
+  g.in.ginv = tfhe_inverse_mod_2_32(static_cast<uint32_t>(galois)) & static_cast<uint32_t>(two_n - 1);  // mod 2N
   g.in.shift = static_cast<uint32_t>(shift);
   g.in.add = add;
   g.in.lwe = lwe;

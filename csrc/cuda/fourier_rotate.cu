@@ -14,7 +14,6 @@
 // no exchange of its own. The generic fused kernel (csrc/cuda/tfhe_fft.cu) moves every round's
 // values through shared memory and keeps the digits there; docs/tfhe.md ("Where the time goes").
 #include <cstdlib>
-#include <type_traits>
 
 #include <cooperative_groups.h>
 
@@ -26,11 +25,7 @@
 namespace fhetorch::cuda {
 namespace {
 
-// BLOCKS: resident blocks per SM, 2 or 3 (FHETORCH_ROTATION_BLOCKS). At 3 the registers are capped at
-// 168 and shared memory at 75 KiB a block, so round C's twiddles (heap nodes [M/8, M), each read by one
-// thread) are read from global memory instead of the block's copy, and the key's L1 prefetch is off
-// unless PREFETCH (L1 keeps 28 KiB beside three blocks' shared memory). Same operations, same bits.
-template <int LOG_M, int BLOCKS_ = 2>
+template <int LOG_M>
 struct RegisterRotation {
   static constexpr int M = 1 << LOG_M;
   static constexpr int T = M / 16;        // threads per row in rounds A and B
@@ -40,11 +35,9 @@ struct RegisterRotation {
   static constexpr int GA = 16 / EA;      // items per thread in round A
   static constexpr int BUF = 4 * M;       // doubles per buffer: 2 rows of M complex = 2 N int64
   static constexpr uint32_t E = BUF / 2;  // the exchange buffer, after the accumulator (complex units)
-  // Registers: capped for BLOCKS blocks per SM (255 per thread at two blocks of 128 threads, 168 at three).
-  static constexpr int BLOCKS = BLOCKS_;
-  static_assert(BLOCKS == 2 || BLOCKS == 3, "two or three blocks per SM");
-  // Twiddle slots in shared memory: all M, or at three blocks rounds A's and B's heap nodes [1, M/8).
-  static constexpr int TWS = BLOCKS == 2 ? M : M / 8;
+  // Registers: capped for two blocks per SM (255 per thread at 128 threads; at 168, for three blocks,
+  // the compiler spilled ~570 bytes per thread and the rotation ran 7 % slower, H100).
+  static constexpr int BLOCKS = 256 / THREADS;
   static_assert(RA == 3 || RA == 4, "N = 2^10 or 2^11");
 
   // Complex value x of row r in a buffer: 16 bytes, its 8-value groups swizzled by bits 3..5 so
@@ -89,7 +82,7 @@ struct RegisterRotation {
     for (int i = 0; i < 16; ++i) z[i] = get(sm, E, L == 'C' ? i / 8 : r, value<L>(t, tau, i));
   }
   // Shared memory of a block: the accumulator, the exchange buffer, the twiddles, the rotations.
-  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * TWS + 4 * (n + 1); }
+  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * M + 4 * (n + 1); }
 };
 
 // An int32 as a double, exactly (as static_cast, the CPU's conversion of a digit): the bits of
@@ -173,24 +166,22 @@ __device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw
 // made ahead at a.bundles row b C + j - j0 (tfhe_fourier_key_bundles); the digits are acc's own and
 // the product replaces acc (tfhe_team_fourier_multi_bit_step). Between chunks of groups the
 // accumulator waits in a.torus.
-template <int LOG_M, bool MULTI, int BLOCKS, bool PREFETCH>
-__global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOCKS)
+template <int LOG_M, bool MULTI>
+__global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRotation<LOG_M>::BLOCKS)
     fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C) {
-  using P = RegisterRotation<LOG_M, BLOCKS>;
+  using P = RegisterRotation<LOG_M>;
   constexpr int M = P::M, N = 2 * M;
   extern __shared__ __align__(16) double2 rsmem[];
   int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
-  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (TWS slots of (s, t))
-  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + P::TWS);  // a_i's rotations, then the body's
+  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M slots of (s, t))
+  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M);  // a_i's rotations, then the body's
   const int64_t b = blockIdx.x;
   const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t
   const double* tw = reinterpret_cast<const double*>(tw_sm);
-  const double* tw_c = BLOCKS == 2 ? tw : a.g.f.twiddles;  // round C's twiddles
-  using TwC = std::conditional_t<BLOCKS == 2, SharedTwiddles, TfheGlobalTwiddles>;
   const auto row_sync = [](int row) { row_barrier<P>(row); };
   const int base_log = a.g.base_log;  // level 1: one digit
 
-  for (int h = tau_all; h < P::TWS; h += P::THREADS) {
+  for (int h = tau_all; h < M; h += P::THREADS) {
     const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
     tw_sm[h] = make_double2(w.re, w.im);
   }
@@ -215,8 +206,8 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOC
     // the registers they take spill the values themselves.
     int t = t_all, tau = tau_all;
     asm volatile("" : "+r"(t), "+r"(tau));
-    if (PREFETCH) {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one
-       // (row, column, value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
+    {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one (row, column,
+       // value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
       const int lane = tau & 31, w0 = tau & ~31;
       const double* p = key + 2 * ((lane >> 3) * int64_t(M) + ((lane & 7) << (LOG_M - 3)) + w0);
 #pragma unroll
@@ -238,7 +229,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOC
     // round C: values 8 tau .. 8 tau + 7 of both rows; the product; the inverse round C
     const uint32_t xc = static_cast<uint32_t>(tau) << 3;
     P::template load<'C'>(rsmem, r, t, tau, z);
-    tfhe_fft_stages<false, 3, 2, TwC>(z, M, xc, 0, tw_c);
+    tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int64_t k = (static_cast<int64_t>(u) << (LOG_M - 3)) | tau;  // tfhe_fft_order(xc | u)
@@ -253,7 +244,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOC
       z[u] = out[0];
       z[8 + u] = out[1];
     }
-    tfhe_fft_stages<true, 3, 2, TwC>(z, M, xc, 0, tw_c);
+    tfhe_fft_stages<true, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     __syncthreads();
     P::template store<'C'>(rsmem, r, t, tau, z);
     __syncthreads();
@@ -646,35 +637,16 @@ bool use_cluster(int64_t B, int sms) {
   return 2 * B <= sms;
 }
 
-// Blocks per SM of the register kernel: FHETORCH_ROTATION_BLOCKS=3 (round C's twiddles from global
-// memory, no key prefetch) or 3p (with the prefetch); 2 otherwise (measurements: docs/tfhe.md).
-int rotation_blocks(bool* prefetch) {
-  const char* e = std::getenv("FHETORCH_ROTATION_BLOCKS");
-  const bool three = e != nullptr && e[0] == '3';
-  *prefetch = !three || e[1] == 'p';
-  return three ? 3 : 2;
-}
-
-template <int LOG_M, bool MULTI, int BLOCKS, bool PREFETCH>
-cudaError_t launch_registers_with(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
-  using P = RegisterRotation<LOG_M, BLOCKS>;
-  const int64_t smem = P::smem_bytes(a.n);
-  const auto kernel = fourier_rotate_registers_kernel<LOG_M, MULTI, BLOCKS, PREFETCH>;
-  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI, BLOCKS, PREFETCH>>(smem, dev)));
-  if (BLOCKS == 3)  // all the carveout to shared memory: three blocks need ~213 KiB of it
-    FT_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  kernel<<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1, C);
-  return cudaGetLastError();
-}
-
 template <int LOG_M, bool MULTI>
 cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int C, bool cluster, int dev,
                                 const Stream& s) {
   if (cluster) return launch_cluster_as<LOG_M, MULTI>(a, j0, j1, C, dev, s);
-  bool prefetch = true;
-  if (rotation_blocks(&prefetch) == 2) return launch_registers_with<LOG_M, MULTI, 2, true>(a, j0, j1, C, dev, s);
-  return prefetch ? launch_registers_with<LOG_M, MULTI, 3, true>(a, j0, j1, C, dev, s)
-                  : launch_registers_with<LOG_M, MULTI, 3, false>(a, j0, j1, C, dev, s);
+  using P = RegisterRotation<LOG_M>;
+  const int64_t smem = P::smem_bytes(a.n);
+  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI>>(smem, dev)));
+  fourier_rotate_registers_kernel<LOG_M, MULTI><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1,
+                                                                                                           C);
+  return cudaGetLastError();
 }
 
 // Multi-bit: the bundles of a chunk of groups for the whole batch (at most bundle_bytes(), at least one

@@ -14,7 +14,6 @@
 // no exchange of its own. The generic fused kernel (csrc/cuda/tfhe_fft.cu) moves every round's
 // values through shared memory and keeps the digits there; docs/tfhe.md ("Where the time goes").
 #include <cstdlib>
-#include <type_traits>
 
 #include <cooperative_groups.h>
 
@@ -26,12 +25,7 @@
 namespace fhetorch::cuda {
 namespace {
 
-// BLOCKS: resident blocks per SM, 2 or 3 (FHETORCH_ROTATION_BLOCKS). At 3 the registers are capped at
-// 168 and shared memory at 75 KiB a block: the block's copy of the twiddles stops at heap node M/2, so
-// round C's last stage (nodes [M/2, M), each read by one thread) reads them from global memory, the
-// rotations are kept as int16 (< 2N), and L1 keeps 28 KiB beside three blocks' shared memory (KeyRead:
-// how the key reaches the product). Same operations, same bits.
-template <int LOG_M, int BLOCKS_ = 2>
+template <int LOG_M>
 struct RegisterRotation {
   static constexpr int M = 1 << LOG_M;
   static constexpr int T = M / 16;        // threads per row in rounds A and B
@@ -41,12 +35,9 @@ struct RegisterRotation {
   static constexpr int GA = 16 / EA;      // items per thread in round A
   static constexpr int BUF = 4 * M;       // doubles per buffer: 2 rows of M complex = 2 N int64
   static constexpr uint32_t E = BUF / 2;  // the exchange buffer, after the accumulator (complex units)
-  // Registers: capped for BLOCKS blocks per SM (255 per thread at two blocks of 128 threads, 168 at three).
-  static constexpr int BLOCKS = BLOCKS_;
-  static_assert(BLOCKS == 2 || BLOCKS == 3, "two or three blocks per SM");
-  // Twiddle slots in shared memory: all M, or at three blocks rounds A's and B's heap nodes [1, M/8).
-  static constexpr int TWS = BLOCKS == 2 ? M : M / 2;
-  using Rot = std::conditional_t<BLOCKS == 2, int32_t, int16_t>;  // a rotation (< 2N)
+  // Registers: capped for two blocks per SM (255 per thread at 128 threads; at 168, for three blocks,
+  // the compiler spilled ~570 bytes per thread and the rotation ran 7 % slower, H100).
+  static constexpr int BLOCKS = 256 / THREADS;
   static_assert(RA == 3 || RA == 4, "N = 2^10 or 2^11");
 
   // Complex value x of row r in a buffer: 16 bytes, its 8-value groups swizzled by bits 3..5 so
@@ -91,7 +82,7 @@ struct RegisterRotation {
     for (int i = 0; i < 16; ++i) z[i] = get(sm, E, L == 'C' ? i / 8 : r, value<L>(t, tau, i));
   }
   // Shared memory of a block: the accumulator, the exchange buffer, the twiddles, the rotations.
-  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * TWS + int64_t(sizeof(Rot)) * (n + 1); }
+  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * M + 4 * (n + 1); }
 };
 
 // An int32 as a double, exactly (as static_cast, the CPU's conversion of a digit): the bits of
@@ -158,25 +149,6 @@ struct SharedTwiddles {
   }
 };
 
-// Round C's stages (bits [0, 3), both rows: tfhe_fft_stages<INV, 3, 2>'s butterflies) with the twiddles of
-// heap nodes below M/2 from the block's copy and the last stage's (bit 0: nodes [M/2, M)) from global memory.
-template <bool INV, int M>
-__device__ __forceinline__ void round_c_split(TfheComplex* z, uint32_t xc, const double* tw_sm, const double* tw_g) {
-#pragma unroll
-  for (int k = 0; k < 3; ++k) {
-    const int b = INV ? k : 2 - k;
-    const uint32_t base = (M + xc) >> (b + 1);
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      if ((u >> b) & 1) continue;
-      const uint32_t h = base + static_cast<uint32_t>(u >> (b + 1));
-      const TfheTwiddle w = b == 0 ? TfheGlobalTwiddles::at(tw_g, h) : SharedTwiddles::at(tw_sm, h);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) tfhe_fft_butterfly<INV>(z[8 * r + u], z[8 * r + (u | (1 << b))], w);
-    }
-  }
-}
-
 // Round A's and B's stages over a thread's 16 values (one row).
 template <bool INV, class P>
 __device__ __forceinline__ void rounds_a(TfheComplex* z, int t, const double* tw) {
@@ -194,42 +166,29 @@ __device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw
 // made ahead at a.bundles row b C + j - j0 (tfhe_fourier_key_bundles); the digits are acc's own and
 // the product replaces acc (tfhe_team_fourier_multi_bit_step). Between chunks of groups the
 // accumulator waits in a.torus.
-// How the product reads the key bit's GGSW: kL1 through L1 (ld.global.nc), kPrefetch the same after a
-// prefetch of the warp's lines into L1 at the step's start, kStream past L1 (L1::no_allocate: from L2,
-// leaving L1 to round C's twiddles at three blocks).
-enum KeyRead { kL1 = 0, kPrefetch = 1, kStream = 2 };
-
-template <int KEY>
-__device__ __forceinline__ TfheComplex load_key_as(const double* p) {
-  if (KEY != kStream) return tfhe_load_complex(p);
-  double re, im;
-  asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(re), "=d"(im) : "l"(p));
-  return TfheComplex{re, im};
-}
-
-template <int LOG_M, bool MULTI, int BLOCKS, int KEY>
-__global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOCKS)
+template <int LOG_M, bool MULTI>
+__global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRotation<LOG_M>::BLOCKS)
     fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C) {
-  using P = RegisterRotation<LOG_M, BLOCKS>;
+  using P = RegisterRotation<LOG_M>;
   constexpr int M = P::M, N = 2 * M;
   extern __shared__ __align__(16) double2 rsmem[];
   int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
-  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (TWS slots of (s, t))
-  auto* rots = reinterpret_cast<typename P::Rot*>(rsmem + P::BUF + P::TWS);  // a_i's rotations, then the body's
+  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M slots of (s, t))
+  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M);  // a_i's rotations, then the body's
   const int64_t b = blockIdx.x;
   const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t
   const double* tw = reinterpret_cast<const double*>(tw_sm);
   const auto row_sync = [](int row) { row_barrier<P>(row); };
   const int base_log = a.g.base_log;  // level 1: one digit
 
-  for (int h = tau_all; h < P::TWS; h += P::THREADS) {
+  for (int h = tau_all; h < M; h += P::THREADS) {
     const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
     tw_sm[h] = make_double2(w.re, w.im);
   }
   const int64_t k1n = 2 * int64_t(N);
   const int steps = MULTI ? a.n / a.grouping : a.n;
   if (!MULTI) {
-    for (int i = tau_all; i <= a.n; i += P::THREADS) rots[i] = static_cast<typename P::Rot>(tfhe_fourier_rotation(a, b, i));
+    for (int i = tau_all; i <= a.n; i += P::THREADS) rots[i] = static_cast<int32_t>(tfhe_fourier_rotation(a, b, i));
   }
   if (!MULTI || j0 == 0) {
     tfhe_team_fourier_rotate_init(BlockTeam{tau_all, P::THREADS}, a, b, acc);  // syncs
@@ -247,8 +206,8 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOC
     // the registers they take spill the values themselves.
     int t = t_all, tau = tau_all;
     asm volatile("" : "+r"(t), "+r"(tau));
-    if (KEY == kPrefetch) {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one
-       // (row, column, value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
+    {  // the key bit's 128 lines this warp reads in the product, into L1 now (lane: one (row, column,
+       // value) slice of 32 threads, 4 lines): the product then waits on L1, not on L2 (+20 %)
       const int lane = tau & 31, w0 = tau & ~31;
       const double* p = key + 2 * ((lane >> 3) * int64_t(M) + ((lane & 7) << (LOG_M - 3)) + w0);
 #pragma unroll
@@ -270,8 +229,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOC
     // round C: values 8 tau .. 8 tau + 7 of both rows; the product; the inverse round C
     const uint32_t xc = static_cast<uint32_t>(tau) << 3;
     P::template load<'C'>(rsmem, r, t, tau, z);
-    if (BLOCKS == 2) tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
-    else round_c_split<false, M>(z, xc, tw, a.g.f.twiddles);
+    tfhe_fft_stages<false, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int64_t k = (static_cast<int64_t>(u) << (LOG_M - 3)) | tau;  // tfhe_fft_order(xc | u)
@@ -281,13 +239,12 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M, BLOCKS>::THREADS, BLOC
         out[c] = TfheComplex{0.0, 0.0};
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr)
-          out[c] = tfhe_cmac(out[c], z[8 * rr + u], load_key_as<KEY>(key + 2 * ((rr * 2 + c) * int64_t(M) + k)));
+          out[c] = tfhe_cmac(out[c], z[8 * rr + u], tfhe_load_complex(key + 2 * ((rr * 2 + c) * int64_t(M) + k)));
       }
       z[u] = out[0];
       z[8 + u] = out[1];
     }
-    if (BLOCKS == 2) tfhe_fft_stages<true, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
-    else round_c_split<true, M>(z, xc, tw, a.g.f.twiddles);
+    tfhe_fft_stages<true, 3, 2, SharedTwiddles>(z, M, xc, 0, tw);
     __syncthreads();
     P::template store<'C'>(rsmem, r, t, tau, z);
     __syncthreads();
@@ -680,37 +637,16 @@ bool use_cluster(int64_t B, int sms) {
   return 2 * B <= sms;
 }
 
-// The register kernel's variant: FHETORCH_ROTATION_BLOCKS=3 (three blocks an SM, the key through L1), 3p
-// (and its prefetch) or 3n (the key past L1); two blocks with the prefetch otherwise (docs/tfhe.md).
-KeyRead rotation_variant(int* blocks) {
-  const char* e = std::getenv("FHETORCH_ROTATION_BLOCKS");
-  *blocks = e != nullptr && e[0] == '3' ? 3 : 2;
-  if (*blocks == 2) return kPrefetch;
-  return e[1] == 'p' ? kPrefetch : e[1] == 'n' ? kStream : kL1;
-}
-
-template <int LOG_M, bool MULTI, int BLOCKS, int KEY>
-cudaError_t launch_registers_with(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s) {
-  using P = RegisterRotation<LOG_M, BLOCKS>;
-  const int64_t smem = P::smem_bytes(a.n);
-  const auto kernel = fourier_rotate_registers_kernel<LOG_M, MULTI, BLOCKS, KEY>;
-  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI, BLOCKS, KEY>>(smem, dev)));
-  if (BLOCKS == 3)  // all the carveout to shared memory: three blocks need ~213 KiB of it
-    FT_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  kernel<<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1, C);
-  return cudaGetLastError();
-}
-
 template <int LOG_M, bool MULTI>
 cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int C, bool cluster, int dev,
                                 const Stream& s) {
   if (cluster) return launch_cluster_as<LOG_M, MULTI>(a, j0, j1, C, dev, s);
-  int blocks = 2;
-  const KeyRead key = rotation_variant(&blocks);
-  if (blocks == 2) return launch_registers_with<LOG_M, MULTI, 2, kPrefetch>(a, j0, j1, C, dev, s);
-  if (key == kPrefetch) return launch_registers_with<LOG_M, MULTI, 3, kPrefetch>(a, j0, j1, C, dev, s);
-  if (key == kStream) return launch_registers_with<LOG_M, MULTI, 3, kStream>(a, j0, j1, C, dev, s);
-  return launch_registers_with<LOG_M, MULTI, 3, kL1>(a, j0, j1, C, dev, s);
+  using P = RegisterRotation<LOG_M>;
+  const int64_t smem = P::smem_bytes(a.n);
+  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI>>(smem, dev)));
+  fourier_rotate_registers_kernel<LOG_M, MULTI><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1,
+                                                                                                           C);
+  return cudaGetLastError();
 }
 
 // Multi-bit: the bundles of a chunk of groups for the whole batch (at most bundle_bytes(), at least one

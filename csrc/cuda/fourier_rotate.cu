@@ -25,9 +25,8 @@
 namespace fhetorch::cuda {
 namespace {
 
-template <int LOG_M_>
+template <int LOG_M>
 struct RegisterRotation {
-  static constexpr int LOG_M = LOG_M_;
   static constexpr int M = 1 << LOG_M;
   static constexpr int T = M / 16;        // threads per row in rounds A and B
   static constexpr int THREADS = 2 * T;   // two rows (k + 1 = 2); round C: one thread per 8 values
@@ -150,44 +149,12 @@ struct SharedTwiddles {
   }
 };
 
-// Round A's twiddles: its items' x0 (< 64) never reach the stage's bit b >= 6, so the heap node of a
-// butterfly, (M + x0) >> (b + 1) + (u >> (lb + 1)), is a compile-time constant, the same for every thread:
-// nodes [1, 16) at N = 2^11, [1, 8) at 2^10. Kept in the constant bank (copied from the ring's table before
-// each launch: fill_round_a_twiddles), they are fma operands, not loads.
-__constant__ double2 c_round_a_twiddles[2][16];  // [LOG_M - 9][heap node]
-
-template <int LOG_M>
-cudaError_t fill_round_a_twiddles(const double* twiddles, cudaStream_t stream) {
-  return cudaMemcpyToSymbolAsync(c_round_a_twiddles, twiddles, sizeof(double2) * 16, sizeof(double2) * 16 * (LOG_M - 9),
-                                 cudaMemcpyDeviceToDevice, stream);
-}
-
-// Round A's and B's stages over a thread's 16 values (one row). CONST: round A's twiddles from the
-// constant bank (the stages of tfhe_fft_stages<INV, RA, 1>, written out with the node known); else
-// from the block's copy through tfhe_fft_stages.
-template <bool INV, class P, bool CONST>
+// Round A's and B's stages over a thread's 16 values (one row).
+template <bool INV, class P>
 __device__ __forceinline__ void rounds_a(TfheComplex* z, int t, const double* tw) {
-  if constexpr (CONST) {
-    constexpr int R = P::RA, E = P::EA;
-    const double2* ctw = c_round_a_twiddles[P::LOG_M - 9];
 #pragma unroll
-    for (int g = 0; g < P::GA; ++g) {
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        const int lb = INV ? k : R - 1 - k, b = 6 + lb;  // as tfhe_fft_stages with lo = 6
-#pragma unroll
-        for (int u = 0; u < E; ++u) {
-          if ((u >> lb) & 1) continue;
-          const double2 v = ctw[(P::M >> (b + 1)) + (u >> (lb + 1))];
-          tfhe_fft_butterfly<INV>(z[g * E + u], z[g * E + (u | (1 << lb))], TfheTwiddle{v.x, v.y});
-        }
-      }
-    }
-  } else {
-#pragma unroll
-    for (int g = 0; g < P::GA; ++g)
-      tfhe_fft_stages<INV, P::RA, 1, SharedTwiddles>(z + g * P::EA, P::M, static_cast<uint32_t>(t + P::T * g), 6, tw);
-  }
+  for (int g = 0; g < P::GA; ++g)
+    tfhe_fft_stages<INV, P::RA, 1, SharedTwiddles>(z + g * P::EA, P::M, static_cast<uint32_t>(t + P::T * g), 6, tw);
 }
 template <bool INV, class P>
 __device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw) {
@@ -199,7 +166,7 @@ __device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw
 // made ahead at a.bundles row b C + j - j0 (tfhe_fourier_key_bundles); the digits are acc's own and
 // the product replaces acc (tfhe_team_fourier_multi_bit_step). Between chunks of groups the
 // accumulator waits in a.torus.
-template <int LOG_M, bool MULTI, bool CONST>
+template <int LOG_M, bool MULTI>
 __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRotation<LOG_M>::BLOCKS)
     fourier_rotate_registers_kernel(const __grid_constant__ FourierRotateArgs a, int j0, int j1, int C) {
   using P = RegisterRotation<LOG_M>;
@@ -251,7 +218,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
 #pragma unroll
     for (int i = 0; i < 16; ++i)  // the digits of row r at round A's values
       z[i] = row_digits<MULTI, N>(row, P::value_a(t, i), rot, base_log);
-    rounds_a<false, P, CONST>(z, t, tw);
+    rounds_a<false, P>(z, t, tw);
     P::template store<'A'>(rsmem, r, t, tau, z);
     row_sync(r);
     P::template load<'B'>(rsmem, r, t, tau, z);
@@ -287,7 +254,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     P::template store<'B'>(rsmem, r, t, tau, z);
     row_sync(r);
     P::template load<'A'>(rsmem, r, t, tau, z);
-    rounds_a<true, P, CONST>(z, t, tw);
+    rounds_a<true, P>(z, t, tw);
 #pragma unroll
     for (int i = 0; i < 16; ++i) row_store<MULTI, LOG_M>(row, P::value_a(t, i), z[i]);  // this thread's coefficients
     row_sync(r);  // before the next decomposition reads the accumulator (its own row)
@@ -676,18 +643,9 @@ cudaError_t launch_registers_as(const FourierRotateArgs& a, int j0, int j1, int 
   if (cluster) return launch_cluster_as<LOG_M, MULTI>(a, j0, j1, C, dev, s);
   using P = RegisterRotation<LOG_M>;
   const int64_t smem = P::smem_bytes(a.n);
-  // FHETORCH_ROTATION_CONST_TWIDDLES=0: round A's twiddles from shared memory as before (measurements)
-  const char* e = std::getenv("FHETORCH_ROTATION_CONST_TWIDDLES");
-  if (e != nullptr && e[0] == '0') {
-    const auto kernel = fourier_rotate_registers_kernel<LOG_M, MULTI, false>;
-    FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI, false>>(smem, dev)));
-    kernel<<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1, C);
-    return cudaGetLastError();
-  }
-  FT_TRY(fill_round_a_twiddles<LOG_M>(a.g.f.twiddles, s.stream));
-  const auto kernel = fourier_rotate_registers_kernel<LOG_M, MULTI, true>;
-  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI, true>>(smem, dev)));
-  kernel<<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1, C);
+  FT_TRY((allow_dynamic_smem<fourier_rotate_registers_kernel<LOG_M, MULTI>>(smem, dev)));
+  fourier_rotate_registers_kernel<LOG_M, MULTI><<<static_cast<unsigned>(a.B), P::THREADS, smem, s.stream>>>(a, j0, j1,
+                                                                                                           C);
   return cudaGetLastError();
 }
 

@@ -374,16 +374,13 @@ def test_fourier_multi_bit_blind_rotate_replays_in_a_cuda_graph(gen):
                                      (bsk.to(GPU), tw.to(GPU), roots.to(GPU), exps.to(GPU), moduli, base_log, level))
 
 
-@pytest.mark.parametrize("cluster,const", [("0", "1"), ("1", "1"), ("0", "0")])
+@pytest.mark.parametrize("cluster", ["0", "1"])
 @pytest.mark.parametrize("log_n", [10, 11])
-def test_fourier_rotation_kernels_of_the_register_shapes(gen, monkeypatch, cluster, const, log_n):
+def test_fourier_rotation_kernels_of_the_register_shapes(gen, monkeypatch, cluster, log_n):
     """Both CUDA kernels of the level-1, k = 1 shapes on the same batches, against the CPU: the register
-    kernel (one block per ciphertext; round A's twiddles from the constant bank, or with
-    FHETORCH_ROTATION_CONST_TWIDDLES=0 from shared memory) and the 2-block cluster (one row per block, 8
-    values a thread) that batches within half the SM count take; classical with zero rotations,
-    multi-bit whole and in chunks."""
+    kernel (one block per ciphertext) and the 2-block cluster (one row per block, 8 values a thread) that
+    batches within half the SM count take; classical with zero rotations, multi-bit whole and in chunks."""
     monkeypatch.setenv("FHETORCH_FOURIER_CLUSTER", cluster)
-    monkeypatch.setenv("FHETORCH_ROTATION_CONST_TWIDDLES", const)
     batch = 5
     ct, luts, idx, bsk, tw = _fourier_case(gen, batch, 24, log_n, 1, 1, zero=(2, 3))
     _both(ops.tfhe_fourier_blind_rotate, ct, luts, idx, bsk, tw, MODULI, 23, 1)

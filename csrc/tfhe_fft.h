@@ -186,33 +186,41 @@ FT_HD uint32_t tfhe_fft_value(uint32_t k, int log_m) {  // the inverse: the valu
   return ((k & ((1u << (log_m - 3)) - 1u)) << 3) | (k >> (log_m - 3));
 }
 
-// One butterfly on the pair (x, y) = (value x, value x | 2^b) under twiddle w = s (1 + i t).
-// Forward: (x, y) -> (x + w y, x - w y), six fmas: y' = (1 + i t) y, then x +- s y'. Inverse:
-// (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller divides by M at the end, exactly), four
-// adds, then d' = (1 - i t) d by two fmas and s d' by two multiplies. Every schedule of the transform
-// (the generic rounds below, the CUDA rotation's register rounds) runs this same sequence of
-// operations, so the grouping of stages into rounds and the team's size change no result.
+// One butterfly on the pair (x, y) = (value x, value x | 2^b) under twiddle w = s (1 + i t), or (ROT) under
+// i w, the twiddle of w's node's odd sibling (tfhe_fft_stages): the same table slot and the same operations,
+// with y' or d taken times i or -i (a swap of its parts and a negation, both exact).
+// Forward: (x, y) -> (x + w y, x - w y), six fmas: y' = (1 + i t) y, then x +- s y' (ROT: x +- s i y').
+// Inverse: (x, y) -> (x + y, conj(w) (x - y)) (no 1/2: the caller divides by M at the end, exactly), four
+// adds, then d' = (1 - i t) d by two fmas and s d' by two multiplies (ROT: s (-i d')). Every schedule of
+// the transform (the generic rounds below, the CUDA rotation's register rounds) runs this same sequence
+// of operations, so the grouping of stages into rounds and the team's size change no result.
 template <bool INV>
-FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheTwiddle w) {
+FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheTwiddle w, bool rot) {
   if (INV) {
     const TfheComplex d{tfhe_dsub(x.re, y.re), tfhe_dsub(x.im, y.im)};
     x = TfheComplex{tfhe_dadd(x.re, y.re), tfhe_dadd(x.im, y.im)};
     const double dr = tfhe_dfma(w.t, d.im, d.re), di = tfhe_dfma(-w.t, d.re, d.im);  // (1 - i t) d
-    y = TfheComplex{tfhe_dmul(w.s, dr), tfhe_dmul(w.s, di)};
+    const double q1 = rot ? di : dr, q2 = rot ? -dr : di;                          // ROT: -i d'
+    y = TfheComplex{tfhe_dmul(w.s, q1), tfhe_dmul(w.s, q2)};
   } else {
     const double pr = tfhe_dfma(-w.t, y.im, y.re), pi = tfhe_dfma(w.t, y.re, y.im);  // y' = (1 + i t) y
+    const double p1 = rot ? -pi : pr, p2 = rot ? pr : pi;                          // ROT: i y'
     const TfheComplex a = x;
-    x = TfheComplex{tfhe_dfma(w.s, pr, a.re), tfhe_dfma(w.s, pi, a.im)};
-    y = TfheComplex{tfhe_dfma(-w.s, pr, a.re), tfhe_dfma(-w.s, pi, a.im)};
+    x = TfheComplex{tfhe_dfma(w.s, p1, a.re), tfhe_dfma(w.s, p2, a.im)};
+    y = TfheComplex{tfhe_dfma(-w.s, p1, a.re), tfhe_dfma(-w.s, p2, a.im)};
   }
 }
 
 // The R stages over the index bits [lo, lo + R) of the 2^R values v[u] = value x0 | (u << lo)
 // (x0 zero in those bits), in registers, for ROWS rows at once (row r's values at v[r 2^R + u];
 // they share the twiddles): forward from the high bit down, inverse from the low bit up. The stage
-// on bit b pairs x with x | 2^b under the twiddle of heap node (M + x) >> (b + 1).
-// TW: where the twiddles are read from (TfheGlobalTwiddles: read-only global data; a CUDA kernel may
-// pass a loader of its shared-memory copy).
+// on bit b pairs x with x | 2^b under the twiddle of heap node h = (M + x) >> (b + 1).
+// Siblings: the twiddle of an odd node h >= 3 is i times its sibling h - 1's (zeta^(N/2) = i,
+// fhetorch._tfhe.fft), so it is read from slot h - 1 and applied as i w (tfhe_fft_butterfly's ROT):
+// a round reads 2^(R-1) slots where it read 2^R - 1. A node's parity is known at compile time in every
+// stage but a round's top one (bit lo + R - 1), whose node's low bit is a bit of x0 above the round.
+// TW: where the twiddles are read from, by even slot h (or 1, the root's): TfheGlobalTwiddles the
+// read-only table (fft_twiddles); a CUDA kernel may pass a loader of its shared-memory copy.
 struct TfheGlobalTwiddles {
   FT_HD static TfheTwiddle at(const double* tw, uint32_t h) { return tfhe_load_twiddle(tw + 2 * h); }
 };
@@ -222,13 +230,26 @@ FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, cons
 #pragma unroll
   for (int k = 0; k < R; ++k) {
     const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
-    const uint32_t base = (m + x0) >> (b + 1);
+    const uint32_t base = (m + x0) >> (b + 1);        // even below the round's top stage
 #pragma unroll
     for (int u = 0; u < E; ++u) {
       if ((u >> lb) & 1) continue;
-      const TfheTwiddle w = TW::at(tw, base + static_cast<uint32_t>(u >> (lb + 1)));
+      const int j = u >> (lb + 1);  // node base + j
+      if (lb < R - 1 && (j & 1)) continue;  // an odd node: served with its sibling below
+      bool rot = false;
+      uint32_t h = base + static_cast<uint32_t>(j);
+      if (lb == R - 1) {  // one node, either parity (the root, h = 1, is its own slot)
+        rot = (h & 1u) && h > 1u;
+        h -= rot ? 1u : 0u;
+      }
+      const TfheTwiddle w = TW::at(tw, h);
 #pragma unroll
-      for (int r = 0; r < ROWS; ++r) tfhe_fft_butterfly<INV>(v[r * E + u], v[r * E + (u | (1 << lb))], w);
+      for (int s = 0; s < (lb < R - 1 ? 2 : 1); ++s) {  // node h, then (below the top) its sibling
+        const int uu = u + (s << (lb + 1));
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+          tfhe_fft_butterfly<INV>(v[r * E + uu], v[r * E + (uu | (1 << lb))], w, s == 1 || rot);
+      }
     }
   }
 }

@@ -82,7 +82,7 @@ struct RegisterRotation {
     for (int i = 0; i < 16; ++i) z[i] = get(sm, E, L == 'C' ? i / 8 : r, value<L>(t, tau, i));
   }
   // Shared memory of a block: the accumulator, the exchange buffer, the twiddles, the rotations.
-  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * M + 4 * (n + 1); }
+  static int64_t smem_bytes(int n) { return 8 * 2 * BUF + 16 * (M / 2) + 4 * (n + 1); }
 };
 
 // An int32 as a double, exactly (as static_cast, the CPU's conversion of a digit): the bits of
@@ -103,14 +103,16 @@ __device__ __forceinline__ int32_t single_digit(int64_t x, int b) {
 }
 
 // Coefficients c and c + M of a row's digits (c < M), as one complex value: the digits of (X^rot - 1) acc,
-// or (MULTI) of acc itself. N = 2 M.
+// or (MULTI) of acc itself. own: acc's coefficients c and c + M, which the thread holds (row_store).
+// N = 2 M.
 template <bool MULTI, int N>
-__device__ __forceinline__ TfheComplex row_digits(const int64_t* row, uint32_t c, int64_t rot, int base_log) {
+__device__ __forceinline__ TfheComplex row_digits(const int64_t* row, const int64_t* own, uint32_t c, int64_t rot,
+                                                  int base_log) {
   double d[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const uint32_t e = c + h * (N / 2);
-    int64_t x = row[e];
+    int64_t x = own[h];
     if (!MULTI) {
       // coefficient e of X^rot acc: source (e - rot) mod 2N, negated in [N, 2N) (tfhe_rotation_source)
       const uint32_t src = (e - static_cast<uint32_t>(rot)) & (2 * N - 1);
@@ -123,12 +125,15 @@ __device__ __forceinline__ TfheComplex row_digits(const int64_t* row, uint32_t c
 }
 
 // A product's value z at c (c < M) back to the row's coefficients c and c + M, rounded to the torus:
-// added to them, or (MULTI) replacing them.
+// added to them, or (MULTI) replacing them; the thread keeps the new coefficients in own for the next
+// step's digits (one shared-memory read a coefficient fewer).
 template <bool MULTI, int LOG_M>
-__device__ __forceinline__ void row_store(int64_t* row, uint32_t c, TfheComplex z) {
+__device__ __forceinline__ void row_store(int64_t* row, int64_t* own, uint32_t c, TfheComplex z) {
   const int64_t lo = tfhe_torus_from_double(z.re, LOG_M), hi = tfhe_torus_from_double(z.im, LOG_M);
-  row[c] = MULTI ? lo : tfhe_torus_add(row[c], lo);
-  row[c + (1u << LOG_M)] = MULTI ? hi : tfhe_torus_add(row[c + (1u << LOG_M)], hi);
+  own[0] = MULTI ? lo : tfhe_torus_add(row[c], lo);
+  own[1] = MULTI ? hi : tfhe_torus_add(row[c + (1u << LOG_M)], hi);
+  row[c] = own[0];
+  row[c + (1u << LOG_M)] = own[1];
 }
 
 // The barrier of one row's threads (rounds A and B and the accumulator touch only their own row):
@@ -141,11 +146,19 @@ __device__ __forceinline__ void row_barrier(int r) {
 
 // The twiddles from the block's copy in shared memory (tfhe_fft_stages' TW): loaded once per
 // rotation, they stay out of L1, which the key's lines need (twiddle loads from L1 or L2 were the
-// largest stall, Nsight Compute).
+// largest stall, Nsight Compute). tfhe_fft_stages reads only even slots and slot 1 (odd nodes are
+// their siblings times i), so the copy holds M / 2 slots: slot h at h / 2 (the root's, 1, at 0).
 struct SharedTwiddles {
   __device__ static TfheTwiddle at(const double* tw, uint32_t h) {  // (s, t): tfhe_fft_butterfly
-    const double2 v = reinterpret_cast<const double2*>(tw)[h];
+    const double2 v = reinterpret_cast<const double2*>(tw)[h >> 1];
     return TfheTwiddle{v.x, v.y};
+  }
+  // The block's copy of the table's slots that tfhe_fft_stages reads.
+  __device__ static void copy(double2* dst, const double* table, int m, int rank, int size) {
+    for (int c = rank; c < m / 2; c += size) {
+      const TfheComplex w = tfhe_load_complex(table + 2 * (c == 0 ? 1 : 2 * c));
+      dst[c] = make_double2(w.re, w.im);
+    }
   }
 };
 
@@ -173,18 +186,15 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
   constexpr int M = P::M, N = 2 * M;
   extern __shared__ __align__(16) double2 rsmem[];
   int64_t* acc = reinterpret_cast<int64_t*>(rsmem);  // (2, N) torus: the accumulator
-  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M slots of (s, t))
-  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M);  // a_i's rotations, then the body's
+  double2* tw_sm = rsmem + P::BUF;                              // the twiddles (M / 2 slots of (s, t))
+  int32_t* rots = reinterpret_cast<int32_t*>(rsmem + P::BUF + M / 2);  // a_i's rotations, then the body's
   const int64_t b = blockIdx.x;
   const int tau_all = threadIdx.x, r = tau_all / P::T, t_all = tau_all % P::T;  // round C: tau; A, B: row r, t
   const double* tw = reinterpret_cast<const double*>(tw_sm);
   const auto row_sync = [](int row) { row_barrier<P>(row); };
   const int base_log = a.g.base_log;  // level 1: one digit
 
-  for (int h = tau_all; h < M; h += P::THREADS) {
-    const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
-    tw_sm[h] = make_double2(w.re, w.im);
-  }
+  SharedTwiddles::copy(tw_sm, a.g.f.twiddles, M, tau_all, P::THREADS);
   const int64_t k1n = 2 * int64_t(N);
   const int steps = MULTI ? a.n / a.grouping : a.n;
   if (!MULTI) {
@@ -197,6 +207,12 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     __syncthreads();
   }
 
+  int64_t own[32];  // this thread's coefficients of its row: own[2 i + h] at value_a(t, i) + h M
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    own[2 * i] = acc[r * N + P::value_a(t_all, i)];
+    own[2 * i + 1] = acc[r * N + P::value_a(t_all, i) + M];
+  }
   const int64_t per_bit = 4 * int64_t(M);  // complex values of one key bit: (2, 1, 2, M)
   for (int bit = MULTI ? j0 : 0; bit < (MULTI ? j1 : a.n); ++bit) {
     const int64_t rot = MULTI ? 0 : rots[bit];
@@ -217,7 +233,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     TfheComplex z[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i)  // the digits of row r at round A's values
-      z[i] = row_digits<MULTI, N>(row, P::value_a(t, i), rot, base_log);
+      z[i] = row_digits<MULTI, N>(row, own + 2 * i, P::value_a(t, i), rot, base_log);
     rounds_a<false, P>(z, t, tw);
     P::template store<'A'>(rsmem, r, t, tau, z);
     row_sync(r);
@@ -256,7 +272,7 @@ __global__ void __launch_bounds__(RegisterRotation<LOG_M>::THREADS, RegisterRota
     P::template load<'A'>(rsmem, r, t, tau, z);
     rounds_a<true, P>(z, t, tw);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) row_store<MULTI, LOG_M>(row, P::value_a(t, i), z[i]);  // this thread's coefficients
+    for (int i = 0; i < 16; ++i) row_store<MULTI, LOG_M>(row, own + 2 * i, P::value_a(t, i), z[i]);  // its coefficients
     row_sync(r);  // before the next decomposition reads the accumulator (its own row)
   }
   __syncthreads();  // the finish reads both rows
@@ -301,10 +317,10 @@ struct ClusterRotation {
            (static_cast<uint32_t>(i & ((1 << round_bits(K)) - 1)) << round_lo(K));
   }
   // Shared memory (complex units): acc (2 rows of N int64 = 2 M complex), two exchange buffers and
-  // two buffers the other block pushes its transform into (M each), the twiddles (M), two mbarriers
-  // (one unit), the rotations.
-  static constexpr uint32_t XCH = 2 * M, PEER = 4 * M, TW = 6 * M, MBAR = 7 * M;
-  static int64_t smem_bytes(int n) { return 16 * (7 * int64_t(M) + 1) + 4 * (n + 1); }
+  // two buffers the other block pushes its transform into (M each), the twiddles (M / 2, SharedTwiddles),
+  // two mbarriers (one unit), the rotations.
+  static constexpr uint32_t XCH = 2 * M, PEER = 4 * M, TW = 6 * M, MBAR = 6 * M + M / 2;
+  static int64_t smem_bytes(int n) { return 16 * (MBAR + int64_t(1)) + 4 * (n + 1); }
   // Slot of value x in a one-row buffer: 8-value groups swizzled by bits 3..5 (every round's
   // quarter-warps hit distinct 16-byte bank groups). The swizzle is linear over XOR, so a value's slot
   // is its thread's slot (once per thread) XOR a constant: slot(x0 | o) = slot(x0) ^ slot(o).
@@ -518,10 +534,7 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
   const int tid = threadIdx.x;
   const int base_log = a.g.base_log;  // level 1: one digit
 
-  for (int h = tid; h < M; h += P::THREADS) {
-    const TfheComplex w = tfhe_load_complex(a.g.f.twiddles + 2 * h);
-    csmem[P::TW + h] = make_double2(w.re, w.im);
-  }
+  SharedTwiddles::copy(csmem + P::TW, a.g.f.twiddles, M, tid, P::THREADS);
   const int64_t k1n = 2 * int64_t(N);
   const int steps = MULTI ? a.n / a.grouping : a.n;
   if (!MULTI) {
@@ -547,6 +560,12 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
   int done = 0;  // steps taken: the parity of the buffer the other block pushes into
   __shared__ int through;  // wait_bundles' answer
   int made_through = MULTI && ready != nullptr ? -1 : j1;  // groups [j0, j0 + made_through] are made
+  int64_t own[16];  // this thread's coefficients of row r: own[2 i + h] at x0 + offset<0>(i) + h M
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    own[2 * i] = row[x0 + P::template offset<0>(i)];
+    own[2 * i + 1] = row[x0 + P::template offset<0>(i) + M];
+  }
   for (int bit = MULTI ? j0 : 0; bit < (MULTI ? j1 : a.n); ++bit) {
     if constexpr (MULTI) {
       if (bit - j0 > made_through) made_through = wait_bundles(ready, b, C, bit - j0, &through);
@@ -562,7 +581,7 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
     TfheComplex z[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)  // the digits of row r at round 0's values
-      z[i] = row_digits<MULTI, N>(row, x0 + P::template offset<0>(i), rot, base_log);
+      z[i] = row_digits<MULTI, N>(row, own + 2 * i, x0 + P::template offset<0>(i), rot, base_log);
     cluster_transform<false, P>(csmem, t, sl, z, tw);
     // this block's key values, then this row's transform into the other block's buffer done mod 2;
     // the other row's arrives in ours. The buffer is rewritten two steps later, after the other block
@@ -592,7 +611,7 @@ __global__ void __launch_bounds__(ClusterRotation<LOG_M>::THREADS)
     }
     cluster_transform<true, P>(csmem, t, sl, z, tw);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) row_store<MULTI, LOG_M>(row, x0 + P::template offset<0>(i), z[i]);  // this thread's
+    for (int i = 0; i < 8; ++i) row_store<MULTI, LOG_M>(row, own + 2 * i, x0 + P::template offset<0>(i), z[i]);  // its own
     // the classical digits read rotated coefficients other threads wrote; the multi-bit ones only
     // this thread's own
     if (!MULTI) __syncthreads();

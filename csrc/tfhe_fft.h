@@ -212,39 +212,42 @@ FT_HD void tfhe_fft_butterfly(TfheComplex& x, TfheComplex& y, TfheTwiddle w, boo
 }
 
 // The R stages over the index bits [lo, lo + R) of the 2^R values v[u] = value x0 | (u << lo)
-// (x0 zero in those bits), in registers, for ROWS rows at once (row r's values at v[r 2^R + u];
+// (x0 zero in those bits, x0 < m), in registers, for ROWS rows at once (row r's values at v[r 2^R + u];
 // they share the twiddles): forward from the high bit down, inverse from the low bit up. The stage
 // on bit b pairs x with x | 2^b under the twiddle of heap node h = (M + x) >> (b + 1).
 // Siblings: the twiddle of an odd node h >= 3 is i times its sibling h - 1's (zeta^(N/2) = i,
 // fhetorch._tfhe.fft), so it is read from slot h - 1 and applied as i w (tfhe_fft_butterfly's ROT):
 // a round reads 2^(R-1) slots where it read 2^R - 1. A node's parity is known at compile time in every
-// stage but a round's top one (bit lo + R - 1), whose node's low bit is a bit of x0 above the round.
-// TW: where the twiddles are read from, by even slot h (or 1, the root's): TfheGlobalTwiddles the
-// read-only table (fft_twiddles); a CUDA kernel may pass a loader of its shared-memory copy.
+// stage but a round's top one (bit lo + R - 1), whose node's low bit is bit lo + R of x0: TOP gives it
+// where the caller knows it (0 or 1), -1 reads it from x0. The root (h = 1) is its own slot.
+// TW: the loader of the twiddle of node 2c (c >= 1) or of the root (c = 0), by c:
+// TfheGlobalTwiddles reads the table (fft_twiddles: slot h holds node h's); a CUDA kernel may pass a
+// loader of a shared-memory copy of those slots (M / 2 of them).
 struct TfheGlobalTwiddles {
-  FT_HD static TfheTwiddle at(const double* tw, uint32_t h) { return tfhe_load_twiddle(tw + 2 * h); }
+  FT_HD static TfheTwiddle at(const double* tw, uint32_t c) { return tfhe_load_twiddle(tw + 2 * (c == 0 ? 1 : 2 * c)); }
 };
-template <bool INV, int R, int ROWS = 1, class TW = TfheGlobalTwiddles>
+template <bool INV, int R, int ROWS = 1, class TW = TfheGlobalTwiddles, int TOP = -1>
 FT_HD void tfhe_fft_stages(TfheComplex* v, uint32_t m, uint32_t x0, int lo, const double* tw) {
   constexpr int E = 1 << R;
 #pragma unroll
   for (int k = 0; k < R; ++k) {
     const int lb = INV ? k : R - 1 - k, b = lo + lb;  // local and row bit of this stage
-    const uint32_t base = (m + x0) >> (b + 1);        // even below the round's top stage
+    // the stage's first node: the root when b is the top bit (x0 < m), even below the round's top stage
+    const uint32_t base = (m >> (b + 1)) == 1u ? 1u : (m + x0) >> (b + 1);
 #pragma unroll
     for (int u = 0; u < E; ++u) {
       if ((u >> lb) & 1) continue;
       const int j = u >> (lb + 1);  // node base + j
       if (lb < R - 1 && (j & 1)) continue;  // an odd node: served with its sibling below
       bool rot = false;
-      uint32_t h = base + static_cast<uint32_t>(j);
-      if (lb == R - 1) {  // one node, either parity (the root, h = 1, is its own slot)
-        rot = (h & 1u) && h > 1u;
-        h -= rot ? 1u : 0u;
+      uint32_t c = (base >> 1) + static_cast<uint32_t>(j >> 1);
+      if (lb == R - 1) {  // one node (j = 0), either parity
+        const bool odd = TOP >= 0 ? TOP == 1 : (base & 1u) != 0u;
+        rot = odd && base > 1u;
       }
-      const TfheTwiddle w = TW::at(tw, h);
+      const TfheTwiddle w = TW::at(tw, c);
 #pragma unroll
-      for (int s = 0; s < (lb < R - 1 ? 2 : 1); ++s) {  // node h, then (below the top) its sibling
+      for (int s = 0; s < (lb < R - 1 ? 2 : 1); ++s) {  // node base + j, then (below the top) its sibling
         const int uu = u + (s << (lb + 1));
 #pragma unroll
         for (int r = 0; r < ROWS; ++r)

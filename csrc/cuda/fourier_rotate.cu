@@ -59,9 +59,11 @@ struct RegisterRotation {
   static __device__ __forceinline__ uint32_t value_a(int t, int i) {
     return static_cast<uint32_t>(t + T * (i / EA)) | (static_cast<uint32_t>(i % EA) << 6);
   }
-  static __device__ __forceinline__ uint32_t base_b(int t, int g) {  // round B's x0 of item g
-    const uint32_t o = static_cast<uint32_t>(t + T * g);
-    return (o & 7u) | ((o >> 3) << 6);
+  // Round B's x0 of item g: bits [0, 3) and [7, LOG_M) from t, bit 6 g, so that the two items' top-stage
+  // nodes (bit 6 above the round's) are siblings: one twiddle, and its parity known (tfhe_fft_stages' TOP).
+  static __device__ __forceinline__ uint32_t base_b(int t, int g) {
+    const uint32_t u = static_cast<uint32_t>(t);
+    return (u & 7u) | (static_cast<uint32_t>(g) << 6) | ((u >> 3) << 7);
   }
   static __device__ __forceinline__ uint32_t value_b(int t, int i) {
     return base_b(t, i / 8) | (static_cast<uint32_t>(i % 8) << 3);
@@ -147,11 +149,11 @@ __device__ __forceinline__ void row_barrier(int r) {
 
 // The twiddles from the block's copy in shared memory (tfhe_fft_stages' TW): loaded once per
 // rotation, they stay out of L1, which the key's lines need (twiddle loads from L1 or L2 were the
-// largest stall, Nsight Compute). tfhe_fft_stages reads only even slots and slot 1 (odd nodes are
-// their siblings times i), so the copy holds M / 2 slots: slot h at h / 2 (the root's, 1, at 0).
+// largest stall, Nsight Compute). tfhe_fft_stages reads only the even nodes' and the root's (odd nodes
+// are their siblings times i), so the copy holds M / 2 slots: node 2c's at c, the root's at 0.
 struct SharedTwiddles {
-  __device__ static TfheTwiddle at(const double* tw, uint32_t h) {  // (s, t): tfhe_fft_butterfly
-    const double2 v = reinterpret_cast<const double2*>(tw)[h >> 1];
+  __device__ static TfheTwiddle at(const double* tw, uint32_t c) {  // (s, t): tfhe_fft_butterfly
+    const double2 v = reinterpret_cast<const double2*>(tw)[c];
     return TfheTwiddle{v.x, v.y};
   }
   // The block's copy of the table's slots that tfhe_fft_stages reads.
@@ -171,9 +173,9 @@ __device__ __forceinline__ void rounds_a(TfheComplex* z, int t, const double* tw
     tfhe_fft_stages<INV, P::RA, 1, SharedTwiddles>(z + g * P::EA, P::M, static_cast<uint32_t>(t + P::T * g), 6, tw);
 }
 template <bool INV, class P>
-__device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw) {
-#pragma unroll
-  for (int g = 0; g < 2; ++g) tfhe_fft_stages<INV, 3, 1, SharedTwiddles>(z + 8 * g, P::M, P::base_b(t, g), 3, tw);
+__device__ __forceinline__ void rounds_b(TfheComplex* z, int t, const double* tw) {  // items 0, 1: top nodes even, odd
+  tfhe_fft_stages<INV, 3, 1, SharedTwiddles, 0>(z, P::M, P::base_b(t, 0), 3, tw);
+  tfhe_fft_stages<INV, 3, 1, SharedTwiddles, 1>(z + 8, P::M, P::base_b(t, 1), 3, tw);
 }
 
 // MULTI: the multi-bit rotation's groups [j0, j1) (a.grouping > 1): the key of group j is its bundle,
@@ -632,11 +634,11 @@ template <int LOG_M, bool MULTI>
 cudaError_t launch_cluster_as(const FourierRotateArgs& a, int j0, int j1, int C, int dev, const Stream& s,
                               int64_t producers = 0, double* made = nullptr, int* ready = nullptr) {
   using P = ClusterRotation<LOG_M>;
-  // With producers, one block an SM (at least half an SM's shared memory): two fit since the block
-  // needs ~110 KiB, and then the chain's blocks shared SMs with the producers' (batch 1 of
-  // tfhe-4bit-mb4-p128: 0.83 ms instead of 0.75, H200, session 29).
+  // One block an SM (at least half an SM's shared memory): two fit since the block needs ~110 KiB, and
+  // then the chain's blocks shared SMs with the producers' (batch 1 of tfhe-4bit-mb4-p128: 0.83 ms
+  // instead of 0.75, H200, session 29).
   int per_sm = 0;
-  if (producers > 0) FT_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  FT_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
   const int64_t smem = std::max<int64_t>(P::smem_bytes(a.n), per_sm / 2 + 1);
   FT_TRY((allow_dynamic_smem<fourier_rotate_cluster_kernel<LOG_M, MULTI>>(smem, dev)));
   cudaLaunchConfig_t cfg = {};

@@ -163,7 +163,8 @@ FT_HD TfheComplex tfhe_cmac(TfheComplex acc, TfheComplex a, TfheComplex b) {
 
 // The ring of the FFT product: N = 2^log_n (M = N/2 complex slots) and the twiddles, (M,)
 // complex128 slots (interleaved doubles): slot h in [1, M) holds (s, t) of zeta^(e(2h)), the twiddle
-// of heap node h (TfheTwiddle; fhetorch._tfhe.fft.fft_twiddles); slot 0 is not read.
+// of heap node h (TfheTwiddle; fhetorch._tfhe.fft.fft_twiddles); the transforms read slot 1 and the even
+// slots (tfhe_fft_stages: an odd node's twiddle is its sibling's times i).
 struct TfheFftRing {
   int log_n;
   const double* twiddles;

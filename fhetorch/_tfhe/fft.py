@@ -156,7 +156,9 @@ def fft_twiddles(log_n: int, device="cpu") -> torch.Tensor:
     """(N/2,) complex128 slots, each a pair of doubles (s, t), not a complex number: slot h in
     [1, N/2) holds the twiddle zeta^e(2h) of heap node h as zeta^e(2h) = s (1 + i t) (s ~ cos, t ~ tan
     of its angle; Linzer and Feig's form, csrc/tfhe_fft.h), slot 0 is not read. The forward and the
-    inverse transform both read it. Computed once per N on the host; the same table serves both
+    inverse transform both read it, slot 1 and the even slots only: an odd node h >= 3's twiddle is i
+    times slot h - 1's (zeta^(N/2) = i), applied exactly (csrc/tfhe_fft.h, tfhe_fft_stages), so the
+    odd slots are not read either. Computed once per N on the host; the same table serves both
     devices. Raises ParameterError unless 4 <= log_n <= 16 (the ops' range)."""
     if not 4 <= log_n <= 16:
         raise ParameterError(f"fft_twiddles: log_n must be in [4, 16], got {log_n}")

@@ -112,10 +112,12 @@ def _split_22(k):
 
 
 def test_three_limb_product_is_exact(gen):
-    # the alternative the doc weighs: the key cut into 22-bit limbs, one product each, joined mod 2^64
+    # the alternative the doc weighs: the key cut into 22-bit limbs, one product each, joined mod 2^64.
+    # Digits below 2^21: each limb product's error then has std ~2^-4.8, and 1/2 is ~14 sigma away (at
+    # 2^22 it is ~6.9 sigma of a tail heavier than a Gaussian's, and CI once saw a miss: docs/tfhe.md)
     log_n, rows = 11, 2
     tw = fft.fft_twiddles(log_n)
-    d = _digits(gen, 22, 8, rows, 1 << log_n)
+    d = _digits(gen, 21, 8, rows, 1 << log_n)
     k = _torus(gen, rows, 2, 1 << log_n)
     parts = [ops.tfhe_fft_product(d, ops.tfhe_fft(limb, tw), tw) for limb in _split_22(k)]
     assert torch.equal(parts[0] + parts[1] * (1 << 22) + parts[2] * (1 << 44), ref.torus_products(d, k))

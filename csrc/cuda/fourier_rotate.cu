@@ -159,8 +159,8 @@ struct SharedTwiddles {
   // The block's copy of the table's slots that tfhe_fft_stages reads.
   __device__ static void copy(double2* dst, const double* table, int m, int rank, int size) {
     for (int c = rank; c < m / 2; c += size) {
-      const TfheComplex w = tfhe_load_complex(table + 2 * (c == 0 ? 1 : 2 * c));
-      dst[c] = make_double2(w.re, w.im);
+      const TfheTwiddle w = TfheGlobalTwiddles::at(table, static_cast<uint32_t>(c));
+      dst[c] = make_double2(w.s, w.t);
     }
   }
 };

@@ -13,8 +13,8 @@
 namespace fhetorch::cuda {
 
 FT_HD uint32_t add_2q(uint32_t a, uint32_t b, uint32_t q) { return reduce_2q(a + b, q); }  // a, b < q
-FT_HD uint32_t mmul(uint32_t x, uint32_t y, uint32_t q, uint32_t nqinv) {               // canonical x * y
-  return reduce_2q(mont_lazy(x, y, q, nqinv), q);
+FT_HD uint32_t mmul(uint32_t x, uint32_t y, uint32_t q, uint32_t qinv) {               // canonical x * y
+  return reduce_2q(mont_lazy(x, y, q, qinv), q);
 }
 
 // Key row of digit j (global digit digit_start + j), component c, ext limb i.
@@ -25,7 +25,7 @@ FT_HD const int32_t* mu_key_row(const MuArgs& a, int j, int c, int i, int64_t n)
 }
 
 // Component c of ciphertext bb's addend at limb i < La, coefficients x..x+3 (before c_add).
-FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t n, uint32_t q, uint32_t nqinv) {
+FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t n, uint32_t q, uint32_t qinv) {
   if (!a.g.b) return ldg4(a.key.addend + ((a.key.Ka * bb + c) * a.key.La + i) * n + x);
   const int64_t L = a.g.L, o0 = (2 * bb * L + i) * n + x, b0 = bb * a.g.b_stride + static_cast<int64_t>(i) * n + x;
   const int4 a0 = ldg4(a.g.a + o0), a1 = ldg4(a.g.a + o0 + L * n), b0v = ldg4(a.g.b + b0), b1 = ldg4(a.g.b + b0 + L * n);
@@ -33,9 +33,9 @@ FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t 
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
     const uint32_t u0 = static_cast<uint32_t>(elem(a0, m)), v0 = static_cast<uint32_t>(elem(b0v, m));
-    elem(r, m) = static_cast<int32_t>(c == 0 ? mmul(u0, v0, q, nqinv)
-                                             : add_2q(mmul(u0, static_cast<uint32_t>(elem(b1, m)), q, nqinv),
-                                                      mmul(static_cast<uint32_t>(elem(a1, m)), v0, q, nqinv), q));
+    elem(r, m) = static_cast<int32_t>(c == 0 ? mmul(u0, v0, q, qinv)
+                                             : add_2q(mmul(u0, static_cast<uint32_t>(elem(b1, m)), q, qinv),
+                                                      mmul(static_cast<uint32_t>(elem(a1, m)), v0, q, qinv), q));
   }
   return r;
 }
@@ -49,7 +49,7 @@ struct KeyswitchInner {
   struct State {};
   struct Blk {
     int i, x0, own;  // own: the digit holding limb i, or -1 (a special prime)
-    uint32_t q, nqinv;
+    uint32_t q, qinv;
   };
   FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.Lext) * PER_LIMB; }
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t*) {
@@ -58,37 +58,37 @@ struct KeyswitchInner {
     b.x0 = static_cast<int>(block % PER_LIMB) * 4 * THREADS;
     b.own = b.i < a.g.L ? mu_own_digit(a, b.i) : -1;
     b.q = static_cast<uint32_t>(ldg(a.g.mod_ext + 2 * b.i));
-    b.nqinv = 0u - static_cast<uint32_t>(ldg(a.g.mod_ext + 2 * b.i + 1));
+    b.qinv = static_cast<uint32_t>(ldg(a.g.mod_ext + 2 * b.i + 1));
     return b;
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return 1; }
   FT_HD static void step(const Args& a, const Blk& b, int, int tid, State&) {
     const int x = b.x0 + 4 * tid;
-    const uint32_t q = b.q, nqinv = b.nqinv;
+    const uint32_t q = b.q, qinv = b.qinv;
     const bool add = b.i < (a.g.b ? a.g.L : a.key.La);
     const uint32_t ca = add ? static_cast<uint32_t>(ldg(a.key.c_add + b.i)) : 0u;
     for (int64_t bb = 0; bb < a.g.B; ++bb) {
       uint32_t acc[2][4] = {};
       for (int j = 0; j < a.g.beta; ++j) {
-        const int4 v = j == b.own ? mu_input4(a, bb, b.i, x, N, q, nqinv) : ldg4(a.d + mu_drow(a, bb, j, b.i) * N + x);
+        const int4 v = j == b.own ? mu_input4(a, bb, b.i, x, N, q, qinv) : ldg4(a.d + mu_drow(a, bb, j, b.i) * N + x);
         const int4 k0 = ldg4(mu_key_row(a, j, 0, b.i, N) + x), k1 = ldg4(mu_key_row(a, j, 1, b.i, N) + x);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           const uint32_t vm = static_cast<uint32_t>(elem(v, m));
-          acc[0][m] = add_2q(acc[0][m], mmul(vm, static_cast<uint32_t>(elem(k0, m)), q, nqinv), q);
-          acc[1][m] = add_2q(acc[1][m], mmul(vm, static_cast<uint32_t>(elem(k1, m)), q, nqinv), q);
+          acc[0][m] = add_2q(acc[0][m], mmul(vm, static_cast<uint32_t>(elem(k0, m)), q, qinv), q);
+          acc[1][m] = add_2q(acc[1][m], mmul(vm, static_cast<uint32_t>(elem(k1, m)), q, qinv), q);
         }
       }
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         int4 r;
         const bool add_c = add && (a.g.b || c < a.key.Ka);
-        const int4 ad = add_c ? mu_addend4(a, bb, c, b.i, x, N, q, nqinv) : make_int4(0, 0, 0, 0);
+        const int4 ad = add_c ? mu_addend4(a, bb, c, b.i, x, N, q, qinv) : make_int4(0, 0, 0, 0);
         const int64_t o = ((2 * bb + c) * a.Lext + b.i) * N + x;
         const int4 s = a.key.acc ? ldg4(a.key.acc + o) : make_int4(0, 0, 0, 0);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          uint32_t v = add_c ? add_2q(acc[c][m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, nqinv), q) : acc[c][m];
+          uint32_t v = add_c ? add_2q(acc[c][m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, qinv), q) : acc[c][m];
           if (a.key.acc) v = add_2q(v, static_cast<uint32_t>(elem(s, m)), q);
           elem(r, m) = static_cast<int32_t>(v);
         }

@@ -77,7 +77,7 @@ FT_HD int64_t mu_drow(const MuArgs& a, int64_t bb, int j, int i) {
 }
 
 // 4 values of ciphertext bb's ModUp input at limb i, coefficients x..x+3: a[i], or a1[i] * b1[i].
-FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint32_t q, uint32_t nqinv) {
+FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint32_t q, uint32_t qinv) {
   const int64_t L = a.g.L;
   if (!a.g.b) return ldg4(a.g.a + (bb * L + i) * n + x);
   const int4 u = ldg4(a.g.a + ((2 * bb + 1) * L + i) * n + x), v = ldg4(a.g.b + bb * a.g.b_stride + (L + i) * n + x);
@@ -85,7 +85,7 @@ FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint3
 #pragma unroll
   for (int m = 0; m < 4; ++m)
     elem(r, m) = static_cast<int32_t>(
-        reduce_2q(mont_lazy(static_cast<uint32_t>(elem(u, m)), static_cast<uint32_t>(elem(v, m)), q, nqinv), q));
+        reduce_2q(mont_lazy(static_cast<uint32_t>(elem(u, m)), static_cast<uint32_t>(elem(v, m)), q, qinv), q));
   return r;
 }
 

@@ -1,6 +1,6 @@
 // Negacyclic NTT / inverse NTT launchers (design: ntt_core.cuh; oracle: csrc/cpu/ntt.cpp).
 // 2^10 <= N <= 2^17: two shared-memory phases per transform (ntt_core.cuh's two_phase).
-// Other sizes: one simple radix-2 kernel per stage.
+// Other sizes, or a twiddle table not 16-byte aligned: one simple radix-2 kernel per stage.
 #include "kernels.h"
 #include "ntt_core.cuh"
 #include "program.cuh"
@@ -39,7 +39,7 @@ cudaError_t transform(const int32_t* x, int32_t* y, int64_t rows, int L, int log
                       const int32_t* tw, const int32_t* post, const TableRows& tw_rows, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (log_n < 1 || log_n > 30 || L <= 0 || !table_rows_fit(tw_rows, L)) return cudaErrorInvalidValue;
-  if (log_n >= kMinLogN && log_n <= kMaxLogN) {
+  if (log_n >= kMinLogN && log_n <= kMaxLogN && aligned16(tw)) {  // two_phase reads the table 16 bytes at a time
     CudaExec ex{stream};
     return two_phase<INV>(ex, log_n, x, y, rows, L, mod, tw, post, tw_rows);
   }

@@ -19,17 +19,20 @@
 //
 // Arithmetic is lazy: between butterflies (and between the two kernels) values are kept
 // in [0, 2q) as unsigned words (2q < 2^32 since q < 2^31), multiplications use the
-// unsigned Montgomery reduction mont_lazy() (3 multiply instructions, result in [0, 2q)),
+// unsigned Montgomery reduction mont_lazy() (3 multiplies and an add, result in (0, 2q)),
 // and a value is brought to [0, q) with one min() only where a sum could overflow. Only
 // the final store makes outputs canonical; canonical outputs of exact mod-q arithmetic
-// are unique, so they equal the CPU kernels' bit for bit. A CT butterfly costs 9 integer
-// instructions, a GS butterfly 9.
+// are unique, so they equal the CPU kernels' bit for bit. A CT butterfly costs 8 integer
+// instructions, a GS butterfly 8.
 //
 // Tile coordinates: tile element e holds row index x_of(e). Bits of e that index the
 // sub-transform are "j" bits; a round works on r adjacent j bits. The shared-memory slot
 // of e is swz(e) = e ^ ((e >> 5) & 31): the bank of e is the XOR of its bit groups [0, 5)
 // and [5, 10), and deposit() hands each lane of a warp an item whose varying bits hit
 // distinct banks, so the rounds' exchanges are free of bank conflicts.
+// Addresses are made once per item and thread: swz is linear over XOR, so an item's 2^R
+// slots are swz(e0) ^ constants, and its row accesses are immediate offsets from one pointer
+// (Ctx::at_input / at_output); per element, only the butterflies' arithmetic is left.
 //
 // The steps are __host__ __device__ functions of (step, thread id) so that a host-side
 // emulation can run the exact index logic of the kernel.
@@ -100,10 +103,11 @@ FT_HD int deposit(int item) {
   return e;
 }
 
-// COUNT consecutive twiddles tw[tb .. tb + COUNT); tb is a multiple of COUNT.
+// COUNT consecutive twiddles tw[tb .. tb + COUNT); tb is a multiple of COUNT and the table
+// 16-byte aligned (two_phase checks), so COUNT >= 4 loads 16 bytes at a time.
 template <int COUNT>
-FT_HD void load_tw(const int32_t* tw, int tb, int32_t* w, bool vec) {
-  if (COUNT >= 4 && vec) {
+FT_HD void load_tw(const int32_t* tw, int tb, int32_t* w) {
+  if constexpr (COUNT >= 4) {
 #pragma unroll
     for (int g = 0; g < COUNT / 4; ++g) {
       const int4 t = ldg4(tw + tb + 4 * g);
@@ -124,27 +128,38 @@ FT_HD uint32_t reduce_2q(uint32_t x, uint32_t q) {
   return y < x ? y : x;
 }
 
-// a * w * 2^-32 mod q in [0, 2q), for a < 2q and w < q; nqinv = -q^-1 mod 2^32. With
-// t = lo(a w) * nqinv, a w + t q is divisible by 2^32 and below 2q^2 + 2^32 q < 2^64, and
-// (a w + t q) / 2^32 < q + 2q^2 / 2^32 < 2q.
-FT_HD uint32_t mont_lazy(uint32_t a, uint32_t w, uint32_t q, uint32_t nqinv) {
+// hi(a * b): the high word of a 32 x 32-bit product.
+FT_HD uint32_t umulhi(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// a * w * 2^-32 mod q in (0, 2q), for any a < 2^32 and w < q; qinv = q^-1 mod 2^32. With
+// t = lo(a w) * qinv, a w - t q is divisible by 2^32 and the low words cancel exactly, so
+// (a w - t q) / 2^32 = hi(a w) - hi(t q): no carry to propagate (4 instructions instead of
+// the 5 of a w + (-t) q, whose 64-bit sum needs one). hi(a w) < q since a w < 2^32 q, and
+// hi(t q) < q, so the difference lies in (-q, q), and + q makes it lazy.
+FT_HD uint32_t mont_lazy(uint32_t a, uint32_t w, uint32_t q, uint32_t qinv) {
   const uint64_t p = static_cast<uint64_t>(a) * w;
-  const uint32_t t = static_cast<uint32_t>(p) * nqinv;
-  return static_cast<uint32_t>(mad_wide(t, q, p) >> 32);
+  const uint32_t t = static_cast<uint32_t>(p) * qinv;
+  return static_cast<uint32_t>(p >> 32) - umulhi(t, q) + q;
 }
 
 // Cooley-Tukey: (a, b) -> (a + w b, a - w b); inputs and outputs in [0, 2q).
-FT_HD void butterfly_ct(uint32_t& a, uint32_t& b, uint32_t w, uint32_t q, uint32_t nqinv) {
-  const uint32_t u = reduce_2q(a, q), t = reduce_2q(mont_lazy(b, w, q, nqinv), q);
+FT_HD void butterfly_ct(uint32_t& a, uint32_t& b, uint32_t w, uint32_t q, uint32_t qinv) {
+  const uint32_t u = reduce_2q(a, q), t = reduce_2q(mont_lazy(b, w, q, qinv), q);
   a = u + t;
   b = u - t + q;
 }
 
 // Gentleman-Sande: (a, b) -> (a + b, (a - b) w); inputs and outputs in [0, 2q).
-FT_HD void butterfly_gs(uint32_t& a, uint32_t& b, uint32_t w, uint32_t q, uint32_t nqinv) {
+FT_HD void butterfly_gs(uint32_t& a, uint32_t& b, uint32_t w, uint32_t q, uint32_t qinv) {
   const uint32_t u = reduce_2q(a, q), v = reduce_2q(b, q);
   a = u + v;
-  b = mont_lazy(u - v + q, w, q, nqinv);
+  b = mont_lazy(u - v + q, w, q, qinv);
 }
 
 struct Ctx {
@@ -152,10 +167,10 @@ struct Ctx {
   const int32_t* in;    // this row of the input
   int32_t* out;         // this row of the output
   const int32_t* tw;    // this limb's twiddle table (N words)
-  uint32_t q, nqinv;    // q and -q^-1 mod 2^32
+  uint32_t q, qinv;     // q and q^-1 mod 2^32
   uint32_t post;        // Montgomery factor applied on store (final inverse phase only)
   int blk;              // tile index within the row
-  bool in_vec, out_vec, tw_vec;
+  bool in_vec, out_vec;  // rows 16-byte aligned
   // A fused input (maps with LOAD): the phase reads in[x] * in2[x] (Montgomery) where in2 is
   // set, and also copies what it read to copy[x] where that is set.
   const int32_t* in2;
@@ -164,33 +179,57 @@ struct Ctx {
   const int32_t* keep;
   const int32_t* add;
   uint32_t cs, ck;
+
+  // This context with the row pointers an input (output) touches advanced to x0 and made
+  // opaque (pin_ptr): an item's 2^R accesses then use immediate offsets from one address,
+  // where the compiler would otherwise redo a 64-bit address sum for each.
+  template <bool FUSED>
+  FT_HD Ctx at_input(int x0) const {
+    Ctx c = *this;
+    c.in = pin_ptr(in + x0);
+    if constexpr (FUSED) {
+      if (in2) c.in2 = pin_ptr(in2 + x0);
+      if (copy) c.copy = pin_ptr(copy + x0);
+    }
+    return c;
+  }
+  template <bool FUSED>
+  FT_HD Ctx at_output(int x0) const {
+    Ctx c = *this;
+    c.out = pin_ptr(out + x0);
+    if constexpr (FUSED) {
+      if (keep) c.keep = pin_ptr(keep + x0);
+      if (add) c.add = pin_ptr(add + x0);
+    }
+    return c;
+  }
 };
 
-// Input value x of a phase's row, in [0, 2q).
+// Input value x0 + k of a phase's row, in [0, 2q); c.in etc. point at x0 already (Ctx::at).
 template <bool FUSED>
-FT_HD uint32_t input1(const Ctx& c, int x) {
-  uint32_t v = static_cast<uint32_t>(ldg(c.in + x));
+FT_HD uint32_t input1(const Ctx& c, int k) {
+  uint32_t v = static_cast<uint32_t>(ldg(c.in + k));
   if constexpr (FUSED) {
-    if (c.in2) v = reduce_2q(mont_lazy(v, static_cast<uint32_t>(ldg(c.in2 + x)), c.q, c.nqinv), c.q);
-    if (c.copy) c.copy[x] = static_cast<int32_t>(v);
+    if (c.in2) v = reduce_2q(mont_lazy(v, static_cast<uint32_t>(ldg(c.in2 + k)), c.q, c.qinv), c.q);
+    if (c.copy) stg(c.copy + k, static_cast<int32_t>(v));
   }
   return v;
 }
 
-// Inputs x .. x+3 (x a multiple of 4, rows 16-byte aligned).
+// Inputs x0 + k .. x0 + k + 3 (x0 + k a multiple of 4, rows 16-byte aligned).
 template <bool FUSED>
-FT_HD void input4(const Ctx& c, int x, uint32_t* v) {
-  const int4 a = ldg4(c.in + x);
+FT_HD void input4(const Ctx& c, int k, uint32_t* v) {
+  const int4 a = ldg4(c.in + k);
   int4 r = a;
   if constexpr (FUSED) {
     if (c.in2) {
-      const int4 b = ldg4(c.in2 + x);
+      const int4 b = ldg4(c.in2 + k);
 #pragma unroll
       for (int m = 0; m < 4; ++m)
         elem(r, m) = static_cast<int32_t>(reduce_2q(
-            mont_lazy(static_cast<uint32_t>(elem(a, m)), static_cast<uint32_t>(elem(b, m)), c.q, c.nqinv), c.q));
+            mont_lazy(static_cast<uint32_t>(elem(a, m)), static_cast<uint32_t>(elem(b, m)), c.q, c.qinv), c.q));
     }
-    if (c.copy) st4(c.copy + x, r);
+    if (c.copy) stg4(c.copy + k, r);
   }
 #pragma unroll
   for (int m = 0; m < 4; ++m) v[m] = static_cast<uint32_t>(elem(r, m));
@@ -201,31 +240,31 @@ FT_HD void input4(const Ctx& c, int x, uint32_t* v) {
 template <bool FINAL, bool POST, bool FUSED>
 FT_HD uint32_t output_value(const Ctx& c, uint32_t y, int32_t keep, int32_t add) {
   if constexpr (FUSED) {
-    uint32_t v = reduce_2q(mont_lazy(y, c.cs, c.q, c.nqinv), c.q);
-    if (c.keep) v = reduce_2q(reduce_2q(mont_lazy(static_cast<uint32_t>(keep), c.ck, c.q, c.nqinv), c.q) + v, c.q);
+    uint32_t v = reduce_2q(mont_lazy(y, c.cs, c.q, c.qinv), c.q);
+    if (c.keep) v = reduce_2q(reduce_2q(mont_lazy(static_cast<uint32_t>(keep), c.ck, c.q, c.qinv), c.q) + v, c.q);
     if (c.add) v = reduce_2q(v + static_cast<uint32_t>(add), c.q);
     return v;
   }
-  if (POST) y = mont_lazy(y, c.post, c.q, c.nqinv);
+  if (POST) y = mont_lazy(y, c.post, c.q, c.qinv);
   if (FINAL) y = reduce_2q(y, c.q);
   return y;
 }
 
 template <bool FINAL, bool POST, bool FUSED>
-FT_HD void output1(const Ctx& c, int x, uint32_t y) {
-  const int32_t keep = FUSED && c.keep ? ldg(c.keep + x) : 0, add = FUSED && c.add ? ldg(c.add + x) : 0;
-  c.out[x] = static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y, keep, add));
+FT_HD void output1(const Ctx& c, int k, uint32_t y) {
+  const int32_t keep = FUSED && c.keep ? ldg(c.keep + k) : 0, add = FUSED && c.add ? ldg(c.add + k) : 0;
+  stg(c.out + k, static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y, keep, add)));
 }
 
 template <bool FINAL, bool POST, bool FUSED>
-FT_HD void output4(const Ctx& c, int x, const uint32_t* y) {
-  const int4 keep = FUSED && c.keep ? ldg4(c.keep + x) : make_int4(0, 0, 0, 0);
-  const int4 add = FUSED && c.add ? ldg4(c.add + x) : make_int4(0, 0, 0, 0);
+FT_HD void output4(const Ctx& c, int k, const uint32_t* y) {
+  const int4 keep = FUSED && c.keep ? ldg4(c.keep + k) : make_int4(0, 0, 0, 0);
+  const int4 add = FUSED && c.add ? ldg4(c.add + k) : make_int4(0, 0, 0, 0);
   int4 r;
 #pragma unroll
   for (int m = 0; m < 4; ++m)
     elem(r, m) = static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y[m], elem(keep, m), elem(add, m)));
-  st4(c.out + x, r);
+  stg4(c.out + k, r);
 }
 
 // One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1: the
@@ -237,13 +276,13 @@ FT_HD void round_stage(uint32_t* v, const Ctx& c, int xn) {
     constexpr int BIT = INV ? K : R - 1 - K;          // u bit paired in this stage
     constexpr int COUNT = 1 << (INV ? R - 1 - K : K);  // distinct twiddles
     int32_t w[COUNT];
-    load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w, c.tw_vec);
+    load_tw<COUNT>(c.tw, xn >> (XLO + BIT + 1), w);
 #pragma unroll
     for (int u0 = 0; u0 < E; ++u0) {
       if ((u0 >> BIT) & 1) continue;
       const uint32_t tw = static_cast<uint32_t>(w[u0 >> (BIT + 1)]);
-      if constexpr (INV) butterfly_gs(v[u0], v[u0 | (1 << BIT)], tw, c.q, c.nqinv);
-      else butterfly_ct(v[u0], v[u0 | (1 << BIT)], tw, c.q, c.nqinv);
+      if constexpr (INV) butterfly_gs(v[u0], v[u0 | (1 << BIT)], tw, c.q, c.qinv);
+      else butterfly_ct(v[u0], v[u0 | (1 << BIT)], tw, c.q, c.qinv);
     }
     round_stage<LOG_N, INV, R, XLO, K + 1>(v, c, xn);
   }
@@ -266,31 +305,35 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
   for (int it = tid; it < ITEMS; it += G::THREADS) {
     const int e0 = deposit<G::LOG_T, LO, R>(it);
     const int x0 = G::x_of(e0, c.blk);
+    // swz is linear over XOR and e0's round bits are clear: swz(e0 | (u << LO)) = s0 ^ swz(u << LO)
+    const int s0 = swz(e0);
     uint32_t v[E];
     if constexpr (FIRST) {
+      const Ctx ci = c.at_input<FL>(x0);
       if (VEC && c.in_vec) {
 #pragma unroll
-        for (int u = 0; u < E; u += 4) input4<FL>(c, x0 + u, v + u);
+        for (int u = 0; u < E; u += 4) input4<FL>(ci, u, v + u);
       } else {
 #pragma unroll
-        for (int u = 0; u < E; ++u) v[u] = input1<FL>(c, x0 + (u << XLO));
+        for (int u = 0; u < E; ++u) v[u] = input1<FL>(ci, u << XLO);
       }
     } else {
 #pragma unroll
-      for (int u = 0; u < E; ++u) v[u] = c.sm[swz(e0 | (u << LO))];
+      for (int u = 0; u < E; ++u) v[u] = c.sm[s0 ^ swz(u << LO)];
     }
     round_stage<LOG_N, INV, R, XLO, 0>(v, c, G::N + x0);
     if constexpr (LAST) {
+      const Ctx co = c.at_output<FS>(x0);
       if (VEC && c.out_vec) {
 #pragma unroll
-        for (int u = 0; u < E; u += 4) output4<FINAL, POST, FS>(c, x0 + u, v + u);
+        for (int u = 0; u < E; u += 4) output4<FINAL, POST, FS>(co, u, v + u);
       } else {
 #pragma unroll
-        for (int u = 0; u < E; ++u) output1<FINAL, POST, FS>(c, x0 + (u << XLO), v[u]);
+        for (int u = 0; u < E; ++u) output1<FINAL, POST, FS>(co, u << XLO, v[u]);
       }
     } else {
 #pragma unroll
-      for (int u = 0; u < E; ++u) c.sm[swz(e0 | (u << LO))] = v[u];
+      for (int u = 0; u < E; ++u) c.sm[s0 ^ swz(u << LO)] = v[u];
     }
   }
 }
@@ -328,10 +371,10 @@ FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* 
   c.out = out;
   c.tw = tw + static_cast<int64_t>(tw_row) * n;
   c.q = static_cast<uint32_t>(ldg(mod + 2 * limb));
-  c.nqinv = 0u - static_cast<uint32_t>(ldg(mod + 2 * limb + 1));
+  c.qinv = static_cast<uint32_t>(ldg(mod + 2 * limb + 1));
   c.post = post;
   c.blk = blk;
-  c.in_vec = c.out_vec = c.tw_vec = vec;
+  c.in_vec = c.out_vec = vec;
   c.in2 = nullptr;
   c.copy = nullptr;
   c.keep = nullptr;
@@ -379,7 +422,7 @@ struct RowsArgs {
   const int32_t* post;  // (L,), the inverse's last phase only
   int64_t rows;
   int L;
-  bool in_vec, out_vec, tw_vec;
+  bool in_vec, out_vec;
   TableRows tw_rows;    // the twiddle row of each limb (count 0: row l)
 };
 
@@ -399,19 +442,19 @@ struct AllRows {
                     a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u, blk);
     c.in_vec = a.in_vec;
     c.out_vec = a.out_vec;
-    c.tw_vec = a.tw_vec;
     return c;
   }
 };
 
 // The transform of every row (x -> y, y may equal x) for kMinLogN <= log_n <= kMaxLogN, on
-// any executor (program.cuh).
+// any executor (program.cuh). The twiddle table must be 16-byte aligned (the callers fall back
+// to the stage-wise kernels where it is not).
 template <bool INV, class Exec>
 cudaError_t two_phase(Exec& ex, int log_n, const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
                       const int32_t* tw, const int32_t* post, const TableRows& tw_rows) {
-  if (!table_rows_fit(tw_rows, L)) return cudaErrorInvalidValue;
-  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), aligned16(tw), tw_rows};
-  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), aligned16(tw), tw_rows};
+  if (!table_rows_fit(tw_rows, L) || !aligned16(tw)) return cudaErrorInvalidValue;
+  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), tw_rows};
+  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), tw_rows};
   return dispatch_log_n(log_n, [&](auto tag) {
     constexpr int LOG_N = decltype(tag)::value;
     // forward: the large phase (top bits) first; inverse: the small one first
@@ -441,18 +484,18 @@ FT_HD void ntt_stage_thread(const StageArgs& a, int64_t idx) {
   const int64_t n = int64_t(1) << a.log_n, half = n >> 1;
   const int64_t row = idx >> (a.log_n - 1), k = idx & (half - 1);
   const int l = static_cast<int>(row % a.L);
-  const uint32_t q = static_cast<uint32_t>(a.mod[2 * l]), nqinv = 0u - static_cast<uint32_t>(a.mod[2 * l + 1]);
+  const uint32_t q = static_cast<uint32_t>(a.mod[2 * l]), qinv = static_cast<uint32_t>(a.mod[2 * l + 1]);
   const int bit = a.bit;
   const int64_t lo = ((k >> bit) << (bit + 1)) | (k & ((int64_t(1) << bit) - 1)), hi = lo + (int64_t(1) << bit);
   const uint32_t w = static_cast<uint32_t>(ldg(a.tw + table_row(a.tw_rows, l) * n + ((n + lo) >> (bit + 1))));
   uint32_t x = static_cast<uint32_t>(a.in[row * n + lo]), y = static_cast<uint32_t>(a.in[row * n + hi]);
-  if (!INV) butterfly_ct(x, y, w, q, nqinv);
-  else butterfly_gs(x, y, w, q, nqinv);
+  if (!INV) butterfly_ct(x, y, w, q, qinv);
+  else butterfly_gs(x, y, w, q, qinv);
   if (a.last) {
     if (a.post) {
       const uint32_t c = static_cast<uint32_t>(a.post[l]);
-      x = mont_lazy(x, c, q, nqinv);
-      y = mont_lazy(y, c, q, nqinv);
+      x = mont_lazy(x, c, q, qinv);
+      y = mont_lazy(y, c, q, qinv);
     }
     x = reduce_2q(x, q);
     y = reduce_2q(y, q);

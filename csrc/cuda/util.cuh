@@ -28,6 +28,33 @@ FT_HD int4 ldg4(const int32_t* p) {
 #endif
 }
 FT_HD void st4(int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
+// Stores to global memory through a generic pointer the compiler cannot trace to its origin
+// (pin_ptr): st.global instead of a generic store.
+FT_HD void stg(int32_t* p, int32_t v) {
+#if defined(__CUDA_ARCH__)
+  __stwb(p, v);
+#else
+  *p = v;
+#endif
+}
+FT_HD void stg4(int32_t* p, int4 v) {
+#if defined(__CUDA_ARCH__)
+  __stwb(reinterpret_cast<int4*>(p), v);
+#else
+  *reinterpret_cast<int4*>(p) = v;
+#endif
+}
+
+// p, opaque to the optimiser: an address made once per thread stays one register, and
+// accesses at constant distances from it become immediate offsets instead of being
+// re-derived (a 64-bit sum each) from the row base.
+template <class T>
+FT_HD T* pin_ptr(T* p) {
+#if defined(__CUDA_ARCH__)
+  asm("" : "+l"(p));
+#endif
+  return p;
+}
 
 // a * b + c with a 32 x 32 -> 64-bit product (signed or unsigned), one multiply-add
 // instruction on the GPU.

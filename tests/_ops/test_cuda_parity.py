@@ -144,6 +144,17 @@ def test_ntt_unaligned_and_in_place_rows(rng, log_n):
     both("intt", seed, unaligned(X), cpu.mod, cpu.psi_inv, cpu.n_inv_mont, what="unaligned")
 
 
+@pytest.mark.parametrize("log_n", [12, 16])
+def test_ntt_unaligned_twiddle_table(rng, log_n):
+    """The two-phase kernels read twiddles 16 bytes at a time; a table 4 bytes past a 16-byte
+    boundary takes the stage-wise kernels, with the same result."""
+    gen, seed = rng
+    cpu, _ = tables(log_n, 2)
+    x = residues(gen, (2,), cpu.primes, 1 << log_n)
+    X = both("ntt", seed, x, cpu.mod, unaligned(cpu.psi), what="unaligned twiddles")
+    both("intt", seed, X, cpu.mod, unaligned(cpu.psi_inv), cpu.n_inv_mont, what="unaligned twiddles")
+
+
 # --- base conversion ------------------------------------------------------------------------
 def bconv_args(gen, La, Lb, batch, n, offset=False):
     from fhetorch._ring import ntt_primes

@@ -32,7 +32,7 @@
 // distinct banks, so the rounds' exchanges are free of bank conflicts.
 // Addresses are made once per item and thread: swz is linear over XOR, so an item's 2^R
 // slots are swz(e0) ^ constants, and its row accesses are immediate offsets from one pointer
-// (Ctx::at_input / at_output); per element, only the butterflies' arithmetic is left.
+// (pin_ptr); per element, only the butterflies' arithmetic is left.
 //
 // The steps are __host__ __device__ functions of (step, thread id) so that a host-side
 // emulation can run the exact index logic of the kernel.
@@ -180,56 +180,36 @@ struct Ctx {
   const int32_t* add;
   uint32_t cs, ck;
 
-  // This context with the row pointers an input (output) touches advanced to x0 and made
-  // opaque (pin_ptr): an item's 2^R accesses then use immediate offsets from one address,
-  // where the compiler would otherwise redo a 64-bit address sum for each.
-  template <bool FUSED>
-  FT_HD Ctx at_input(int x0) const {
-    Ctx c = *this;
-    c.in = pin_ptr(in + x0);
-    if constexpr (FUSED) {
-      if (in2) c.in2 = pin_ptr(in2 + x0);
-      if (copy) c.copy = pin_ptr(copy + x0);
-    }
-    return c;
-  }
-  template <bool FUSED>
-  FT_HD Ctx at_output(int x0) const {
-    Ctx c = *this;
-    c.out = pin_ptr(out + x0);
-    if constexpr (FUSED) {
-      if (keep) c.keep = pin_ptr(keep + x0);
-      if (add) c.add = pin_ptr(add + x0);
-    }
-    return c;
-  }
 };
 
-// Input value x0 + k of a phase's row, in [0, 2q); c.in etc. point at x0 already (Ctx::at).
+// Input value x0 + k of a phase's row, in [0, 2q); in = c.in + x0 made once per item (pin_ptr),
+// so that the item's 2^R reads are immediate offsets from one address where the compiler would
+// otherwise redo a 64-bit address sum for each. The fused input's optional rows keep plain
+// addressing (they may be null).
 template <bool FUSED>
-FT_HD uint32_t input1(const Ctx& c, int k) {
-  uint32_t v = static_cast<uint32_t>(ldg(c.in + k));
+FT_HD uint32_t input1(const Ctx& c, const int32_t* in, int x0, int k) {
+  uint32_t v = static_cast<uint32_t>(ldg(in + k));
   if constexpr (FUSED) {
-    if (c.in2) v = reduce_2q(mont_lazy(v, static_cast<uint32_t>(ldg(c.in2 + k)), c.q, c.qinv), c.q);
-    if (c.copy) stg(c.copy + k, static_cast<int32_t>(v));
+    if (c.in2) v = reduce_2q(mont_lazy(v, static_cast<uint32_t>(ldg(c.in2 + x0 + k)), c.q, c.qinv), c.q);
+    if (c.copy) c.copy[x0 + k] = static_cast<int32_t>(v);
   }
   return v;
 }
 
 // Inputs x0 + k .. x0 + k + 3 (x0 + k a multiple of 4, rows 16-byte aligned).
 template <bool FUSED>
-FT_HD void input4(const Ctx& c, int k, uint32_t* v) {
-  const int4 a = ldg4(c.in + k);
+FT_HD void input4(const Ctx& c, const int32_t* in, int x0, int k, uint32_t* v) {
+  const int4 a = ldg4(in + k);
   int4 r = a;
   if constexpr (FUSED) {
     if (c.in2) {
-      const int4 b = ldg4(c.in2 + k);
+      const int4 b = ldg4(c.in2 + x0 + k);
 #pragma unroll
       for (int m = 0; m < 4; ++m)
         elem(r, m) = static_cast<int32_t>(reduce_2q(
             mont_lazy(static_cast<uint32_t>(elem(a, m)), static_cast<uint32_t>(elem(b, m)), c.q, c.qinv), c.q));
     }
-    if (c.copy) stg4(c.copy + k, r);
+    if (c.copy) st4(c.copy + x0 + k, r);
   }
 #pragma unroll
   for (int m = 0; m < 4; ++m) v[m] = static_cast<uint32_t>(elem(r, m));
@@ -250,21 +230,22 @@ FT_HD uint32_t output_value(const Ctx& c, uint32_t y, int32_t keep, int32_t add)
   return y;
 }
 
+// Output x0 + k through out = c.out + x0 (pinned, as input1's in).
 template <bool FINAL, bool POST, bool FUSED>
-FT_HD void output1(const Ctx& c, int k, uint32_t y) {
-  const int32_t keep = FUSED && c.keep ? ldg(c.keep + k) : 0, add = FUSED && c.add ? ldg(c.add + k) : 0;
-  stg(c.out + k, static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y, keep, add)));
+FT_HD void output1(const Ctx& c, int32_t* out, int x0, int k, uint32_t y) {
+  const int32_t keep = FUSED && c.keep ? ldg(c.keep + x0 + k) : 0, add = FUSED && c.add ? ldg(c.add + x0 + k) : 0;
+  stg(out + k, static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y, keep, add)));
 }
 
 template <bool FINAL, bool POST, bool FUSED>
-FT_HD void output4(const Ctx& c, int k, const uint32_t* y) {
-  const int4 keep = FUSED && c.keep ? ldg4(c.keep + k) : make_int4(0, 0, 0, 0);
-  const int4 add = FUSED && c.add ? ldg4(c.add + k) : make_int4(0, 0, 0, 0);
+FT_HD void output4(const Ctx& c, int32_t* out, int x0, int k, const uint32_t* y) {
+  const int4 keep = FUSED && c.keep ? ldg4(c.keep + x0 + k) : make_int4(0, 0, 0, 0);
+  const int4 add = FUSED && c.add ? ldg4(c.add + x0 + k) : make_int4(0, 0, 0, 0);
   int4 r;
 #pragma unroll
   for (int m = 0; m < 4; ++m)
     elem(r, m) = static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y[m], elem(keep, m), elem(add, m)));
-  stg4(c.out + k, r);
+  stg4(out + k, r);
 }
 
 // One stage of the forward (CT) or inverse (GS) transform, unrolled over K = 0..R-1: the
@@ -309,13 +290,13 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
     const int s0 = swz(e0);
     uint32_t v[E];
     if constexpr (FIRST) {
-      const Ctx ci = c.at_input<FL>(x0);
+      const int32_t* in = pin_ptr(c.in + x0);
       if (VEC && c.in_vec) {
 #pragma unroll
-        for (int u = 0; u < E; u += 4) input4<FL>(ci, u, v + u);
+        for (int u = 0; u < E; u += 4) input4<FL>(c, in, x0, u, v + u);
       } else {
 #pragma unroll
-        for (int u = 0; u < E; ++u) v[u] = input1<FL>(ci, u << XLO);
+        for (int u = 0; u < E; ++u) v[u] = input1<FL>(c, in, x0, u << XLO);
       }
     } else {
 #pragma unroll
@@ -323,13 +304,13 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
     }
     round_stage<LOG_N, INV, R, XLO, 0>(v, c, G::N + x0);
     if constexpr (LAST) {
-      const Ctx co = c.at_output<FS>(x0);
+      int32_t* out = pin_ptr(c.out + x0);
       if (VEC && c.out_vec) {
 #pragma unroll
-        for (int u = 0; u < E; u += 4) output4<FINAL, POST, FS>(co, u, v + u);
+        for (int u = 0; u < E; u += 4) output4<FINAL, POST, FS>(c, out, x0, u, v + u);
       } else {
 #pragma unroll
-        for (int u = 0; u < E; ++u) output1<FINAL, POST, FS>(co, u << XLO, v[u]);
+        for (int u = 0; u < E; ++u) output1<FINAL, POST, FS>(c, out, x0, u << XLO, v[u]);
       }
     } else {
 #pragma unroll

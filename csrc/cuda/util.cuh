@@ -28,18 +28,18 @@ FT_HD int4 ldg4(const int32_t* p) {
 #endif
 }
 FT_HD void st4(int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
-// Stores to global memory through a generic pointer the compiler cannot trace to its origin
-// (pin_ptr): st.global instead of a generic store.
+// Plain (weak) stores to global memory through a generic pointer the compiler cannot trace to
+// its origin (pin_ptr): st.global instead of a generic store.
 FT_HD void stg(int32_t* p, int32_t v) {
 #if defined(__CUDA_ARCH__)
-  __stwb(p, v);
+  asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
   *p = v;
 #endif
 }
 FT_HD void stg4(int32_t* p, int4 v) {
 #if defined(__CUDA_ARCH__)
-  __stwb(reinterpret_cast<int4*>(p), v);
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 #else
   *reinterpret_cast<int4*>(p) = v;
 #endif

@@ -179,7 +179,6 @@ struct Ctx {
   const int32_t* keep;
   const int32_t* add;
   uint32_t cs, ck;
-
 };
 
 // Input value x0 + k of a phase's row, in [0, 2q); in = c.in + x0 made once per item (pin_ptr),

@@ -37,7 +37,19 @@ struct MuArgs {
   BcGrid grid;
   KeyArgs key;        // mod_up_keyswitch_inner: the key and addend
   int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
+  // The row maps' divisors (mu_divisors): B, beta, beta - 1, and the converted rows per level
+  // limb ((beta - 1) B) and per special limb (beta B).
+  Divisor by_B, by_beta, by_beta_m1, by_level_rows, by_special_rows;
 };
+
+inline void mu_divisors(MuArgs& a) {
+  const int64_t B = a.g.B, beta = a.g.beta;
+  a.by_B = Divisor(B);
+  a.by_beta = Divisor(beta);
+  a.by_beta_m1 = Divisor(beta > 1 ? beta - 1 : 1);
+  a.by_level_rows = Divisor(beta > 1 ? (beta - 1) * B : 1);
+  a.by_special_rows = Divisor(beta * B);
+}
 
 FT_HD int mu_own_digit(const MuArgs& a, int i) {
   int j = 0;
@@ -57,16 +69,15 @@ FT_HD int64_t mu_conv_index(const MuArgs& a, int j, int i) {
 FT_HD void mu_conv_row(const MuArgs& a, int64_t r, int64_t& bb, int& j, int& i) {
   const int64_t B = a.g.B, beta = a.g.beta, L = a.g.L, level_rows = L * (beta - 1) * B;
   if (r < level_rows) {
-    const int64_t per = (beta - 1) * B;
-    i = static_cast<int>(r / per);
-    const int64_t rem = r - i * per;
-    bb = rem / (beta - 1);
+    i = static_cast<int>(a.by_level_rows.div(r));
+    const int64_t rem = r - i * (beta - 1) * B;
+    bb = a.by_beta_m1.div(rem);
     const int jj = static_cast<int>(rem - bb * (beta - 1)), own = mu_own_digit(a, i);
     j = jj < own ? jj : jj + 1;
   } else {
-    const int64_t rest = r - level_rows, per = beta * B, k = rest / per, rem = rest - k * per;
+    const int64_t rest = r - level_rows, k = a.by_special_rows.div(rest), rem = rest - k * beta * B;
     i = static_cast<int>(L + k);
-    bb = rem / beta;
+    bb = a.by_beta.div(rem);
     j = static_cast<int>(rem - bb * beta);
   }
 }
@@ -100,8 +111,8 @@ struct MuInttRows {
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.L; }
   FT_HD static Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
     // limb-major launch order (every ciphertext's limb i together: one twiddle table in L2)
-    const int64_t L = a.g.L, bb = r_launch % a.g.B, r = bb * L + r_launch / a.g.B;
-    const int i = static_cast<int>(r % L);
+    const int64_t L = a.g.L, i64 = a.by_B.div(r_launch), bb = r_launch - i64 * a.g.B, r = bb * L + i64;
+    const int i = static_cast<int>(i64);
     int32_t* t = a.t + r * N;
     Ctx c = row_ctx(sm, t, t, a.g.mod_ext, a.g.psi_inv_ext, i, table_row(a.g.psi_rows, i), N,
                     LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
@@ -142,16 +153,16 @@ struct MuBcMap {
   FT_HD static int groups(const Args& a) { return static_cast<int>(a.g.B * a.g.beta); }
   FT_HD static int64_t n(const Args& a) { return int64_t(1) << a.g.log_n; }
   FT_HD static bool vec(const Args&) { return true; }
-  FT_HD static int digit(const Args& a, int g) { return g % a.g.beta; }
+  FT_HD static int digit(const Args& a, int g) { return static_cast<int>(a.by_beta.mod(g)); }
   FT_HD static int n_in(const Args& a, int g) { return mod_up_size(a.g, digit(a, g)); }
   FT_HD static int n_out(const Args& a, int g) { return a.Lext - n_in(a, g); }
   FT_HD static int out_limb(const Args& a, int g, int o) { return o < a.g.lo[digit(a, g)] ? o : o + n_in(a, g); }
   FT_HD static const int32_t* in_row(const Args& a, int g, int k) {
-    return a.t + (static_cast<int64_t>(g / a.g.beta) * a.g.L + a.g.lo[digit(a, g)] + k) * n(a);
+    return a.t + (a.by_beta.div(g) * a.g.L + a.g.lo[digit(a, g)] + k) * n(a);
   }
   FT_HD static const int32_t* in_mod(const Args& a, int g, int k) { return a.g.mod_ext + 2 * (a.g.lo[digit(a, g)] + k); }
   FT_HD static int32_t* out_row(const Args& a, int g, int o) {
-    return a.d + mu_drow(a, g / a.g.beta, digit(a, g), out_limb(a, g, o)) * n(a);
+    return a.d + mu_drow(a, a.by_beta.div(g), digit(a, g), out_limb(a, g, o)) * n(a);
   }
   FT_HD static const int32_t* out_mod(const Args& a, int g, int o) { return a.g.mod_ext + 2 * out_limb(a, g, o); }
   FT_HD static const int32_t* mat_row(const Args& a, int g, int o) {

@@ -128,15 +128,6 @@ FT_HD uint32_t reduce_2q(uint32_t x, uint32_t q) {
   return y < x ? y : x;
 }
 
-// hi(a * b): the high word of a 32 x 32-bit product.
-FT_HD uint32_t umulhi(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
-#endif
-}
-
 // a * w * 2^-32 mod q in (0, 2q), for any a < 2^32 and w < q; qinv = q^-1 mod 2^32. With
 // t = lo(a w) * qinv, a w - t q is divisible by 2^32 and the low words cancel exactly, so
 // (a w - t q) / 2^32 = hi(a w) - hi(t q): no carry to propagate (4 instructions instead of
@@ -404,6 +395,8 @@ struct RowsArgs {
   int L;
   bool in_vec, out_vec;
   TableRows tw_rows;    // the twiddle row of each limb (count 0: row l)
+  bool whole;           // rows = polys * L: launched limb-major
+  Divisor by_polys, by_L;
 };
 
 // Every row r of the input, with limb r % L.
@@ -415,9 +408,15 @@ struct AllRows {
   FT_HD static Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
     constexpr int64_t N = int64_t(1) << LOG_N;
     // limb-major launch order where the rows are whole polynomials: one twiddle table in L2
-    const int64_t polys = a.rows / a.L;
-    const int64_t r = polys * a.L == a.rows ? (r_launch % polys) * a.L + r_launch / polys : r_launch;
-    const int l = static_cast<int>(r % a.L);
+    int64_t r = r_launch;
+    int l;
+    if (a.whole) {
+      const int64_t q = a.by_polys.div(r_launch);  // the limb (r_launch < polys * L)
+      r = (r_launch - q * a.by_polys.d) * a.L + q;
+      l = static_cast<int>(q);
+    } else {
+      l = static_cast<int>(a.by_L.mod(r_launch));
+    }
     Ctx c = row_ctx(sm, a.in + r * N, a.out + r * N, a.mod, a.tw, l, table_row(a.tw_rows, l), N,
                     a.post ? static_cast<uint32_t>(ldg(a.post + l)) : 0u, blk);
     c.in_vec = a.in_vec;
@@ -433,8 +432,11 @@ template <bool INV, class Exec>
 cudaError_t two_phase(Exec& ex, int log_n, const int32_t* x, int32_t* y, int64_t rows, int L, const int32_t* mod,
                       const int32_t* tw, const int32_t* post, const TableRows& tw_rows) {
   if (!table_rows_fit(tw_rows, L) || !aligned16(tw)) return cudaErrorInvalidValue;
-  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), tw_rows};
-  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), tw_rows};
+  const int64_t polys = rows / L;
+  const bool whole = polys * L == rows;
+  const Divisor by_polys(whole ? polys : 1), by_L(L);
+  const RowsArgs first{x, y, mod, tw, nullptr, rows, L, aligned16(x), aligned16(y), tw_rows, whole, by_polys, by_L};
+  const RowsArgs second{y, y, mod, tw, post, rows, L, aligned16(y), aligned16(y), tw_rows, whole, by_polys, by_L};
   return dispatch_log_n(log_n, [&](auto tag) {
     constexpr int LOG_N = decltype(tag)::value;
     // forward: the large phase (top bits) first; inverse: the small one first

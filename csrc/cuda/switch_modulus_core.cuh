@@ -22,6 +22,7 @@ struct SwArgs {
   int32_t* y;    // (B, Ld, N) scratch
   int32_t* out;  // (B, Ld, N)
   BcGrid grid;
+  Divisor by_B, by_K;  // g.B, g.K
 };
 
 // The dropped rows (polynomial p, dropped limb k), row r = p * D + k, into t: the first
@@ -34,10 +35,10 @@ struct SwDropRows {
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.D; }
   FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
     // limb-major launch order (every polynomial's limb k together: one twiddle table in L2)
-    const int64_t r = (r_launch % a.g.B) * a.g.D + r_launch / a.g.B;
-    const int k = static_cast<int>(r % a.g.D);
+    const int64_t k64 = a.by_B.div(r_launch), p = r_launch - k64 * a.g.B, r = p * a.g.D + k64;
+    const int k = static_cast<int>(k64);
     int32_t* t = a.t + r * N;
-    const int32_t* in = LARGE ? t : a.g.x + ((r / a.g.D) * a.g.Ls + a.g.drop[k]) * N;
+    const int32_t* in = LARGE ? t : a.g.x + (p * a.g.Ls + a.g.drop[k]) * N;
     return ntt_detail::row_ctx(sm, in, t, a.g.mod_drop, a.g.psi_inv_drop, k, table_row(a.g.psi_inv_drop_rows, k), N,
                                LARGE ? static_cast<uint32_t>(ldg(a.g.pre + k)) : 0u, blk);
   }
@@ -52,15 +53,16 @@ struct SwDstRows {
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.Ld; }
   FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
-    const int64_t r = (r_launch % a.g.B) * a.g.Ld + r_launch / a.g.B;  // limb-major, as SwDropRows
-    const int i = static_cast<int>(r % a.g.Ld);
+    // limb-major, as SwDropRows
+    const int64_t i64 = a.by_B.div(r_launch), p = r_launch - i64 * a.g.B, r = p * a.g.Ld + i64;
+    const int i = static_cast<int>(i64);
     ntt_detail::Ctx c = ntt_detail::row_ctx(sm, a.y + r * N, (LARGE ? a.y : a.out) + r * N, a.g.mod_dst, a.g.psi_dst,
                                             i, table_row(a.g.psi_dst_rows, i), N, 0u, blk);
     if (!LARGE) {
-      const int64_t p = r / a.g.Ld, k = p % a.g.K;
+      const int64_t pk = a.by_K.div(p), k = p - pk * a.g.K;
       const int kr = a.g.keep[i];
       c.keep = kr >= 0 ? a.g.x + (p * a.g.Ls + kr) * N : nullptr;
-      c.add = a.g.addend && k < a.g.Ka ? a.g.addend + (((p / a.g.K) * a.g.Ka + k) * a.g.Ld + i) * N : nullptr;
+      c.add = a.g.addend && k < a.g.Ka ? a.g.addend + ((pk * a.g.Ka + k) * a.g.Ld + i) * N : nullptr;
       c.ck = static_cast<uint32_t>(ldg(a.g.c_keep + i));
       c.cs = static_cast<uint32_t>(ldg(a.g.c_sub + i));
     }
@@ -92,7 +94,7 @@ template <class Exec>
 cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int32_t* t, int32_t* y) {
   if (g.B <= 0) return cudaSuccess;
   if (!table_rows_fit(g.psi_inv_drop_rows, g.D) || !table_rows_fit(g.psi_dst_rows, g.Ld)) return cudaErrorInvalidValue;
-  SwArgs a{g, t, y, out, bconv_grid(g.B, int64_t(1) << g.log_n, g.Ld)};
+  SwArgs a{g, t, y, out, bconv_grid(g.B, int64_t(1) << g.log_n, g.Ld), Divisor(g.B), Divisor(g.K > 0 ? g.K : 1)};
   return dispatch_log_n(g.log_n, [&](auto log_n) {
     constexpr int LOG_N = decltype(log_n)::value;
     using ntt_detail::NttPhase;

@@ -81,6 +81,37 @@ inline unsigned grid_for(int64_t items, int64_t per_block) {
   return g > 0x7FFFFFFFLL ? 0u : static_cast<unsigned>(g);
 }
 
+// hi(a * b): the high word of a 32 x 32-bit product.
+FT_HD uint32_t umulhi(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// Division by a divisor fixed at launch, for numerators 0 <= n < 2^31 (row and block
+// indices: grids stay below 2^31 blocks): a multiply-high and a shift instead of the ~25
+// instructions of a 64-bit division by a run-time value, which every thread of a block
+// would otherwise pay in its setup. With l = ceil(log2 d) and m = floor(2^(31+l) / d) + 1
+// (< 2^32), floor(n / d) = floor(n m / 2^(31+l)) (Granlund and Montgomery 1994, Thm 4.2,
+// N = 31). Made on the host; d = 1 keeps m = 0 and returns n.
+struct Divisor {
+  uint32_t d = 1, m = 0;
+  int s = 0;  // l - 1
+  Divisor() = default;
+  explicit Divisor(int64_t dd) : d(static_cast<uint32_t>(dd)) {
+    if (d > 1) {
+      int l = 0;
+      while ((uint64_t(1) << l) < d) ++l;
+      m = static_cast<uint32_t>((uint64_t(1) << (31 + l)) / d + 1);
+      s = l - 1;
+    }
+  }
+  FT_HD int64_t div(int64_t n) const { return m ? umulhi(static_cast<uint32_t>(n), m) >> s : n; }
+  FT_HD int64_t mod(int64_t n) const { return n - div(n) * d; }
+};
+
 // The limb of element i of a (..., L, n) tensor: (i / n) % L, with a shift when n = 2^s.
 struct LimbOf {
   int64_t n;

@@ -168,6 +168,25 @@ def test_emulated_switch_modulus(emu, bconv_tc, seed, log_n, src, dst, batch, Ka
         expect_equal(got, want, f"emulated switch_modulus, table rows: {rows[0] is not None}", seed)
 
 
+def test_divisor(emu, seed):
+    """The row maps' division by a launch-time divisor (multiply-high and shift) equals n // d for
+    every numerator below 2^31: random ones, and those at the edges where a rounding would show
+    (multiples of d and their neighbours, 2^31 - 1), for divisors small, near powers of two and
+    large."""
+    rnd = random.Random(seed)
+    divisors = [1, 2, 3, 5, 7, 11, 12, 48, 60, 127, 128, 129, 1000, 65535, 65536, 65537, (1 << 30) - 1, 1 << 30,
+                (1 << 30) + 1, (1 << 31) - 1] + [rnd.randrange(1, 1 << 31) for _ in range(40)]
+    for d in divisors:
+        n = [0, 1, d - 1, d, d + 1, (1 << 31) - 1, (1 << 31) - 2] + [rnd.randrange(0, 1 << 31) for _ in range(2000)]
+        n += [k * d + e for k in (rnd.randrange(1, max(2, (1 << 31) // d)) for _ in range(200)) for e in (-1, 0, 1)]
+        n = [v for v in n if 0 <= v < (1 << 31)]
+        arr = (ctypes.c_longlong * len(n))(*n)
+        q, r = (ctypes.c_longlong * len(n))(), (ctypes.c_longlong * len(n))()
+        emu.emu_divide(ctypes.c_longlong(d), arr, ctypes.c_longlong(len(n)), q, r)
+        bad = [(v, q[k], r[k]) for k, v in enumerate(n) if (q[k], r[k]) != divmod(v, d)]
+        assert not bad, f"d = {d}: {bad[:3]} (numerator, quotient, remainder)"
+
+
 # at least two rows each: rand_res sets one row to q - 1, a constant row that hides a misplaced
 # column (a 1-row case passed with the tiles of a row read shifted by one)
 @pytest.mark.parametrize("log_n,L,batch", [(10, 3, (2,)), (11, 2, ()), (12, 5, (2, 2)), (13, 2, ()), (14, 1, (2,)),

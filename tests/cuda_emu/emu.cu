@@ -86,6 +86,15 @@ long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int
 }
 
 // ntt / intt of `rows` rows (ntt_core.cuh's two phases; 2^10 <= N <= 2^17).
+// n / d and n % d by the row maps' Divisor (util.cuh), for the exhaustive-edge test.
+void emu_divide(long long d, const long long* n, long long count, long long* q, long long* r) {
+  const Divisor by(d);
+  for (long long k = 0; k < count; ++k) {
+    q[k] = by.div(n[k]);
+    r[k] = by.mod(n[k]);
+  }
+}
+
 long long emu_ntt(const int32_t* x, int32_t* y, long long rows, int L, int log_n, const int32_t* mod, const int32_t* tw,
                   const int32_t* post, int inverse, const int* psi_rows) {
   TableRows tr;

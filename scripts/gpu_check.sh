@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed|ab] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   digits-split: the digits CNN encrypted over the test split (or its first $3 images), grid of the TFHE
@@ -23,6 +23,10 @@
 #   $FHETORCH_DATA or ../shared/data has the data; $2 = images, $3 = presets, space-separated).
 #   bts: the cuda bootstrapping tests and the bts suite (presets may be variants,
 #   e.g. n16-bts40:user_levels=13+evalmod_bits=60).
+#   ab: this tree against the code in $2 (default .ab/base, made where git is: `git archive <commit> csrc setup.py
+#   fhetorch benchmarks scripts pyproject.toml | tar -x -C .ab/base`, and carried to the GPU machine), built side by
+#   side and timed alternately, twice each: scripts/ks_bench.py 48x12 and the bts suite at n16-bts40, after the CUDA
+#   parity tests of the ops (JSON ab-{ks,bts}-{head,base}{1,2}.json).
 #   distributed: on every GPU of the machine (one rank each): the 2-rank NCCL tests, the
 #   distributed suite (a 2^16-PBS wave, HELR) and ResNet-20 encrypted on $2 images (default 16,
 #   preset $3, default n16-bts35) on 1 GPU and on all, through torchrun (needs the CIFAR-10 data).
@@ -155,4 +159,20 @@ if [ "$STAGE" = bytes ]; then  # DRAM and L2 bytes of one bootstrapping (Nsight 
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum \
     python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --ncu-window > "$OUT/bts_ncu.csv" 2> "$OUT/bts_ncu.err"
   echo "ncu exit $?"; tail -3 "$OUT/bts_ncu.err"; wc -l "$OUT/bts_ncu.csv"
+fi
+if [ "$STAGE" = ab ]; then
+  BASE="${2:-.ab/base}"; AOUT="$(cd "$OUT" && pwd)"
+  [ -f "$BASE/setup.py" ] || { echo "ab: no code at $BASE (git archive <commit> ... | tar -x -C $BASE)"; exit 1; }
+  (cd "$BASE" && python3 setup.py -q build_ext --inplace > "$AOUT/build_base.log" 2>&1) \
+    || { tail -20 "$AOUT/build_base.log"; exit 1; }
+  timeout 200 python3 -m pytest -q -x -p no:cacheprovider -m cuda tests/_ops 2>&1 | tee "$OUT/ab_parity.log" | tail -2
+  for run in 1 2; do
+    for v in head base; do
+      d=.; [ $v = base ] && d="$BASE"
+      (cd "$d" && timeout 60 python3 scripts/ks_bench.py --shapes 48x12 --no-profile --json "$AOUT/ab-ks-$v$run.json" 2>&1 \
+        | grep -E "hmult |hrot |rescale " | sed "s/^/$v$run /")
+      (cd "$d" && timeout 90 python3 -m benchmarks --suite bts --device cuda --shapes n16-bts40 --repeat 5 --warmup 1 \
+        --json "$AOUT/ab-bts-$v$run.json" 2>&1 | grep -E "bootstrap full" | sed "s/^/$v$run /")
+    done
+  done
 fi

@@ -24,6 +24,15 @@ FT_HD int32_t mulhi32(int32_t a, int32_t b) {
 #endif
 }
 
+// The unsigned high word: hi(a * b) of a 32 x 32-bit product.
+FT_HD uint32_t umulhi32(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
 // x in [-q*2^31, q*2^31)  ->  x * 2^-32 mod q, in (-q, q).
 FT_HD int32_t smr(int64_t x, int32_t q, int32_t qinv) {
   // t = lo(x) * qinv mod 2^32, taken as signed; x - t*q is then divisible by 2^32.

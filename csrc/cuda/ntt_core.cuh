@@ -136,7 +136,7 @@ FT_HD uint32_t reduce_2q(uint32_t x, uint32_t q) {
 FT_HD uint32_t mont_lazy(uint32_t a, uint32_t w, uint32_t q, uint32_t qinv) {
   const uint64_t p = static_cast<uint64_t>(a) * w;
   const uint32_t t = static_cast<uint32_t>(p) * qinv;
-  return static_cast<uint32_t>(p >> 32) - umulhi(t, q) + q;
+  return static_cast<uint32_t>(p >> 32) - umulhi32(t, q) + q;
 }
 
 // Cooley-Tukey: (a, b) -> (a + w b, a - w b); inputs and outputs in [0, 2q).

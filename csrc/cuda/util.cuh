@@ -81,15 +81,6 @@ inline unsigned grid_for(int64_t items, int64_t per_block) {
   return g > 0x7FFFFFFFLL ? 0u : static_cast<unsigned>(g);
 }
 
-// hi(a * b): the high word of a 32 x 32-bit product.
-FT_HD uint32_t umulhi(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
-#endif
-}
-
 // Division by a divisor fixed at launch, for numerators 0 <= n < 2^31 (row and block
 // indices: grids stay below 2^31 blocks): a multiply-high and a shift instead of the ~25
 // instructions of a 64-bit division by a run-time value, which every thread of a block
@@ -108,7 +99,7 @@ struct Divisor {
       s = l - 1;
     }
   }
-  FT_HD int64_t div(int64_t n) const { return m ? umulhi(static_cast<uint32_t>(n), m) >> s : n; }
+  FT_HD int64_t div(int64_t n) const { return m ? umulhi32(static_cast<uint32_t>(n), m) >> s : n; }
   FT_HD int64_t mod(int64_t n) const { return n - div(n) * d; }
 };
 

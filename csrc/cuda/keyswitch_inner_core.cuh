@@ -108,7 +108,7 @@ cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t
   a.g = g;
   a.t = t;
   a.Lext = g.L + g.K;
-  mu_divisors(a);
+  mu_set_divisors(a);
   if (key) {
     a.key = *key;
     a.out = out;

@@ -37,12 +37,12 @@ struct MuArgs {
   BcGrid grid;
   KeyArgs key;        // mod_up_keyswitch_inner: the key and addend
   int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
-  // The row maps' divisors (mu_divisors): B, beta, beta - 1, and the converted rows per level
+  // The row maps' divisors (mu_set_divisors): B, beta, beta - 1, and the converted rows per level
   // limb ((beta - 1) B) and per special limb (beta B).
   Divisor by_B, by_beta, by_beta_m1, by_level_rows, by_special_rows;
 };
 
-inline void mu_divisors(MuArgs& a) {
+inline void mu_set_divisors(MuArgs& a) {
   const int64_t B = a.g.B, beta = a.g.beta;
   a.by_B = Divisor(B);
   a.by_beta = Divisor(beta);

@@ -9,7 +9,7 @@ keygen(bootstrap=True) for full slots and a sparse packing (2^13 slots at N = 2^
 - latency: eager (Python launches) and replayed as one CUDA graph, median of `repeat`;
 - breakdown (eager, events around each phase): ModRaise (+ SubSum), CoeffToSlot (incl. the
   real/imaginary split), EvalMod (both parts), SlotToCoeff; one CoeffToSlot linear transform
-  and the degree-31 cosine polynomial on their own;
+  and EvalMod's cosine (one part) on their own;
 - memory: bootstrapping keys, encoded DFT diagonals, peak GPU memory of one bootstrapping.
 """
 from __future__ import annotations
@@ -68,7 +68,6 @@ def _encrypt(ctx, v, slots):
 def bench_preset(name: str, args, device, results: list) -> dict:
     import fhetorch as fhe
     from fhetorch.circuits import bootstrap as B
-    from fhetorch.circuits.polynomial import evaluate
     from fhetorch._ckks.context import galois_element
 
     cuda = device.type == "cuda"
@@ -147,7 +146,7 @@ def bench_preset(name: str, args, device, results: list) -> dict:
              "EvalMod (2 parts, one batch)": lambda: bt.eval_mod_parts(re, im).data,
              "SlotToCoeff": lambda: bt.slot_to_coeff(em, full).data,
              f"one CtS transform ({cts[0].nonzero_diagonals} diagonals, top level)": lambda: cts[0](raised).data,
-             f"cosine polynomial (degree {cfg.cos_degree})": lambda: evaluate(ctx, re, bt.cos).data}
+             f"cosine (even, degree {cfg.cos_degree})": lambda: bt.cosine(re).data}
     for case, fn in parts.items():
         row = {"mode": "eager"}
         try:

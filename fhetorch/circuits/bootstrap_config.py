@@ -27,8 +27,10 @@ class BootstrapConfig:
     other levels 2^stc_bits (Cheddar uses 2^55-2^58 inside bootstrapping).
 
     EvalMod (Han-Ki 2020, Bossuat et al. 2021) evaluates cos(2 pi (x - 1/4) / 2^r) on
-    x in [-K, K] by a Chebyshev interpolant of `cos_degree`, then r double-angle steps give
-    sin(2 pi x); `arcsine` adds a degree-3 arcsine correction (2 levels). With sparse-secret
+    x in [-K, K] by an even polynomial of `cos_degree` in x - 1/4 (a series of half that degree
+    in its square: circuits/bootstrap.py), then r double-angle steps give sin(2 pi x);
+    `arcsine` adds a degree-3 arcsine correction (2 levels). Degree 54 with 2 double angles
+    is within 2^-42 of sin(2 pi x) on [-16, 16], float64's rounding of the series (docs/circuits.md). With sparse-secret
     encapsulation (Bossuat et al. 2022; `ephemeral_weight` > 0) ModRaise runs under a
     Hamming-weight-`ephemeral_weight` secret, which bounds |x| by K = k_range.
     `message_ratio`: log2 of Q_0 / (scale of the message at ModRaise) for 2^15 slots (the
@@ -44,10 +46,15 @@ class BootstrapConfig:
     stc_bits: int = 50
     k_range: int = 16
     double_angles: int = 2
-    cos_degree: int = 63
+    cos_degree: int = 54
     arcsine: bool = False
     ephemeral_weight: int = 32
     message_ratio: int = 6
+
+    def __post_init__(self):
+        if self.cos_degree < 2 or self.cos_degree % 2:
+            raise ParameterError(f"BootstrapConfig: cos_degree must be even and >= 2 (EvalMod's cosine is an even "
+                                 f"polynomial), got {self.cos_degree}; use {max(2, self.cos_degree - 1)} (the same levels)")
 
     @property
     def evalmod_levels(self) -> int:

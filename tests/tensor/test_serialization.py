@@ -76,7 +76,7 @@ def test_context_keeps_its_bootstrapping_configuration(device, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)
         p = fhe.ckks.preset("toy-n13-bts")
-        cfg = dataclasses.replace(fhe.ckks.bootstrap_config("toy-n13-bts"), cos_degree=59, k_range=12)
+        cfg = dataclasses.replace(fhe.ckks.bootstrap_config("toy-n13-bts"), cos_degree=58, k_range=12)
         ctx = fhe.ckks.Context(params=p, device=device, bootstrap=cfg).keygen(power_of_two_rotations=False)
         server = _roundtrip(ctx.public(), "path", tmp_path, device=device)
     assert server.bootstrap_config == cfg != fhe.ckks.bootstrap_config("toy-n13-bts")

@@ -258,7 +258,14 @@ class Bootstrapper:
         t = y - 1 / (4 K s) (no level), T_2(t) = 2 t^2 - 1 (one level), then the even series."""
         ctx, ops = self.ctx, CiphertextOps(self.ctx)
         t = ops.add_const(y, -1.0 / (4 * self.cfg.k_range * self.widen))
-        u = ops.lincomb([(2, ev.mul(ctx, t, t))], -1.0)
+        sq = ev.mul(ctx, t, t)
+        if ops.nominal(sq):
+            # evaluate() takes its input's scale as nominal (PowerBasis); the product's label is off
+            # nominal by float rounding (~1e-15), which relabelled here scales t^2 only: relabelled
+            # after the - 1, it would shift u ~ -1 (x near 0) by itself, and q'(u) ~ a^2 / 4 ~ 160
+            # there makes that a bias, which SlotToCoeff's DFT gathers into a few slots (-1 bit)
+            sq = sq.replace(scale=ctx.nominal_scale(sq.level))
+        u = ops.lincomb([(2, sq)], -1.0)
         return evaluate(ctx, u, self.cos)
 
     def eval_mod(self, y: Ciphertext) -> Ciphertext:

@@ -62,6 +62,7 @@ from .linear import MAC_BABIES, LinearTransform, bsgs_steps, rotation_steps
 from .polynomial import evaluate
 from .polynomial.ops import CiphertextOps
 
+
 def cosine_series(cfg: BootstrapConfig) -> tuple:
     """(q, s): EvalMod's cosine as a series in T_2(t). cos(2 pi (x - 1/4) / 2^r) is even about
     x = 1/4: with y = x / (K s) and t = y - 1 / (4 K s) in [-1, 1] (s = 1 + 1 / 4K widens the
@@ -108,8 +109,8 @@ class Bootstrapper:
         if lts is None:
             cts, _ = _dft_stages(self.ctx.params, self.cfg, slots)
             n1s, _ = dft_baby_steps(self.ctx.params, self.cfg, slots)
-            # Constants go where they keep values large against each level's noise: 1 / 2K at the
-            # end of CoeffToSlot, Q_0 / (2 pi Delta') (~2^5) at the end of SlotToCoeff.
+            # Constants go where they keep values large against each level's noise: 1 / 2Ks at the
+            # end of CoeffToSlot (cosine_series), Q_0 / (2 pi Delta') (~2^5) at the end of SlotToCoeff.
             cts[-1] = ({k: d / (2 * self.cfg.k_range * self.widen) for k, d in cts[-1][0].items()}, cts[-1][1])
             lts = self._dfts[("cts", slots)] = [LinearTransform.from_diagonals(self.ctx, g, m, n1=n1, centered=c)
                                                 for (g, m), (n1, c) in zip(cts, n1s)]

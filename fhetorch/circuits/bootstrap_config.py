@@ -30,8 +30,8 @@ class BootstrapConfig:
     x in [-K, K] by an even polynomial of `cos_degree` in x - 1/4 (a series of half that degree
     in its square: circuits/bootstrap.py), then r double-angle steps give sin(2 pi x);
     `arcsine` adds a degree-3 arcsine correction (2 levels). Degree 54 with 2 double angles
-    is within 2^-42 of sin(2 pi x) on [-16, 16], float64's rounding of the series (docs/circuits.md). With sparse-secret
-    encapsulation (Bossuat et al. 2022; `ephemeral_weight` > 0) ModRaise runs under a
+    is within 2^-42 of sin(2 pi x) on [-16, 16], float64's rounding of the series
+    (docs/circuits.md). With sparse-secret encapsulation (Bossuat et al. 2022; `ephemeral_weight` > 0) ModRaise runs under a
     Hamming-weight-`ephemeral_weight` secret, which bounds |x| by K = k_range.
     `message_ratio`: log2 of Q_0 / (scale of the message at ModRaise) for 2^15 slots (the
     input is first multiplied by an integer to get there; fewer slots, whose coefficients
@@ -53,8 +53,9 @@ class BootstrapConfig:
 
     def __post_init__(self):
         if self.cos_degree < 2 or self.cos_degree % 2:
+            fix = f"{self.cos_degree - 1} (the same levels)" if self.cos_degree > 2 else "2 or more"
             raise ParameterError(f"BootstrapConfig: cos_degree must be even and >= 2 (EvalMod's cosine is an even "
-                                 f"polynomial), got {self.cos_degree}; use {max(2, self.cos_degree - 1)} (the same levels)")
+                                 f"polynomial), got {self.cos_degree}; use {fix}")
 
     @property
     def evalmod_levels(self) -> int:

@@ -11,13 +11,14 @@
 // of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
 // mod p (the accumulators of byte i start at minus byte i of off) it is the Montgomery-form sum,
 // which smr() ends as Bconv's finish() does. Per output
-// coefficient: 2 mma over 32 values, a few adds, one shuffle and one reduction, instead of 12-16
-// wide multiplies and folds (bconv_core.cuh).
+// coefficient: 2 mma over 32 values, a few adds and one reduction, instead of 12-16 wide
+// multiplies and folds (bconv_core.cuh).
 //
-// Rows of an m-tile: row r is output r & 3, byte 2 ((r >> 2) & 1) + (r >> 3), so a thread
-// (group g = lane >> 2, t = lane & 3) holds bytes (0, 1) (g < 4) or (2, 3) of output g & 3 for
-// columns 2t and 2t + 1: L = C_0 + 2^8 C_1 or H = C_2 + 2^8 C_3, each below 2^31; lane ^ 16 holds
-// the other half, and one 32-bit exchange leaves each lane one column's L + 2^16 H.
+// The m-tiles come in pairs, 8 outputs a pair: in tile h (0 or 1) of pair P, row r is output
+// 8 P + (r & 7), byte 2 h + (r >> 3). A lane (group g = lane >> 2, t = lane & 3) then holds, for
+// output 8 P + g and columns 2t and 2t + 1, C_2h and C_2h+1 in tile h: L = C_0 + 2^8 C_1 from tile
+// 0 and H = C_2 + 2^8 C_3 from tile 1, each below 2^31, and its two values L + 2^16 H with no
+// exchange between lanes (4 mma for 2 values, as a single tile with an exchange would take).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B): A regs a0..a3 = (row g, cols 4t..+3),
 // (g + 8, 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..); B regs b0, b1 = (rows 4t..+3, col g),
@@ -37,7 +38,7 @@ namespace fhetorch::cuda {
 constexpr int kTcThreads = 256;          // 8 warps
 constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
 constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
-constexpr int kTcMaxOuts = 64;           // outputs a block (16 m-tiles of 4)
+constexpr int kTcMaxOuts = 64;           // outputs a block (8 pairs of m-tiles, 8 outputs a pair)
 constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
 constexpr int kTcTargetBlocks = 3 * 132; // the blocks resident at once on an H100 (3 an SM)
 
@@ -55,18 +56,18 @@ inline int64_t bconv_tc_target_blocks() {
   return v;
 }
 
-// Chunks so that the launch fills the GPU; outputs a chunk a multiple of 4, at most 64.
+// Chunks so that the launch fills the GPU; outputs a chunk a multiple of 8, at most 64.
 inline TcGrid bconv_tc_grid(int64_t groups, int64_t n, int max_out) {
   TcGrid g;
   g.tiles = static_cast<int>((n + kTcCoefs - 1) / kTcCoefs);
   const int64_t base = groups * g.tiles, target = bconv_tc_target_blocks();
   int64_t ch = base > 0 ? (target + base - 1) / base : 1;
-  const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 3) / 4;
+  const int64_t lo = (max_out + kTcMaxOuts - 1) / kTcMaxOuts, hi = (max_out + 7) / 8;
   ch = ch < lo ? lo : ch > hi ? hi : ch;
   if (ch < 1) ch = 1;
   const int per = static_cast<int>((max_out + ch - 1) / ch);
-  g.outs = (per + 3) / 4 * 4;
-  if (g.outs < 4) g.outs = 4;
+  g.outs = (per + 7) / 8 * 8;
+  if (g.outs < 8) g.outs = 8;
   g.chunks = (max_out + g.outs - 1) / g.outs;
   if (g.chunks < 1) g.chunks = 1;
   return g;
@@ -101,28 +102,29 @@ struct TcArgs {
 };
 
 struct TcSmem {
-  uint32_t afrag[kTcMaxOuts / 4][2][32][4];  // [m-tile][k step][lane][register]
-  uint32_t w[kTcMaxOuts][kTcMaxIn][4];       // W_j[o][k]: 2^(8j) m'_ok mod p_o (0 past the chunk and the digit)
+  uint32_t afrag[kTcMaxOuts / 8][2][2][32][4];  // [pair][tile][k step][lane][register]
+  uint32_t w[kTcMaxOuts][kTcMaxIn][4];          // W_j[o][k]: 2^(8j) m'_ok mod p_o (0 past the chunk and the digit)
   int32_t* out[kTcMaxOuts];
   const int32_t* in[kTcMaxIn];
   int32_t q_in[kTcMaxIn];
   int32_t p[kTcMaxOuts], pinv[kTcMaxOuts];
-  int32_t neg_off[kTcMaxOuts][4];           // minus byte i of the offset: the accumulators' start
-  uint32_t c8[kTcMaxOuts];                   // 2^40 mod p: a Montgomery step multiplies by 2^8
+  int32_t neg_off[kTcMaxOuts][4];  // minus byte i of the offset: the accumulators' start
+  uint32_t c8[kTcMaxOuts];         // 2^40 mod p: a Montgomery step multiplies by 2^8
 };
 
-// D += A B on one warp's fragments.
-FT_HD void tc_mma(int32_t (&d)[4], const uint32_t* a, const uint32_t* b) {
+// D = A B + C on one warp's fragments.
+FT_HD void tc_mma(int32_t (&d)[4], const uint32_t* a, const uint32_t* b, const int32_t (&c)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+               "{%10,%11,%12,%13};\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]),
+                 "r"(c[3]));
 #elif defined(__CUDA_ARCH__)
-  (void)d, (void)a, (void)b;
+  (void)d, (void)a, (void)b, (void)c;
   __trap();  // no int8 mma before sm_80: run_bconv never launches this there (tc_device_ok)
 #else
-  (void)d, (void)a, (void)b;  // the host emulation models the mma instead (emulate_mma)
+  (void)d, (void)a, (void)b, (void)c;  // the host emulation models the mma instead (emulate_mma)
 #endif
 }
 
@@ -177,10 +179,20 @@ struct BconvTc {
   }
 
  private:
-  FT_HD static int m_tiles(const Blk& b) { return (b.nout + 3) / 4; }
+  FT_HD static int pairs(const Blk& b) { return (b.nout + 7) / 8; }
 
-  // The rows of the m-tiles in use: the chunk's outputs rounded up to a multiple of 4.
-  FT_HD static int rows_used(const Blk& b) { return 4 * m_tiles(b); }
+  // The rows of the m-tiles in use: the chunk's outputs rounded up to a multiple of 8.
+  FT_HD static int rows_used(const Blk& b) { return 8 * pairs(b); }
+
+  // 2^40 mod p (p < 2^31): 2^32 mod p by a 32-bit remainder, then eight doublings.
+  FT_HD static uint32_t two40_mod(uint32_t p) {
+    uint32_t r = (0u - p) % p;
+    for (int i = 0; i < 8; ++i) {
+      r <<= 1;
+      r = r >= p ? r - p : r;
+    }
+    return r;
+  }
 
   // Per output of the chunk: p, p^-1, 2^40 mod p, its row; per input: its row and modulus.
   FT_HD static void constants(const Args& a, const Blk& b, int tid) {
@@ -192,7 +204,7 @@ struct BconvTc {
       sm.p[o] = p;
       sm.pinv[o] = on ? ldg(pm + 1) : 1;
       sm.out[o] = on ? M::out_row(a.m, b.g, b.o0 + o) : nullptr;
-      sm.c8[o] = on ? static_cast<uint32_t>((uint64_t(1) << 40) % static_cast<uint32_t>(p)) : 0u;
+      sm.c8[o] = on ? two40_mod(static_cast<uint32_t>(p)) : 0u;
     }
     for (int k = tid; k < kTcMaxIn; k += THREADS) {
       const bool on = k < b.nin;
@@ -224,53 +236,92 @@ struct BconvTc {
     }
   }
 
-  // Row r, column kk of m-tile mt, k step s: byte 2 ((r >> 2) & 1) + (r >> 3) of
-  // W_(kk & 3)[4 mt + (r & 3)][8 s + kk / 4].
-  FT_HD static uint32_t a_byte(const TcSmem& sm, int mt, int s, int r, int kk) {
-    const int i = 2 * ((r >> 2) & 1) + (r >> 3);
-    return (sm.w[4 * mt + (r & 3)][8 * s + kk / 4][kk & 3] >> (8 * i)) & 0xffu;
+  // Byte i of each of w[0..3], packed: byte e of the result is byte i of w[e].
+  FT_HD static uint32_t bytes_of(const uint32_t (&w)[4], int i) {
+    uint32_t v = 0;
+    for (int e = 0; e < 4; ++e) v |= ((w[e] >> (8 * i)) & 0xffu) << (8 * e);
+    return v;
   }
-  // The A fragments, and each output's offset 2^30 sum_k m'_k mod p (from W_0).
+  // The A fragments, and each output's offset 2^30 sum_k m'_k mod p. A lane's registers of tile h,
+  // k step s are rows g (byte 2h) and g + 8 (byte 2h + 1) of output 8 P + g, at K columns 4t..
+  // (bytes 0-3 of input 8s + t, so W_0..W_3) and 16 + 4t.. (input 8s + 4 + t).
   FT_HD static void a_fragments(const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    const int words = m_tiles(b) * KS * 32 * 4;
-    for (int idx = tid; idx < words; idx += THREADS) {
-      const int reg = idx & 3, lane = (idx >> 2) & 31, s = (idx >> 7) % KS, mt = (idx >> 7) / KS;
-      const int g = lane >> 2, t = lane & 3;
-      const int r = g + 8 * (reg & 1), kk0 = 4 * t + 16 * (reg >> 1);
-      uint32_t v = 0;
-      for (int e = 0; e < 4; ++e) v |= a_byte(sm, mt, s, r, kk0 + e) << (8 * e);
-      sm.afrag[mt][s][lane][reg] = v;
+    const int entries = pairs(b) * 2 * KS * 32;
+    for (int idx = tid; idx < entries; idx += THREADS) {
+      const int lane = idx & 31, s = (idx >> 5) % KS, h = ((idx >> 5) / KS) & 1, pr = (idx >> 5) / KS >> 1;
+      const int o = 8 * pr + (lane >> 2), k = 8 * s + (lane & 3);
+      uint32_t* f = sm.afrag[pr][h][s][lane];
+      f[0] = bytes_of(sm.w[o][k], 2 * h);
+      f[1] = bytes_of(sm.w[o][k], 2 * h + 1);
+      f[2] = bytes_of(sm.w[o][k + 4], 2 * h);
+      f[3] = bytes_of(sm.w[o][k + 4], 2 * h + 1);
     }
+    // sum_k W_3[o][k] = 2^24 sum_k m'_k mod p; six doublings make it 2^30 sum_k m'_k.
     for (int o = tid; o < rows_used(b); o += THREADS) {
-      uint64_t sum = 0;
-      for (int k = 0; k < 8 * KS; ++k) sum += sm.w[o][k][0];
-      const uint64_t p = static_cast<uint32_t>(sm.p[o]);
-      const uint32_t off = static_cast<uint32_t>(((sum % p) << 30) % p);
+      const uint32_t p = static_cast<uint32_t>(sm.p[o]);
+      uint32_t off = 0;
+      for (int k = 0; k < 8 * KS; ++k) {
+        off += sm.w[o][k][3];
+        off = off >= p ? off - p : off;
+      }
+      for (int i = 0; i < 6; ++i) {
+        off <<= 1;
+        off = off >= p ? off - p : off;
+      }
       for (int i = 0; i < 4; ++i) sm.neg_off[o][i] = -static_cast<int32_t>((off >> (8 * i)) & 0xffu);
     }
   }
 
-  // X_k at coefficient c: centred(t_k[c]) + 2^30 (0 past the digit or the row).
+  // X_k for a residue v of input k: centred(v) + 2^30.
+  FT_HD static uint32_t x_of(int32_t v, int32_t q) { return static_cast<uint32_t>(centre(v, q) + (int32_t(1) << 30)); }
+  // X_k at coefficient c (0 past the digit or the row).
   FT_HD static uint32_t x_word(const Args& a, const Blk& b, int k, int64_t c) {
     if (k >= b.nin || c >= M::n(a.m)) return 0u;
     const TcSmem& sm = *b.s;
-    return static_cast<uint32_t>(centre(ldg(sm.in[k] + c), sm.q_in[k]) + (int32_t(1) << 30));
+    return x_of(ldg(sm.in[k] + c), sm.q_in[k]);
+  }
+
+  // The B fragments of the warp's 64 columns from cw: register j of k step s and n8 tile nt is
+  // X_(8s + 4j + t) at column cw + 8 nt + g. Each input's row is read at one address plus
+  // constant offsets where every column is in the row.
+  FT_HD static void b_fragments(const Args& a, const Blk& b, int64_t cw, int lane, bool full,
+                                uint32_t (&bf)[NT][KS][2]) {
+    const TcSmem& sm = *b.s;
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int s = 0; s < KS; ++s)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int k = 8 * s + 4 * j + t;
+        if (full) {
+          const bool on = k < b.nin;
+          const int32_t* row = on ? sm.in[k] + cw + g : nullptr;
+          const int32_t q = sm.q_in[k];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) bf[nt][s][j] = on ? x_of(ldg(row + 8 * nt), q) : 0u;
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) bf[nt][s][j] = x_word(a, b, k, cw + 8 * nt + g);
+        }
+      }
   }
 
 #if !defined(__CUDA_ARCH__)
-  // The host's model of one lane's C fragment for m-tile mt and the n8 tile at column col8.
-  static void emulate_mma(const Args& a, const Blk& b, int mt, int64_t col8, int lane, int32_t (&d)[4]) {
+  // The host's model of one lane's C fragment of tile h of pair pr at the n8 tile at column col8,
+  // from the accumulators' start c.
+  static void emulate_mma(const Args& a, const Blk& b, int pr, int h, int64_t col8, int lane, const int32_t (&c)[4],
+                          int32_t (&d)[4]) {
     const TcSmem& sm = *b.s;
     const int g = lane >> 2, t = lane & 3;
     for (int e = 0; e < 4; ++e) {
       const int r = g + 8 * (e >> 1), col = 2 * t + (e & 1);
-      int64_t acc = d[e];
+      int64_t acc = c[e];
       for (int s = 0; s < KS; ++s)
         for (int kk = 0; kk < 32; ++kk) {
           // A[r][kk] from the fragment table: lane (r & 7) * 4 + (kk & 15) / 4, register
           // (r >> 3) + 2 (kk >> 4), byte kk & 3
-          const uint32_t aw = sm.afrag[mt][s][(r & 7) * 4 + (kk & 15) / 4][(r >> 3) + 2 * (kk >> 4)];
+          const uint32_t aw = sm.afrag[pr][h][s][(r & 7) * 4 + (kk & 15) / 4][(r >> 3) + 2 * (kk >> 4)];
           const uint32_t bw = x_word(a, b, 8 * s + kk / 4, col8 + col);
           acc += static_cast<int64_t>((aw >> (8 * (kk & 3))) & 0xffu) * ((bw >> (8 * (kk & 3))) & 0xffu);
         }
@@ -279,87 +330,71 @@ struct BconvTc {
   }
 #endif
 
-  // A lane's two columns' halves (L or H: bytes (0, 1) or (2, 3), the offset's bytes taken off),
-  // in (-2^16, 2^31) each.
-  FT_HD static void halves(const int32_t (&d)[4], int32_t& col0, int32_t& col1) {
-    col0 = d[0] + d[2] * 256;
-    col1 = d[1] + d[3] * 256;
-  }
-
-  // Every m-tile of the chunk times the warp's 64 columns.
+  // Every pair of m-tiles of the chunk times the warp's 64 columns.
   FT_HD static void products(const Args& a, const Blk& b, int tid) {
     const TcSmem& sm = *b.s;
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3, half = g >> 2;
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int64_t cw = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
-    if (cw >= n) return;  // a whole warp past the row (before any shuffle)
+    if (cw >= n) return;  // a whole warp past the row (before any mma)
     const bool full = cw + kTcWarpCoefs <= n;  // warp-uniform: no column past the row
+    const bool two = full && M::vec(a.m);      // the rows 8-byte aligned: a lane's two values in one store
     uint32_t bf[NT][KS][2];
+    b_fragments(a, b, cw, lane, full, bf);
+    const int prs = pairs(b);
+    for (int pr = 0; pr < prs; ++pr) {
+      uint32_t af[2][KS][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int s = 0; s < KS; ++s) {
-        bf[nt][s][0] = x_word(a, b, 8 * s + t, cw + 8 * nt + g);
-        bf[nt][s][1] = x_word(a, b, 8 * s + 4 + t, cw + 8 * nt + g);
-      }
-    const int mts = m_tiles(b);
-    for (int mt = 0; mt < mts; ++mt) {
-      uint32_t af[KS][4];
+        for (int s = 0; s < KS; ++s)
 #pragma unroll
-      for (int s = 0; s < KS; ++s)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) af[s][r] = sm.afrag[mt][s][lane][r];
-      const int o = 4 * mt + (g & 3);
+          for (int r = 0; r < 4; ++r) af[h][s][r] = sm.afrag[pr][h][s][lane][r];
+      const int o = 8 * pr + g;
       const bool on = o < b.nout;
       const int32_t p = sm.p[o], pinv = sm.pinv[o];
-      // the accumulators start at minus the offset's bytes 2 half and 2 half + 1 (rows g, g + 8)
-      const int32_t start0 = sm.neg_off[o][2 * half], start1 = sm.neg_off[o][2 * half + 1];
-      int32_t* out = on ? sm.out[o] + cw + 2 * t + half : nullptr;  // column 2t + half of the warp's first tile
-      if (full) {
+      // tile 0's rows g, g + 8 start at minus the offset's bytes 0, 1; tile 1's at minus 2, 3
+      const int32_t c0[4] = {sm.neg_off[o][0], sm.neg_off[o][0], sm.neg_off[o][1], sm.neg_off[o][1]};
+      const int32_t c1[4] = {sm.neg_off[o][2], sm.neg_off[o][2], sm.neg_off[o][3], sm.neg_off[o][3]};
+      int32_t* out = on ? sm.out[o] + cw + 2 * t : nullptr;  // columns 2t, 2t + 1 of the warp's first tile
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int32_t y = column(a, b, mt, nt, cw, lane, half, af, bf, start0, start1, p, pinv);
-          if (on) out[8 * nt] = y;
-        }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int32_t y = column(a, b, mt, nt, cw, lane, half, af, bf, start0, start1, p, pinv);
-          if (on && cw + 8 * nt + 2 * t + half < n) out[8 * nt] = y;
+      for (int nt = 0; nt < NT; ++nt) {
+        int32_t y0, y1;
+        values(a, b, pr, cw + 8 * nt, lane, af, bf[nt], c0, c1, p, pinv, y0, y1);
+        if (!on) continue;
+        if (two) {
+          stg2(out + 8 * nt, y0, y1);
+        } else {
+          if (cw + 8 * nt + 2 * t < n) out[8 * nt] = y0;
+          if (cw + 8 * nt + 2 * t + 1 < n) out[8 * nt + 1] = y1;
         }
       }
     }
   }
 
-  // The lane's output value of m-tile mt at its column of n8 tile nt (every lane of the warp
-  // calls it together: the mma and the exchange are warp-wide).
-  FT_HD static int32_t column(const Args& a, const Blk& b, int mt, int nt, int64_t cw, int lane, int half,
-                              const uint32_t (&af)[KS][4], const uint32_t (&bf)[NT][KS][2], int32_t start0,
-                              int32_t start1, int32_t p, int32_t pinv) {
-    int32_t d[4] = {start0, start0, start1, start1};
-    int32_t col0, col1, recv;
+  // The lane's two values (output 8 pr + g, columns col8 + 2t and col8 + 2t + 1) of one n8 tile
+  // (every lane of the warp calls it together: the mma is warp-wide).
+  FT_HD static void values(const Args& a, const Blk& b, int pr, int64_t col8, int lane, const uint32_t (&af)[2][KS][4],
+                           const uint32_t (&bfn)[KS][2], const int32_t (&c0)[4], const int32_t (&c1)[4], int32_t p,
+                           int32_t pinv, int32_t& y0, int32_t& y1) {
+    int32_t d0[4], d1[4];
 #if defined(__CUDA_ARCH__)
-    (void)a, (void)b, (void)mt, (void)cw;
-#pragma unroll
-    for (int s = 0; s < KS; ++s) tc_mma(d, af[s], bf[nt][s]);
-    halves(d, col0, col1);
-    recv = __shfl_xor_sync(0xffffffffu, half ? col0 : col1, 16);
+    (void)a, (void)b, (void)pr, (void)col8, (void)lane;
+    tc_mma(d0, af[0][0], bfn[0], c0);
+    tc_mma(d1, af[1][0], bfn[0], c1);
+    if constexpr (KS == 2) {
+      tc_mma(d0, af[0][1], bfn[1], d0);
+      tc_mma(d1, af[1][1], bfn[1], d1);
+    }
 #else
-    (void)af, (void)bf;
-    const int64_t col8 = cw + 8 * nt;
-    emulate_mma(a, b, mt, col8, lane, d);
-    halves(d, col0, col1);
-    // lane ^ 16 (the other half) sends its share of this lane's column
-    const int o = 4 * mt + ((lane >> 2) & 3), hp = 1 - half;
-    int32_t dp[4] = {b.s->neg_off[o][2 * hp], b.s->neg_off[o][2 * hp], b.s->neg_off[o][2 * hp + 1],
-                     b.s->neg_off[o][2 * hp + 1]};
-    emulate_mma(a, b, mt, col8, lane ^ 16, dp);
-    int32_t p0, p1;
-    halves(dp, p0, p1);
-    recv = half ? p1 : p0;
+    (void)af, (void)bfn;
+    emulate_mma(a, b, pr, 0, col8, lane, c0, d0);
+    emulate_mma(a, b, pr, 1, col8, lane, c1, d1);
 #endif
-    const int32_t keep = half ? col1 : col0;
-    const int64_t total = mad_wide(half ? keep : recv, 65536, static_cast<int64_t>(half ? recv : keep));
-    return canon(smr(total, p, pinv), p);
+    // L = C_0 + 2^8 C_1 and H = C_2 + 2^8 C_3 per column; the value is L + 2^16 H.
+    const int32_t lo0 = d0[0] + d0[2] * 256, lo1 = d0[1] + d0[3] * 256;
+    const int32_t hi0 = d1[0] + d1[2] * 256, hi1 = d1[1] + d1[3] * 256;
+    y0 = canon(smr(mad_wide(hi0, 65536, static_cast<int64_t>(lo0)), p, pinv), p);
+    y1 = canon(smr(mad_wide(hi1, 65536, static_cast<int64_t>(lo1)), p, pinv), p);
   }
 };
 

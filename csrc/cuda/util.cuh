@@ -37,6 +37,14 @@ FT_HD void stg(int32_t* p, int32_t v) {
   *p = v;
 #endif
 }
+FT_HD void stg2(int32_t* p, int32_t x, int32_t y) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(x), "r"(y) : "memory");
+#else
+  p[0] = x;
+  p[1] = y;
+#endif
+}
 FT_HD void stg4(int32_t* p, int4 v) {
 #if defined(__CUDA_ARCH__)
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");

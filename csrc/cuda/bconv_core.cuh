@@ -236,6 +236,7 @@ struct BatchArgs {
 
 struct BatchMap {
   using Args = BatchArgs;
+  static constexpr bool kConstTables = false;  // the bconv op's matrix may come from the kernel just before
   FT_HD static BcGrid grid(const Args& a) { return a.grid; }
   FT_HD static int groups(const Args& a) { return a.batch; }
   FT_HD static int64_t n(const Args& a) { return a.n; }

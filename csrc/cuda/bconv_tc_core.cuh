@@ -103,13 +103,9 @@ struct TcArgs {
 
 struct TcSmem {
   uint32_t afrag[kTcMaxOuts / 8][2][2][32][4];  // [pair][tile][k step][lane][register]
-  uint32_t w[kTcMaxOuts][kTcMaxIn][4];          // W_j[o][k]: 2^(8j) m'_ok mod p_o (0 past the chunk and the digit)
   int32_t* out[kTcMaxOuts];
-  const int32_t* in[kTcMaxIn];
-  int32_t q_in[kTcMaxIn];
   int32_t p[kTcMaxOuts], pinv[kTcMaxOuts];
   int32_t neg_off[kTcMaxOuts][4];  // minus byte i of the offset: the accumulators' start
-  uint32_t c8[kTcMaxOuts];         // 2^40 mod p: a Montgomery step multiplies by 2^8
 };
 
 // D = A B + C on one warp's fragments.
@@ -148,6 +144,9 @@ struct BconvTc {
   static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 3;  // <= 80 registers
   static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
   static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
+  // The tables (A fragments, constants) while the kernel before still runs, where the map's
+  // matrix and moduli are a context's constant tables (program.cuh).
+  static constexpr bool EARLY = M::kConstTables;
   struct State {};
   struct Blk {
     int g, o0, nout, nin;
@@ -169,12 +168,13 @@ struct BconvTc {
     b.s = reinterpret_cast<TcSmem*>(sm);
     return b;
   }
-  // constants, W table, A fragments, products
-  FT_HD static int num_steps(const Args&, const Blk& b) { return b.nout > 0 ? 4 : 0; }
+  // the tables (early where EARLY), the products
+  FT_HD static void early(const Args& a, const Blk& b, int tid, State&) {
+    if (b.nout > 0) tables(a, b, tid);
+  }
+  FT_HD static int num_steps(const Args&, const Blk& b) { return b.nout > 0 ? (EARLY ? 1 : 2) : 0; }
   FT_HD static void step(const Args& a, const Blk& b, int s, int tid, State&) {
-    if (s == 0) return constants(a, b, tid);
-    if (s == 1) return w_table(a, b, tid);
-    if (s == 2) return a_fragments(b, tid);
+    if (!EARLY && s == 0) return tables(a, b, tid);
     products(a, b, tid);
   }
 
@@ -194,81 +194,75 @@ struct BconvTc {
     return r;
   }
 
-  // Per output of the chunk: p, p^-1, 2^40 mod p, its row; per input: its row and modulus.
-  FT_HD static void constants(const Args& a, const Blk& b, int tid) {
+  // W_0..W_3 of a matrix entry m: W_j = 2^(8j) m mod p, by Montgomery steps with c8 = 2^40 mod p.
+  FT_HD static void w_powers(int32_t m, uint32_t p, uint32_t pinv, uint32_t c8, uint32_t (&w)[4]) {
+    const uint32_t nqinv = 0u - pinv;
+    w[0] = static_cast<uint32_t>(m < 0 ? m + static_cast<int32_t>(p) : m);
+    for (int j = 1; j < 4; ++j) {
+      // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
+      const uint64_t prod = static_cast<uint64_t>(w[j - 1]) * c8;
+      const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
+      const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
+      w[j] = r >= p ? r - p : r;
+    }
+  }
+
+  // Byte i of each of w[0..3], packed: byte e of the result is byte i of w[e].
+  FT_HD static uint32_t bytes_of(const uint32_t (&w)[4], int i) {
+#if defined(__CUDA_ARCH__)
+    const uint32_t sel = static_cast<uint32_t>(i | ((i + 4) << 4));  // byte i of x, of y
+    return __byte_perm(__byte_perm(w[0], w[1], sel), __byte_perm(w[2], w[3], sel), 0x5410);
+#else
+    uint32_t v = 0;
+    for (int e = 0; e < 4; ++e) v |= ((w[e] >> (8 * i)) & 0xffu) << (8 * e);
+    return v;
+#endif
+  }
+
+  // The A fragments and, per output, its modulus, row and the accumulators' start. A lane's
+  // registers of tile h, k step s are rows g (byte 2h) and g + 8 (byte 2h + 1) of output 8 P + g,
+  // at K columns 4t.. (bytes 0-3 of input 8s + t: W_0..W_3) and 16 + 4t.. (input 8s + 4 + t).
+  FT_HD static void tables(const Args& a, const Blk& b, int tid) {
     TcSmem& sm = *b.s;
-    for (int o = tid; o < rows_used(b); o += THREADS) {
+    const int entries = pairs(b) * KS * 32;
+    for (int idx = tid; idx < entries; idx += THREADS) {
+      const int lane = idx & 31, s = (idx >> 5) % KS, pr = (idx >> 5) / KS;
+      const int o = 8 * pr + (lane >> 2), k = 8 * s + (lane & 3);
+      uint32_t w0[4] = {0, 0, 0, 0}, w1[4] = {0, 0, 0, 0};
+      if (o < b.nout) {
+        const int32_t* pm = M::out_mod(a.m, b.g, b.o0 + o);
+        const int32_t* mrow = M::mat_row(a.m, b.g, b.o0 + o);
+        const uint32_t p = static_cast<uint32_t>(ldg(pm)), pinv = static_cast<uint32_t>(ldg(pm + 1));
+        const uint32_t c8 = two40_mod(p);
+        if (k < b.nin) w_powers(ldg(mrow + k), p, pinv, c8, w0);
+        if (k + 4 < b.nin) w_powers(ldg(mrow + k + 4), p, pinv, c8, w1);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t* f = sm.afrag[pr][h][s][lane];
+        f[0] = bytes_of(w0, 2 * h);
+        f[1] = bytes_of(w0, 2 * h + 1);
+        f[2] = bytes_of(w1, 2 * h);
+        f[3] = bytes_of(w1, 2 * h + 1);
+      }
+    }
+    // The offset 2^30 sum_k m'_k mod p, from the block's last threads (idle above when few entries).
+    for (int o = THREADS - 1 - tid; o < rows_used(b); o += THREADS) {
       const bool on = o < b.nout;
       const int32_t* pm = on ? M::out_mod(a.m, b.g, b.o0 + o) : nullptr;
       const int32_t p = on ? ldg(pm) : 1;
       sm.p[o] = p;
       sm.pinv[o] = on ? ldg(pm + 1) : 1;
       sm.out[o] = on ? M::out_row(a.m, b.g, b.o0 + o) : nullptr;
-      sm.c8[o] = on ? two40_mod(static_cast<uint32_t>(p)) : 0u;
-    }
-    for (int k = tid; k < kTcMaxIn; k += THREADS) {
-      const bool on = k < b.nin;
-      sm.in[k] = on ? M::in_row(a.m, b.g, k) : nullptr;
-      sm.q_in[k] = on ? ldg(M::in_mod(a.m, b.g, k)) : 1;
-    }
-  }
-
-  // W_j[o][k] = 2^(8j) m'_ok mod p_o, by Montgomery steps with 2^40 mod p (0 outside).
-  FT_HD static void w_table(const Args& a, const Blk& b, int tid) {
-    TcSmem& sm = *b.s;
-    const int rows = rows_used(b), ks = 8 * KS;
-    for (int idx = tid; idx < rows * ks; idx += THREADS) {
-      const int o = idx / ks, k = idx - o * ks;
-      uint32_t w = 0;
-      if (o < b.nout && k < b.nin) {
-        const int32_t p = sm.p[o], m = ldg(M::mat_row(a.m, b.g, b.o0 + o) + k);
-        w = static_cast<uint32_t>(m < 0 ? m + p : m);
+      uint32_t sum = 0;
+      if (on) {
+        const int32_t* mrow = M::mat_row(a.m, b.g, b.o0 + o);
+        for (int k = 0; k < b.nin; ++k) {
+          const int32_t m = ldg(mrow + k);
+          sum = static_cast<uint32_t>(add_mod(static_cast<int32_t>(sum), m < 0 ? m + p : m, p));
+        }
       }
-      const uint32_t p = static_cast<uint32_t>(sm.p[o]), nqinv = 0u - static_cast<uint32_t>(sm.pinv[o]);
-      for (int j = 0; j < 4; ++j) {
-        sm.w[o][k][j] = w;
-        // w * 2^40 * 2^-32 mod p, in [0, 2p) then [0, p)
-        const uint64_t prod = static_cast<uint64_t>(w) * sm.c8[o];
-        const uint32_t tq = static_cast<uint32_t>(prod) * nqinv;
-        const uint32_t r = static_cast<uint32_t>((prod + static_cast<uint64_t>(tq) * p) >> 32);
-        w = r >= p ? r - p : r;
-      }
-    }
-  }
-
-  // Byte i of each of w[0..3], packed: byte e of the result is byte i of w[e].
-  FT_HD static uint32_t bytes_of(const uint32_t (&w)[4], int i) {
-    uint32_t v = 0;
-    for (int e = 0; e < 4; ++e) v |= ((w[e] >> (8 * i)) & 0xffu) << (8 * e);
-    return v;
-  }
-  // The A fragments, and each output's offset 2^30 sum_k m'_k mod p. A lane's registers of tile h,
-  // k step s are rows g (byte 2h) and g + 8 (byte 2h + 1) of output 8 P + g, at K columns 4t..
-  // (bytes 0-3 of input 8s + t, so W_0..W_3) and 16 + 4t.. (input 8s + 4 + t).
-  FT_HD static void a_fragments(const Blk& b, int tid) {
-    TcSmem& sm = *b.s;
-    const int entries = pairs(b) * 2 * KS * 32;
-    for (int idx = tid; idx < entries; idx += THREADS) {
-      const int lane = idx & 31, s = (idx >> 5) % KS, h = ((idx >> 5) / KS) & 1, pr = (idx >> 5) / KS >> 1;
-      const int o = 8 * pr + (lane >> 2), k = 8 * s + (lane & 3);
-      uint32_t* f = sm.afrag[pr][h][s][lane];
-      f[0] = bytes_of(sm.w[o][k], 2 * h);
-      f[1] = bytes_of(sm.w[o][k], 2 * h + 1);
-      f[2] = bytes_of(sm.w[o][k + 4], 2 * h);
-      f[3] = bytes_of(sm.w[o][k + 4], 2 * h + 1);
-    }
-    // sum_k W_3[o][k] = 2^24 sum_k m'_k mod p; six doublings make it 2^30 sum_k m'_k.
-    for (int o = tid; o < rows_used(b); o += THREADS) {
-      const uint32_t p = static_cast<uint32_t>(sm.p[o]);
-      uint32_t off = 0;
-      for (int k = 0; k < 8 * KS; ++k) {
-        off += sm.w[o][k][3];
-        off = off >= p ? off - p : off;
-      }
-      for (int i = 0; i < 6; ++i) {
-        off <<= 1;
-        off = off >= p ? off - p : off;
-      }
+      const uint32_t off = static_cast<uint32_t>((static_cast<uint64_t>(sum) << 30) % static_cast<uint32_t>(p));
       for (int i = 0; i < 4; ++i) sm.neg_off[o][i] = -static_cast<int32_t>((off >> (8 * i)) & 0xffu);
     }
   }
@@ -278,8 +272,7 @@ struct BconvTc {
   // X_k at coefficient c (0 past the digit or the row).
   FT_HD static uint32_t x_word(const Args& a, const Blk& b, int k, int64_t c) {
     if (k >= b.nin || c >= M::n(a.m)) return 0u;
-    const TcSmem& sm = *b.s;
-    return x_of(ldg(sm.in[k] + c), sm.q_in[k]);
+    return x_of(ldg(M::in_row(a.m, b.g, k) + c), ldg(M::in_mod(a.m, b.g, k)));
   }
 
   // The B fragments of the warp's 64 columns from cw: register j of k step s and n8 tile nt is
@@ -287,7 +280,6 @@ struct BconvTc {
   // constant offsets where every column is in the row.
   FT_HD static void b_fragments(const Args& a, const Blk& b, int64_t cw, int lane, bool full,
                                 uint32_t (&bf)[NT][KS][2]) {
-    const TcSmem& sm = *b.s;
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int s = 0; s < KS; ++s)
@@ -296,8 +288,8 @@ struct BconvTc {
         const int k = 8 * s + 4 * j + t;
         if (full) {
           const bool on = k < b.nin;
-          const int32_t* row = on ? sm.in[k] + cw + g : nullptr;
-          const int32_t q = sm.q_in[k];
+          const int32_t* row = on ? M::in_row(a.m, b.g, k) + cw + g : nullptr;
+          const int32_t q = on ? ldg(M::in_mod(a.m, b.g, k)) : 1;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) bf[nt][s][j] = on ? x_of(ldg(row + 8 * nt), q) : 0u;
         } else {

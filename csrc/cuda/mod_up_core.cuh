@@ -149,6 +149,7 @@ struct MuConvRows {
 // o -> ext limb i = o < lo_j ? o : o + size_j, row mu_drow(bb, j, i); matrix row mats[j][i].
 struct MuBcMap {
   using Args = MuArgs;
+  static constexpr bool kConstTables = true;  // the context's ModUp matrices and moduli
   FT_HD static BcGrid grid(const Args& a) { return a.grid; }
   FT_HD static int groups(const Args& a) { return static_cast<int>(a.g.B * a.g.beta); }
   FT_HD static int64_t n(const Args& a) { return int64_t(1) << a.g.log_n; }

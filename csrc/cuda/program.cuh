@@ -10,7 +10,11 @@
 //   THREADS, MIN_BLOCKS (for __launch_bounds__), SMEM (32-bit words of static shared
 //   memory), P::blocks(args) (a 1-D grid);
 //   num_steps(args, blk) and step(args, blk, s, tid, state): a __syncthreads() separates
-//   consecutive steps.
+//   consecutive steps;
+//   optionally EARLY = true and early(args, blk, tid, state): work run before the kernel waits
+//   for the one before it in the stream (pdl_enter), with a __syncthreads() before step 0. It
+//   may read only what no kernel of the stream writes (a context's constant tables: the
+//   kernel before is still running) and P::setup then runs early too.
 // Everything is __host__ __device__, so a pipeline of programs, templated on its executor,
 // runs unchanged on the GPU (CudaExec) and under HostExec, which runs one block after
 // another and, within a block, every thread of a step before the next (the __syncthreads()
@@ -30,18 +34,29 @@ namespace fhetorch::cuda {
 constexpr int kStaticSmemWords = 12288;  // 48 KB: the static shared-memory limit
 constexpr size_t kMaxParamBytes = 4096;  // the kernel parameter limit of every CUDA version
 
+// Whether program P has an early phase (P::EARLY, P::early).
+template <class P, class = void>
+struct ProgramEarly : std::false_type {};
+template <class P>
+struct ProgramEarly<P, std::enable_if_t<P::EARLY>> : std::true_type {};
+
 template <class P>
 __global__ void __launch_bounds__(P::THREADS, P::MIN_BLOCKS) program_kernel(const __grid_constant__ typename P::Args a) {
   static_assert(P::SMEM <= kStaticSmemWords, "a program's shared memory must fit the static limit");
   static_assert(sizeof(typename P::Args) <= kMaxParamBytes, "a program's arguments must fit the parameter limit");
   __shared__ __align__(16) uint32_t sm[P::SMEM];
-  pdl_enter();
+  constexpr bool early = ProgramEarly<P>::value;
+  if constexpr (!early) pdl_enter();
   const typename P::Blk b = P::setup(a, blockIdx.x, sm);
   typename P::State st{};
+  if constexpr (early) {
+    P::early(a, b, threadIdx.x, st);
+    pdl_enter();
+  }
   const int ns = P::num_steps(a, b);
 #pragma unroll
   for (int s = 0; s < ns; ++s) {  // unrolled where ns is a constant: each step's code then fixed
-    if (s > 0) __syncthreads();
+    if (s > 0 || early) __syncthreads();
     P::step(a, b, s, threadIdx.x, st);
   }
 }
@@ -77,6 +92,8 @@ struct HostExec {
       std::fill(base, base + P::SMEM, kPoison);
       const typename P::Blk b = P::setup(a, blk, base);
       for (auto& s : st) s = typename P::State{};
+      if constexpr (ProgramEarly<P>::value)
+        for (int tid = 0; tid < P::THREADS; ++tid) P::early(a, b, tid, st[tid]);
       const int ns = P::num_steps(a, b);
       for (int s = 0; s < ns; ++s)
         for (int tid = 0; tid < P::THREADS; ++tid) P::step(a, b, s, tid, st[tid]);

@@ -73,6 +73,7 @@ struct SwDstRows {
 // switch_modulus's base conversion: group = polynomial p; inputs t[p][k]; outputs y[p][o].
 struct SwBcMap {
   using Args = SwArgs;
+  static constexpr bool kConstTables = true;  // the context's switch matrix and moduli
   FT_HD static BcGrid grid(const Args& a) { return a.grid; }
   FT_HD static int groups(const Args& a) { return static_cast<int>(a.g.B); }
   FT_HD static int64_t n(const Args& a) { return int64_t(1) << a.g.log_n; }

@@ -141,9 +141,10 @@ template <int KS, class M>
 struct BconvTc {
   using Args = TcArgs<M>;
   static_assert(KS == 1 || KS == 2, "8 or 16 inputs");
-  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 3;  // <= 80 registers
+  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 4;  // <= 64 registers
   static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
   static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
+  static constexpr int PT = 2;                  // n8 tiles a pass
   // The tables (A fragments, constants) while the kernel before still runs, where the map's
   // matrix and moduli are a context's constant tables (program.cuh).
   static constexpr bool EARLY = M::kConstTables;
@@ -279,7 +280,7 @@ struct BconvTc {
   // X_(8s + 4j + t) at column cw + 8 nt + g. Each input's row is read at one address plus
   // constant offsets where every column is in the row.
   FT_HD static void b_fragments(const Args& a, const Blk& b, int64_t cw, int lane, bool full,
-                                uint32_t (&bf)[NT][KS][2]) {
+                                uint32_t (&bf)[PT][KS][2]) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int s = 0; s < KS; ++s)
@@ -291,10 +292,10 @@ struct BconvTc {
           const int32_t* row = on ? M::in_row(a.m, b.g, k) + cw + g : nullptr;
           const int32_t q = on ? ldg(M::in_mod(a.m, b.g, k)) : 1;
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) bf[nt][s][j] = on ? x_of(ldg(row + 8 * nt), q) : 0u;
+          for (int nt = 0; nt < PT; ++nt) bf[nt][s][j] = on ? x_of(ldg(row + 8 * nt), q) : 0u;
         } else {
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) bf[nt][s][j] = x_word(a, b, k, cw + 8 * nt + g);
+          for (int nt = 0; nt < PT; ++nt) bf[nt][s][j] = x_word(a, b, k, cw + 8 * nt + g);
         }
       }
   }
@@ -322,42 +323,48 @@ struct BconvTc {
   }
 #endif
 
-  // Every pair of m-tiles of the chunk times the warp's 64 columns.
+  // Every pair of m-tiles of the chunk times the warp's 64 columns, PT n8 tiles a pass (fewer
+  // B registers, more warps an SM).
   FT_HD static void products(const Args& a, const Blk& b, int tid) {
     const TcSmem& sm = *b.s;
     const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int64_t cw = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
-    if (cw >= n) return;  // a whole warp past the row (before any mma)
-    const bool full = cw + kTcWarpCoefs <= n;  // warp-uniform: no column past the row
-    const bool two = full && M::vec(a.m);      // the rows 8-byte aligned: a lane's two values in one store
-    uint32_t bf[NT][KS][2];
-    b_fragments(a, b, cw, lane, full, bf);
+    const int64_t cw0 = b.c0 + static_cast<int64_t>(tid >> 5) * kTcWarpCoefs, n = M::n(a.m);
     const int prs = pairs(b);
-    for (int pr = 0; pr < prs; ++pr) {
-      uint32_t af[2][KS][4];
+#pragma unroll 1
+    for (int pass = 0; pass < NT / PT; ++pass) {
+      const int64_t cw = cw0 + 8 * PT * pass;
+      if (cw >= n) return;  // a whole warp past the row (before any mma)
+      const bool full = cw + 8 * PT <= n;    // warp-uniform: no column past the row
+      const bool two = full && M::vec(a.m);  // the rows 8-byte aligned: a lane's two values in one store
+      uint32_t bf[PT][KS][2];
+      b_fragments(a, b, cw, lane, full, bf);
+#pragma unroll 1
+      for (int pr = 0; pr < prs; ++pr) {
+        uint32_t af[2][KS][4];
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int s = 0; s < KS; ++s)
+          for (int s = 0; s < KS; ++s)
 #pragma unroll
-          for (int r = 0; r < 4; ++r) af[h][s][r] = sm.afrag[pr][h][s][lane][r];
-      const int o = 8 * pr + g;
-      const bool on = o < b.nout;
-      const int32_t p = sm.p[o], pinv = sm.pinv[o];
-      // tile 0's rows g, g + 8 start at minus the offset's bytes 0, 1; tile 1's at minus 2, 3
-      const int32_t c0[4] = {sm.neg_off[o][0], sm.neg_off[o][0], sm.neg_off[o][1], sm.neg_off[o][1]};
-      const int32_t c1[4] = {sm.neg_off[o][2], sm.neg_off[o][2], sm.neg_off[o][3], sm.neg_off[o][3]};
-      int32_t* out = on ? sm.out[o] + cw + 2 * t : nullptr;  // columns 2t, 2t + 1 of the warp's first tile
+            for (int r = 0; r < 4; ++r) af[h][s][r] = sm.afrag[pr][h][s][lane][r];
+        const int o = 8 * pr + g;
+        const bool on = o < b.nout;
+        const int32_t p = sm.p[o], pinv = sm.pinv[o];
+        // tile 0's rows g, g + 8 start at minus the offset's bytes 0, 1; tile 1's at minus 2, 3
+        const int32_t c0[4] = {sm.neg_off[o][0], sm.neg_off[o][0], sm.neg_off[o][1], sm.neg_off[o][1]};
+        const int32_t c1[4] = {sm.neg_off[o][2], sm.neg_off[o][2], sm.neg_off[o][3], sm.neg_off[o][3]};
+        int32_t* out = on ? sm.out[o] + cw + 2 * t : nullptr;  // columns 2t, 2t + 1 of the pass's first tile
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        int32_t y0, y1;
-        values(a, b, pr, cw + 8 * nt, lane, af, bf[nt], c0, c1, p, pinv, y0, y1);
-        if (!on) continue;
-        if (two) {
-          stg2(out + 8 * nt, y0, y1);
-        } else {
-          if (cw + 8 * nt + 2 * t < n) out[8 * nt] = y0;
-          if (cw + 8 * nt + 2 * t + 1 < n) out[8 * nt + 1] = y1;
+        for (int nt = 0; nt < PT; ++nt) {
+          int32_t y0, y1;
+          values(a, b, pr, cw + 8 * nt, lane, af, bf[nt], c0, c1, p, pinv, y0, y1);
+          if (!on) continue;
+          if (two) {
+            stg2(out + 8 * nt, y0, y1);
+          } else {
+            if (cw + 8 * nt + 2 * t < n) out[8 * nt] = y0;
+            if (cw + 8 * nt + 2 * t + 1 < n) out[8 * nt + 1] = y1;
+          }
         }
       }
     }

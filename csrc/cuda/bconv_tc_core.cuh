@@ -40,7 +40,7 @@ constexpr int kTcWarpCoefs = 64;         // 8 columns (n8 tiles) a warp
 constexpr int kTcCoefs = kTcThreads / 32 * kTcWarpCoefs;  // 512 coefficients a block
 constexpr int kTcMaxOuts = 64;           // outputs a block (8 pairs of m-tiles, 8 outputs a pair)
 constexpr int kTcMaxIn = 16;             // inputs (2 k32 steps of 8)
-constexpr int kTcTargetBlocks = 3 * 132; // the blocks resident at once on an H100 (3 an SM)
+constexpr int kTcTargetBlocks = 3 * 132; // the launch size measured best (H200, 48 x 12; docs/benchmarks.md)
 
 struct TcGrid {
   int tiles, chunks, outs;  // coefficient tiles of kTcCoefs, output chunks per group, outputs per chunk
@@ -141,10 +141,12 @@ template <int KS, class M>
 struct BconvTc {
   using Args = TcArgs<M>;
   static_assert(KS == 1 || KS == 2, "8 or 16 inputs");
-  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 4;  // <= 64 registers
+  // 4 blocks an SM (<= 64 registers; 36 bytes spilled) and 4 n8 tiles a pass measured fastest
+  // against 3 blocks (78 registers, no spill) and 8 or 2 tiles a pass (docs/benchmarks.md, session 32).
+  static constexpr int THREADS = kTcThreads, MIN_BLOCKS = 4;
   static constexpr int SMEM = static_cast<int>(sizeof(TcSmem) / 4);
   static constexpr int NT = kTcWarpCoefs / 8;  // n8 tiles a warp
-  static constexpr int PT = 2;                  // n8 tiles a pass
+  static constexpr int PT = 4;                  // n8 tiles a pass
   // The tables (A fragments, constants) while the kernel before still runs, where the map's
   // matrix and moduli are a context's constant tables (program.cuh).
   static constexpr bool EARLY = M::kConstTables;

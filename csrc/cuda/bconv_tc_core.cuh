@@ -10,9 +10,8 @@
 // column: limb t's four bytes), 8 inputs per k32 step, and the A operand is a per-block table
 // of W's bytes. C_i <= 64 * 255^2 < 2^22, so sum_i 2^(8i) C_i < 2^47; minus off = 2^30 sum_k M'_k
 // mod p (the accumulators of byte i start at minus byte i of off) it is the Montgomery-form sum,
-// which smr() ends as Bconv's finish() does. Per output
-// coefficient: 2 mma over 32 values, a few adds and one reduction, instead of 12-16 wide
-// multiplies and folds (bconv_core.cuh).
+// which smr() ends as Bconv's finish() does. Per output coefficient: 2 mma over 32 values, a
+// few adds and one reduction, instead of 12-16 wide multiplies and folds (bconv_core.cuh).
 //
 // The m-tiles come in pairs, 8 outputs a pair: in tile h (0 or 1) of pair P, row r is output
 // 8 P + (r & 7), byte 2 h + (r >> 3). A lane (group g = lane >> 2, t = lane & 3) then holds, for
@@ -171,7 +170,7 @@ struct BconvTc {
     b.s = reinterpret_cast<TcSmem*>(sm);
     return b;
   }
-  // the tables (early where EARLY), the products
+  // the tables (early where EARLY, else step 0), then the products
   FT_HD static void early(const Args& a, const Blk& b, int tid, State&) {
     if (b.nout > 0) tables(a, b, tid);
   }
@@ -278,7 +277,7 @@ struct BconvTc {
     return x_of(ldg(M::in_row(a.m, b.g, k) + c), ldg(M::in_mod(a.m, b.g, k)));
   }
 
-  // The B fragments of the warp's 64 columns from cw: register j of k step s and n8 tile nt is
+  // The B fragments of a pass's PT n8 tiles from column cw: register j of k step s and tile nt is
   // X_(8s + 4j + t) at column cw + 8 nt + g. Each input's row is read at one address plus
   // constant offsets where every column is in the row.
   FT_HD static void b_fragments(const Args& a, const Blk& b, int64_t cw, int lane, bool full,

@@ -57,7 +57,7 @@ inline BcGrid bconv_grid(int64_t groups, int64_t n, int max_out) {
 // 2^32 mod p, centred.
 FT_HD int32_t two32_centred(int32_t p) {
   const uint32_t up = static_cast<uint32_t>(p);
-  const uint32_t r = (0u - up) % up;
+  const uint32_t r = two32_mod(up);
   return r > (up >> 1) ? static_cast<int32_t>(r) - p : static_cast<int32_t>(r);
 }
 

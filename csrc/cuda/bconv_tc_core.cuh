@@ -186,9 +186,9 @@ struct BconvTc {
   // The rows of the m-tiles in use: the chunk's outputs rounded up to a multiple of 8.
   FT_HD static int rows_used(const Blk& b) { return 8 * pairs(b); }
 
-  // 2^40 mod p (p < 2^31): 2^32 mod p by a 32-bit remainder, then eight doublings.
+  // 2^40 mod p (p < 2^31): 2^32 mod p, then eight doublings.
   FT_HD static uint32_t two40_mod(uint32_t p) {
-    uint32_t r = (0u - p) % p;
+    uint32_t r = two32_mod(p);
     for (int i = 0; i < 8; ++i) {
       r <<= 1;
       r = r >= p ? r - p : r;

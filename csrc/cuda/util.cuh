@@ -53,6 +53,9 @@ FT_HD void stg4(int32_t* p, int4 v) {
 #endif
 }
 
+// 2^32 mod p, canonical: (2^32 - p) mod p in 32-bit arithmetic.
+FT_HD uint32_t two32_mod(uint32_t p) { return (0u - p) % p; }
+
 // p, opaque to the optimiser: an address made once per thread stays one register, and
 // accesses at constant distances from it become immediate offsets instead of being
 // re-derived (a 64-bit sum each) from the row base.

@@ -249,6 +249,7 @@ struct BconvTc {
       }
     }
     // The offset 2^30 sum_k m'_k mod p, from the block's last threads (idle above when few entries).
+    // It reads the matrix row again rather than the entries' W_0 through shared memory: no barrier.
     for (int o = THREADS - 1 - tid; o < rows_used(b); o += THREADS) {
       const bool on = o < b.nout;
       const int32_t* pm = on ? M::out_mod(a.m, b.g, b.o0 + o) : nullptr;

@@ -35,6 +35,9 @@ struct ModUpArgs {
   int L, K, log_n, beta, alpha_max;
   int lo[kMaxDigits + 1];
   TableRows psi_rows;          // the psi_ext / psi_inv_ext row of each ext limb (count 0: row i)
+  // A rotation fused in: a (and mod_up_keyswitch_inner's addend) is read as automorphism(., galois),
+  // i.e. at automorphism_source(x) (arith.h); 0: as is. Never with b.
+  uint32_t galois;
 };
 
 // The key of mod_up_keyswitch_inner, its addend (relinearisation's P * (d0, d1), a rotation's
@@ -66,6 +69,7 @@ struct SwitchArgs {
   const int32_t* addend;        // or null
   int64_t B;
   int Ls, D, Ld, log_n, K, Ka;
+  uint32_t galois;              // the addend is read as automorphism(addend, galois); 0: as is
   int16_t drop[kMaxSwitchRows];  // rows of x dropped
   int16_t keep[kMaxSwitchRows];  // per destination limb: its row of x, or -1
   TableRows psi_inv_drop_rows;   // the psi_inv_drop row of each dropped limb (count 0: row k)

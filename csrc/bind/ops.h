@@ -199,13 +199,15 @@ Tensor mod_up_keyswitch_inner_op(const Tensor& a_in, const Tensor& pre, const Te
                                  const Tensor& key_q, const Tensor& key_p, int64_t q_start, int64_t digit_start,
                                  const std::optional<Tensor>& addend, const std::optional<Tensor>& c_add,
                                  const std::optional<Tensor>& b, at::OptionalIntArrayRef psi_rows,
-                                 const std::optional<Tensor>& acc) {
+                                 const std::optional<Tensor>& acc, int64_t galois) {
   const char* op = "mod_up_keyswitch_inner";
   Dev dev(a_in);
   Aligned al;
   const Tensor& a = al(dev, a_in);
   const Tensor* bp = b ? &al(dev, *b) : nullptr;
   ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
+  g.galois = check_fused_galois(op, galois, a.size(-1));
+  FT_CHECK(!(b && g.galois), "fhetorch.", op, ": a fused rotation (galois != 1) does not take b; rotate the product");
   const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
   const std::optional<Tensor> ac = acc ? std::optional<Tensor>(al(dev, *acc)) : std::nullopt;
   KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value(), ac);
@@ -219,13 +221,14 @@ Tensor switch_modulus_op(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntA
                          const Tensor& mod_drop, const Tensor& psi_inv_drop, const Tensor& mod_dst,
                          const Tensor& psi_dst, const Tensor& mat, const Tensor& c_keep, const Tensor& c_sub,
                          const std::optional<Tensor>& addend, at::OptionalIntArrayRef psi_inv_drop_rows,
-                         at::OptionalIntArrayRef psi_dst_rows) {
+                         at::OptionalIntArrayRef psi_dst_rows, int64_t galois) {
   Dev dev(x_in);
   Aligned al;
   const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
-  const SwitchGeom g =
+  SwitchGeom g =
       check_switch_modulus(al(dev, x_in), drop_rows, keep_rows, pre, mod_drop, al(dev, psi_inv_drop), mod_dst,
                            al(dev, psi_dst), mat, c_keep, c_sub, add, psi_inv_drop_rows, psi_dst_rows);
+  g.args.galois = check_fused_galois("switch_modulus", galois, x_in.size(-1));
   Tensor out = at::empty(g.out_shape, x_in.options());
   dev.run("switch_modulus", [&](auto& ctx) { return switch_modulus(g.args, out_ptr(out), ctx); });
   return out;

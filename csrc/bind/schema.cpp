@@ -101,10 +101,13 @@ TORCH_LIBRARY(fhetorch, m) {
   // tensor_product followed by the op on d[..., 2, :, :] with addend d[..., :2, :, :].
   // An addend of one component (..., 1, La, N) adds to component 0 only (a rotation's
   // P * sigma(c0)). acc (the result's shape) is added to the whole result (a running sum over
-  // the giant steps of a linear transform). psi_rows: as mod_up's.
+  // the giant steps of a linear transform). psi_rows: as mod_up's. galois (odd, in (0, 2N); 1:
+  // none) fuses a rotation in: the op acts on automorphism(a, galois) and automorphism(addend,
+  // galois) (a rotation's key switch of sigma(c1) with P * sigma(c0)); not with b.
   m.def("mod_up_keyswitch_inner(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, "
         "Tensor mats, int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, "
-        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None, Tensor? acc=None) -> Tensor");
+        "Tensor? addend=None, Tensor? c_add=None, Tensor? b=None, int[]? psi_rows=None, Tensor? acc=None, "
+        "int galois=1) -> Tensor");
   // Modulus switching (rescale, ModDown, both at once, rational rescaling): x (..., Ls, N)
   // NTT domain -> out (..., Ld, N) with, for each polynomial p and destination limb i,
   //   out[p][i] = x[p][keep_rows[i]] * c_keep[i] + NTT(bconv(INTT(x[p][drop_rows]) * pre))[i] * c_sub[i]
@@ -118,9 +121,11 @@ TORCH_LIBRARY(fhetorch, m) {
   // Montgomery constants. With psi_inv_drop_rows (D entries) / psi_dst_rows (Ld entries),
   // psi_inv_drop / psi_dst are any (R, N) tables, dropped limb k reading row
   // psi_inv_drop_rows[k] and destination limb i row psi_dst_rows[i] (as ntt's psi_rows).
+  // galois (odd, in (0, 2N); 1: none): the addend added is automorphism(addend, galois) (a
+  // rotation's sigma(c0)).
   m.def("switch_modulus(Tensor x, int[] drop_rows, int[] keep_rows, Tensor pre, Tensor mod_drop, "
         "Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, Tensor c_sub, "
-        "Tensor? addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None) -> Tensor");
+        "Tensor? addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None, int galois=1) -> Tensor");
   // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
   m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
   // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]

@@ -10,10 +10,20 @@ namespace {
 
 int64_t n_of(int log_n) { return int64_t(1) << log_n; }
 
-// ModUp's input (B, L, n): a, or a1 * b1 in tensor-product mode.
+// row[src(x)]: x's value of automorphism(row, galois) (0: row[x]).
+int32_t rotated_at(const int32_t* row, int64_t x, uint32_t galois, int log_n) {
+  return row[galois ? automorphism_source(static_cast<uint32_t>(x), galois, log_n) : x];
+}
+
+// ModUp's input (B, L, n): a (rotated by the fused rotation, if any), or a1 * b1 in
+// tensor-product mode.
 void mod_up_input(const ModUpArgs& g, int32_t* in, const Threads& th) {
   const int64_t n = n_of(g.log_n), plane = g.L * n;
   th.par(g.B * plane, 4096, [&](int64_t i0, int64_t i1) {
+    if (!g.b && g.galois) {
+      for (int64_t it = i0; it < i1; ++it) in[it] = rotated_at(g.a + (it - it % n), it % n, g.galois, g.log_n);
+      return;
+    }
     if (!g.b) {
       std::copy(g.a + i0, g.a + i1, in + i0);
       return;
@@ -78,8 +88,8 @@ void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out
   keyswitch_inner(InnerArgs{d, key.key_q, key.key_p, out, g.mod_ext, g.B, n, g.beta, Lext, L, g.K, key.Lq_key,
                             key.q_start, key.digit_start},
                   th);
-  // + addend * c_add on the first La limbs of the first Ka components; in tensor-product mode the
-  // addend is (a0 b0, a0 b1 + a1 b0).
+  // + addend * c_add on the first La limbs of the first Ka components (the addend rotated with a,
+  // if a fused rotation is set); in tensor-product mode the addend is (a0 b0, a0 b1 + a1 b0).
   const int La = g.b ? L : key.La, Ka = g.b ? 2 : key.Ka;
   const int64_t plane = La * n;
   th.par(g.B * Ka * La, 1, [&](int64_t r0, int64_t r1) {
@@ -99,7 +109,8 @@ void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out
         }
       } else {
         const int32_t* v = key.addend + bk * plane + e0;
-        for (int64_t x = 0; x < n; ++x) o[x] = add_mod(o[x], mont_mul(v[x], c_add, q, qinv), q);
+        for (int64_t x = 0; x < n; ++x)
+          o[x] = add_mod(o[x], mont_mul(rotated_at(v, x, g.galois, g.log_n), c_add, q, qinv), q);
       }
     }
   });
@@ -131,7 +142,8 @@ void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {
   int32_t* y = th.scratch(B * Ld * n);
   bconv(t, y, B, D, Ld, n, g.mod_drop, g.mod_dst, g.mat, th);
   ntt(y, y, B * Ld, Ld, g.log_n, g.mod_dst, g.psi_dst, g.psi_dst_rows, th);
-  // out = x[keep] * c_keep + y * c_sub (+ addend), row by row (constants once per row).
+  // out = x[keep] * c_keep + y * c_sub (+ addend, rotated if galois is set), row by row (constants
+  // once per row).
   th.par(B * Ld, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t p = row / Ld;
@@ -145,7 +157,7 @@ void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {
       for (int64_t c = 0; c < n; ++c) {
         int32_t r = mont_mul(yr[c], c_sub, q, qinv);
         if (keep) r = add_mod(mont_mul(keep[c], c_keep, q, qinv), r, q);
-        if (add) r = add_mod(r, add[c], q);
+        if (add) r = add_mod(r, rotated_at(add, c, g.galois, g.log_n), q);
         o[c] = r;
       }
     }

@@ -24,9 +24,15 @@ FT_HD const int32_t* mu_key_row(const MuArgs& a, int j, int c, int i, int64_t n)
   return a.key.key_p + ((dig * 2 + c) * a.g.K + (i - a.g.L)) * n;
 }
 
-// Component c of ciphertext bb's addend at limb i < La, coefficients x..x+3 (before c_add).
+// Component c of ciphertext bb's addend at limb i < La, coefficients x..x+3 (before c_add; ROT:
+// read through the fused rotation).
+template <bool ROT>
 FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t n, uint32_t q, uint32_t qinv) {
-  if (!a.g.b) return ldg4(a.key.addend + ((a.key.Ka * bb + c) * a.key.La + i) * n + x);
+  if (!a.g.b) {
+    const int32_t* row = a.key.addend + ((a.key.Ka * bb + c) * a.key.La + i) * n;
+    if constexpr (ROT) return rotated4(row, x, a.g.galois, a.g.log_n);
+    return ldg4(row + x);
+  }
   const int64_t L = a.g.L, o0 = (2 * bb * L + i) * n + x, b0 = bb * a.g.b_stride + static_cast<int64_t>(i) * n + x;
   const int4 a0 = ldg4(a.g.a + o0), a1 = ldg4(a.g.a + o0 + L * n), b0v = ldg4(a.g.b + b0), b1 = ldg4(a.g.b + b0 + L * n);
   int4 r;
@@ -40,7 +46,8 @@ FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t 
   return r;
 }
 
-template <int LOG_N>
+// ROT: the input's own digits and the addend read through the fused rotation (a build of its own).
+template <int LOG_N, bool ROT = false>
 struct KeyswitchInner {
   using Args = MuArgs;
   static constexpr int THREADS = 256, SMEM = 4, MIN_BLOCKS = 4;  // <= 64 registers
@@ -70,7 +77,7 @@ struct KeyswitchInner {
     for (int64_t bb = 0; bb < a.g.B; ++bb) {
       uint32_t acc[2][4] = {};
       for (int j = 0; j < a.g.beta; ++j) {
-        const int4 v = j == b.own ? mu_input4(a, bb, b.i, x, N, q, qinv) : ldg4(a.d + mu_drow(a, bb, j, b.i) * N + x);
+        const int4 v = j == b.own ? mu_input4<ROT>(a, bb, b.i, x, N, q, qinv) : ldg4(a.d + mu_drow(a, bb, j, b.i) * N + x);
         const int4 k0 = ldg4(mu_key_row(a, j, 0, b.i, N) + x), k1 = ldg4(mu_key_row(a, j, 1, b.i, N) + x);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
@@ -83,7 +90,7 @@ struct KeyswitchInner {
       for (int c = 0; c < 2; ++c) {
         int4 r;
         const bool add_c = add && (a.g.b || c < a.key.Ka);
-        const int4 ad = add_c ? mu_addend4(a, bb, c, b.i, x, N, q, qinv) : make_int4(0, 0, 0, 0);
+        const int4 ad = add_c ? mu_addend4<ROT>(a, bb, c, b.i, x, N, q, qinv) : make_int4(0, 0, 0, 0);
         const int64_t o = ((2 * bb + c) * a.Lext + b.i) * N + x;
         const int4 s = a.key.acc ? ldg4(a.key.acc + o) : make_int4(0, 0, 0, 0);
 #pragma unroll
@@ -121,7 +128,8 @@ cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t
   return dispatch_log_n(g.log_n, [&](auto log_n) {
     constexpr int LOG_N = decltype(log_n)::value;
     FT_TRY((mod_up_pipeline<LOG_N>(ex, a)));
-    return key ? ex.template run<KeyswitchInner<LOG_N>>(a) : cudaSuccess;
+    if (!key) return cudaSuccess;
+    return a.g.galois ? ex.template run<KeyswitchInner<LOG_N, true>>(a) : ex.template run<KeyswitchInner<LOG_N>>(a);
   });
 }
 

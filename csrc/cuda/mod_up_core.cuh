@@ -87,10 +87,24 @@ FT_HD int64_t mu_drow(const MuArgs& a, int64_t bb, int j, int i) {
   return (bb * a.g.beta + j) * a.Lext + i;
 }
 
-// 4 values of ciphertext bb's ModUp input at limb i, coefficients x..x+3: a[i], or a1[i] * b1[i].
+// 4 values at x..x+3 of a row read through the automorphism X -> X^galois: row[src(x + m)].
+FT_HD int4 rotated4(const int32_t* row, int x, uint32_t galois, int log_n) {
+  int4 r;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) elem(r, m) = ldg(row + automorphism_source(static_cast<uint32_t>(x + m), galois, log_n));
+  return r;
+}
+
+// 4 values of ciphertext bb's ModUp input at limb i, coefficients x..x+3: a[i] (ROT: read through
+// the fused rotation), or a1[i] * b1[i].
+template <bool ROT>
 FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint32_t q, uint32_t qinv) {
   const int64_t L = a.g.L;
-  if (!a.g.b) return ldg4(a.g.a + (bb * L + i) * n + x);
+  if (!a.g.b) {
+    const int32_t* row = a.g.a + (bb * L + i) * n;
+    if constexpr (ROT) return rotated4(row, x, a.g.galois, a.g.log_n);
+    return ldg4(row + x);
+  }
   const int4 u = ldg4(a.g.a + ((2 * bb + 1) * L + i) * n + x), v = ldg4(a.g.b + bb * a.g.b_stride + (L + i) * n + x);
   int4 r;
 #pragma unroll
@@ -101,12 +115,13 @@ FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint3
 }
 
 // INTT rows: (ciphertext, level limb), row r = bb * L + i. The first (small) phase reads the
-// input itself (a[i], or a1[i] * b1[i] in tensor-product mode; for mod_up also copied to the
-// digit's own row of the output); the last (large) phase multiplies by pre[i].
-template <int LOG_N, bool LARGE>
+// input itself (a[i], through the fused rotation with ROT, or a1[i] * b1[i] in tensor-product
+// mode; for mod_up also copied to the digit's own row of the output); the last (large) phase
+// multiplies by pre[i].
+template <int LOG_N, bool LARGE, bool ROTATED = false>
 struct MuInttRows {
   using Args = MuArgs;
-  static constexpr bool LOAD = !LARGE, STORE = false;
+  static constexpr bool LOAD = !LARGE, STORE = false, ROT = ROTATED && !LARGE;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.L; }
   FT_HD static Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
@@ -119,6 +134,7 @@ struct MuInttRows {
     if (!LARGE) {
       if (!a.g.b) {
         c.in = a.g.a + (bb * L + i) * N;
+        c.gal = a.g.galois;
       } else {
         c.in = a.g.a + ((2 * bb + 1) * L + i) * N;
         c.in2 = a.g.b + bb * a.g.b_stride + (L + i) * N;
@@ -133,7 +149,7 @@ struct MuInttRows {
 template <int LOG_N>
 struct MuConvRows {
   using Args = MuArgs;
-  static constexpr bool LOAD = false, STORE = false;
+  static constexpr bool LOAD = false, STORE = false, ROT = false;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * mu_conv_rows(a); }
   FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
@@ -180,7 +196,9 @@ cudaError_t mod_up_pipeline(Exec& ex, MuArgs& a) {
     narrowest = mod_up_size(a.g, j) < narrowest ? mod_up_size(a.g, j) : narrowest;
   }
   a.grid = bconv_grid(a.g.B * a.g.beta, int64_t(1) << LOG_N, a.Lext - narrowest);
-  FT_TRY((ex.template run<NttPhase<LOG_N, false, true, MuInttRows<LOG_N, false>>>(a)));
+  // the first phase reads the input: through the fused rotation in a build of its own
+  if (a.g.galois) FT_TRY((ex.template run<NttPhase<LOG_N, false, true, MuInttRows<LOG_N, false, true>>>(a)));
+  else FT_TRY((ex.template run<NttPhase<LOG_N, false, true, MuInttRows<LOG_N, false>>>(a)));
   FT_TRY((ex.template run<NttPhase<LOG_N, true, true, MuInttRows<LOG_N, true>>>(a)));
   if (mu_conv_rows(a) == 0) return cudaSuccess;
   FT_TRY((run_bconv<MuBcMap>(ex, a, widest, a.Lext - narrowest)));

@@ -170,6 +170,9 @@ struct Ctx {
   const int32_t* keep;
   const int32_t* add;
   uint32_t cs, ck;
+  // A rotation fused in (maps with ROT): the fused input (LOAD) reads in[src(x)] for in[x], the
+  // fused epilogue (STORE) add[src(x)] for add[x], src = automorphism_source(x, gal) (arith.h).
+  uint32_t gal;
 };
 
 // Input value x0 + k of a phase's row, in [0, 2q); in = c.in + x0 made once per item (pin_ptr),
@@ -205,6 +208,23 @@ FT_HD void input4(const Ctx& c, const int32_t* in, int x0, int k, uint32_t* v) {
   for (int m = 0; m < 4; ++m) v[m] = static_cast<uint32_t>(elem(r, m));
 }
 
+// Input value x of a row read through the automorphism X -> X^gal: in[src(x)] (c.in is the row;
+// no tensor product then). A 2^k-aligned run of outputs reads a 2^k-aligned run of inputs in some
+// order (src permutes the low bits within a run), so a warp's gathers stay within the lines a
+// plain read of the run would touch.
+template <int LOG_N>
+FT_HD uint32_t input_rotated(const Ctx& c, int x) {
+  const uint32_t v = static_cast<uint32_t>(ldg(c.in + automorphism_source(static_cast<uint32_t>(x), c.gal, LOG_N)));
+  if (c.copy) c.copy[x] = static_cast<int32_t>(v);
+  return v;
+}
+
+// The fused epilogue's addend at x under a fused rotation: add[src(x)].
+template <int LOG_N>
+FT_HD int32_t addend_rotated(const Ctx& c, int x) {
+  return ldg(c.add + automorphism_source(static_cast<uint32_t>(x), c.gal, LOG_N));
+}
+
 // The stored value of a phase's output y (in [0, 2q)) at x: lazy between phases, canonical
 // after the last (times post for the inverse), or the fused epilogue's combination.
 template <bool FINAL, bool POST, bool FUSED>
@@ -220,17 +240,27 @@ FT_HD uint32_t output_value(const Ctx& c, uint32_t y, int32_t keep, int32_t add)
   return y;
 }
 
-// Output x0 + k through out = c.out + x0 (pinned, as input1's in).
-template <bool FINAL, bool POST, bool FUSED>
+// Output x0 + k through out = c.out + x0 (pinned, as input1's in); ROT: the addend read rotated.
+template <int LOG_N, bool FINAL, bool POST, bool FUSED, bool ROT>
 FT_HD void output1(const Ctx& c, int32_t* out, int x0, int k, uint32_t y) {
-  const int32_t keep = FUSED && c.keep ? ldg(c.keep + x0 + k) : 0, add = FUSED && c.add ? ldg(c.add + x0 + k) : 0;
+  const int32_t keep = FUSED && c.keep ? ldg(c.keep + x0 + k) : 0;
+  int32_t add = 0;
+  if (FUSED && c.add) add = ROT ? addend_rotated<LOG_N>(c, x0 + k) : ldg(c.add + x0 + k);
   stg(out + k, static_cast<int32_t>(output_value<FINAL, POST, FUSED>(c, y, keep, add)));
 }
 
-template <bool FINAL, bool POST, bool FUSED>
+template <int LOG_N, bool FINAL, bool POST, bool FUSED, bool ROT>
 FT_HD void output4(const Ctx& c, int32_t* out, int x0, int k, const uint32_t* y) {
   const int4 keep = FUSED && c.keep ? ldg4(c.keep + x0 + k) : make_int4(0, 0, 0, 0);
-  const int4 add = FUSED && c.add ? ldg4(c.add + x0 + k) : make_int4(0, 0, 0, 0);
+  int4 add = make_int4(0, 0, 0, 0);
+  if (FUSED && c.add) {
+    if constexpr (ROT) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) elem(add, m) = addend_rotated<LOG_N>(c, x0 + k + m);
+    } else {
+      add = ldg4(c.add + x0 + k);
+    }
+  }
   int4 r;
 #pragma unroll
   for (int m = 0; m < 4; ++m)
@@ -265,8 +295,9 @@ FT_HD void round_stage(uint32_t* v, const Ctx& c, int xn) {
 // fused input), the last writes them straight to the output row (FS: the fused epilogue);
 // the others, and the exchanges between rounds, go through the tile in shared memory. Where
 // an item's elements are consecutive in the row (the small phase's bottom round) the global
-// accesses are 16 bytes wide.
-template <int LOG_N, bool LARGE, int CAP, bool INV, int R, int JLO, bool FIRST, bool LAST, bool FL, bool FS>
+// accesses are 16 bytes wide. FR: the fused input / epilogue reads its row through the rotation
+// (Ctx::gal), a build of its own so that the phases without one keep their code.
+template <int LOG_N, bool LARGE, int CAP, bool INV, int R, int JLO, bool FIRST, bool LAST, bool FL, bool FS, bool FR>
 FT_HD void ntt_round(const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
   constexpr int LO = G::JPOS + JLO, XLO = G::XPOS + JLO, E = 1 << R, ITEMS = G::T >> R;
@@ -281,7 +312,10 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
     uint32_t v[E];
     if constexpr (FIRST) {
       const int32_t* in = pin_ptr(c.in + x0);
-      if (VEC && c.in_vec) {
+      if constexpr (FL && FR) {
+#pragma unroll
+        for (int u = 0; u < E; ++u) v[u] = input_rotated<LOG_N>(c, x0 + (u << XLO));
+      } else if (VEC && c.in_vec) {
 #pragma unroll
         for (int u = 0; u < E; u += 4) input4<FL>(c, in, x0, u, v + u);
       } else {
@@ -297,10 +331,10 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
       int32_t* out = pin_ptr(c.out + x0);
       if (VEC && c.out_vec) {
 #pragma unroll
-        for (int u = 0; u < E; u += 4) output4<FINAL, POST, FS>(c, out, x0, u, v + u);
+        for (int u = 0; u < E; u += 4) output4<LOG_N, FINAL, POST, FS, FR>(c, out, x0, u, v + u);
       } else {
 #pragma unroll
-        for (int u = 0; u < E; ++u) output1<FINAL, POST, FS>(c, out, x0, u << XLO, v[u]);
+        for (int u = 0; u < E; ++u) output1<LOG_N, FINAL, POST, FS, FR>(c, out, x0, u << XLO, v[u]);
       }
     } else {
 #pragma unroll
@@ -310,25 +344,25 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
 }
 
 // The K-th round in execution order: forward from the top j bits down, inverse upwards.
-template <int LOG_N, bool LARGE, int CAP, bool INV, int K, bool FL, bool FS>
+template <int LOG_N, bool LARGE, int CAP, bool INV, int K, bool FL, bool FS, bool FR>
 FT_HD void ntt_round_k(const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
   constexpr int I = INV ? K : G::NROUNDS - 1 - K;
-  ntt_round<LOG_N, LARGE, CAP, INV, G::chunk_r(I), G::chunk_lo(I), K == 0, K == G::NROUNDS - 1, FL, FS>(c, tid);
+  ntt_round<LOG_N, LARGE, CAP, INV, G::chunk_r(I), G::chunk_lo(I), K == 0, K == G::NROUNDS - 1, FL, FS, FR>(c, tid);
 }
 
 // Step s (= round s in execution order) of a phase for thread tid; a __syncthreads()
 // separates consecutive steps.
-template <int LOG_N, bool LARGE, int CAP, bool INV, bool FL, bool FS>
+template <int LOG_N, bool LARGE, int CAP, bool INV, bool FL, bool FS, bool FR = false>
 FT_HD void ntt_step(int s, const Ctx& c, int tid) {
   using G = Geo<LOG_N, LARGE, CAP>;
   static_assert(G::NROUNDS >= 2, "the first round reads the input and the last writes the output");
   if (s == 0) {
-    ntt_round_k<LOG_N, LARGE, CAP, INV, 0, FL, FS>(c, tid);
+    ntt_round_k<LOG_N, LARGE, CAP, INV, 0, FL, FS, FR>(c, tid);
   } else if (s == 1) {
-    ntt_round_k<LOG_N, LARGE, CAP, INV, 1, FL, FS>(c, tid);
+    ntt_round_k<LOG_N, LARGE, CAP, INV, 1, FL, FS, FR>(c, tid);
   } else {
-    if constexpr (G::NROUNDS >= 3) ntt_round_k<LOG_N, LARGE, CAP, INV, 2, FL, FS>(c, tid);
+    if constexpr (G::NROUNDS >= 3) ntt_round_k<LOG_N, LARGE, CAP, INV, 2, FL, FS, FR>(c, tid);
   }
 }
 
@@ -351,6 +385,7 @@ FT_HD Ctx row_ctx(uint32_t* sm, const int32_t* in, int32_t* out, const int32_t* 
   c.keep = nullptr;
   c.add = nullptr;
   c.cs = c.ck = 0;
+  c.gal = 0;
   return c;
 }
 
@@ -364,7 +399,8 @@ constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 
 //   static Ctx row(const Args&, int64_t r, uint32_t* sm, int blk): row r's input, output,
 //     tables and post factor (blk: the tile of the row);
 //   LOAD / STORE: whether the phase applies the Ctx's fused input (in2, copy) / fused
-//     epilogue (keep, add, cs, ck) that row() sets.
+//     epilogue (keep, add, cs, ck) that row() sets;
+//   ROT: whether that input / epilogue reads its row through the rotation Ctx::gal.
 template <int LOG_N, bool LARGE, bool INV, class M>
 struct NttPhase {
   using Args = typename M::Args;
@@ -381,7 +417,7 @@ struct NttPhase {
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::NROUNDS; }
   FT_HD static void step(const Args&, const Blk& c, int s, int tid, State&) {
-    ntt_step<LOG_N, LARGE, kCap, INV, M::LOAD, M::STORE>(s, c, tid);
+    ntt_step<LOG_N, LARGE, kCap, INV, M::LOAD, M::STORE, M::ROT>(s, c, tid);
   }
 };
 
@@ -403,7 +439,7 @@ struct RowsArgs {
 template <int LOG_N>
 struct AllRows {
   using Args = RowsArgs;
-  static constexpr bool LOAD = false, STORE = false;
+  static constexpr bool LOAD = false, STORE = false, ROT = false;
   FT_HD static int64_t rows(const Args& a) { return a.rows; }
   FT_HD static Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
     constexpr int64_t N = int64_t(1) << LOG_N;

@@ -30,7 +30,7 @@ struct SwArgs {
 template <int LOG_N, bool LARGE>
 struct SwDropRows {
   using Args = SwArgs;
-  static constexpr bool LOAD = false, STORE = false;
+  static constexpr bool LOAD = false, STORE = false, ROT = false;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.D; }
   FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
@@ -45,11 +45,12 @@ struct SwDropRows {
 };
 
 // The converted rows y (polynomial p, destination limb i), row r = p * Ld + i, forward: the
-// last (small) phase stores out = x[keep] * c_keep + ntt * c_sub (+ addend).
-template <int LOG_N, bool LARGE>
+// last (small) phase stores out = x[keep] * c_keep + ntt * c_sub (+ addend, or the addend
+// rotated with ROTATED: automorphism(addend, galois), a build of its own).
+template <int LOG_N, bool LARGE, bool ROTATED = false>
 struct SwDstRows {
   using Args = SwArgs;
-  static constexpr bool LOAD = false, STORE = !LARGE;
+  static constexpr bool LOAD = false, STORE = !LARGE, ROT = ROTATED && !LARGE;
   static constexpr int64_t N = int64_t(1) << LOG_N;
   FT_HD static int64_t rows(const Args& a) { return a.g.B * a.g.Ld; }
   FT_HD static ntt_detail::Ctx row(const Args& a, int64_t r_launch, uint32_t* sm, int blk) {
@@ -63,6 +64,7 @@ struct SwDstRows {
       const int kr = a.g.keep[i];
       c.keep = kr >= 0 ? a.g.x + (p * a.g.Ls + kr) * N : nullptr;
       c.add = a.g.addend && k < a.g.Ka ? a.g.addend + ((pk * a.g.Ka + k) * a.g.Ld + i) * N : nullptr;
+      c.gal = a.g.galois;  // ROT: the addend read through the fused rotation
       c.ck = static_cast<uint32_t>(ldg(a.g.c_keep + i));
       c.cs = static_cast<uint32_t>(ldg(a.g.c_sub + i));
     }
@@ -103,6 +105,7 @@ cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int3
     FT_TRY((ex.template run<NttPhase<LOG_N, true, true, SwDropRows<LOG_N, true>>>(a)));
     FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D, a.g.Ld)));
     FT_TRY((ex.template run<NttPhase<LOG_N, true, false, SwDstRows<LOG_N, true>>>(a)));
+    if (a.g.galois && a.g.addend) return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false, true>>>(a);
     return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>>>(a);
   });
 }

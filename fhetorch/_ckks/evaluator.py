@@ -481,9 +481,9 @@ def apply_galois(ctx, a: Ciphertext, g: int, what: str, step: int | None = None)
     key = ctx.galois_key(g, what, a.level, step)
     a = relinearize(ctx, a)
     r = ctx.params.limbs(a.level)
-    c0 = _ops.automorphism(a.component(0).contiguous(), g)
-    c1 = _ops.automorphism(a.component(1).contiguous(), g)
-    u = keyswitch(ctx.modulus_tables, c1, key, r, ctx.params.special_limbs, ctx.params.alpha, addend=c0)  # + sigma(c0) on u0
+    # key switch of sigma(c1), + sigma(c0) on u0: the automorphisms read inside its passes
+    u = keyswitch(ctx.modulus_tables, a.component(1), key, r, ctx.params.special_limbs, ctx.params.alpha,
+                  addend=a.component(0), galois=g)
     return a.replace(data=u)
 
 
@@ -509,7 +509,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
         u = keyswitch_inner(ctx.modulus_tables, _ops.automorphism(d, g), key, r, ctx.params.special_limbs, ctx.params.alpha)
-        u = switch_modulus(ctx.modulus_tables, u, ext, tuple(r), addend=_ops.automorphism(a.component(0).contiguous(), g))
+        u = switch_modulus(ctx.modulus_tables, u, ext, tuple(r), addend=a.component(0), galois=g)  # + sigma(c0)
         out[s] = a.replace(data=u)
     return out
 

@@ -192,30 +192,32 @@ def mod_up_keyswitch_inner(a: Tensor, pre: Tensor, mod_ext: Tensor, psi_ext: Ten
                            mats: Tensor, bounds: Sequence[int], key_q: Tensor, key_p: Tensor, q_start: int,
                            digit_start: int, addend: Tensor | None = None, c_add: Tensor | None = None,
                            b: Tensor | None = None, psi_rows: Sequence[int] | None = None,
-                           acc: Tensor | None = None) -> Tensor:
-    """keyswitch_inner(mod_up(a)) (+ addend * c_add) (+ acc) in one op: (..., 2, L+K, N); with b, of a1 * b1."""
+                           acc: Tensor | None = None, galois: int = 1) -> Tensor:
+    """keyswitch_inner(mod_up(a)) (+ addend * c_add) (+ acc) in one op: (..., 2, L+K, N); with b, of a1 * b1;
+    with galois, of automorphism(a, galois) (and the addend rotated alike)."""
     return _ops.mod_up_keyswitch_inner(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, _ints(bounds), key_q, key_p,
-                                       int(q_start), int(digit_start), addend, c_add, b, _rows(psi_rows), acc)
+                                       int(q_start), int(digit_start), addend, c_add, b, _rows(psi_rows), acc,
+                                       int(galois))
 
 
 @_fake("fhetorch::mod_up_keyswitch_inner")
 def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend=None,
-      c_add=None, b=None, psi_rows=None, acc=None):
+      c_add=None, b=None, psi_rows=None, acc=None, galois=1):
     return a.new_empty((*a.shape[:-3 if b is not None else -2], 2, mod_ext.shape[0], a.shape[-1]))
 
 
 def switch_modulus(x: Tensor, drop_rows: Sequence[int], keep_rows: Sequence[int], pre: Tensor, mod_drop: Tensor,
                    psi_inv_drop: Tensor, mod_dst: Tensor, psi_dst: Tensor, mat: Tensor, c_keep: Tensor,
                    c_sub: Tensor, addend: Tensor | None = None, psi_inv_drop_rows: Sequence[int] | None = None,
-                   psi_dst_rows: Sequence[int] | None = None) -> Tensor:
-    """Rescale / ModDown of x (..., Ls, N) to (..., len(keep_rows), N), plus an addend."""
+                   psi_dst_rows: Sequence[int] | None = None, galois: int = 1) -> Tensor:
+    """Rescale / ModDown of x (..., Ls, N) to (..., len(keep_rows), N), plus an addend (rotated by galois)."""
     return _ops.switch_modulus(x, _ints(drop_rows), _ints(keep_rows), pre, mod_drop, psi_inv_drop, mod_dst, psi_dst,
-                               mat, c_keep, c_sub, addend, _rows(psi_inv_drop_rows), _rows(psi_dst_rows))
+                               mat, c_keep, c_sub, addend, _rows(psi_inv_drop_rows), _rows(psi_dst_rows), int(galois))
 
 
 @_fake("fhetorch::switch_modulus")
 def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend=None,
-      psi_inv_drop_rows=None, psi_dst_rows=None):
+      psi_inv_drop_rows=None, psi_dst_rows=None, galois=1):
     return x.new_empty((*x.shape[:-2], len(keep_rows), x.shape[-1]))
 
 

@@ -27,7 +27,7 @@ from .tables import ModulusTables, digits, mod_up_tables, switch_modulus_tables 
 
 
 def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tuple,
-                   addend: torch.Tensor | None = None, factor: int = 1) -> torch.Tensor:
+                   addend: torch.Tensor | None = None, factor: int = 1, galois: int = 1) -> torch.Tensor:
     """x (..., len(src), N) over limbs src -> x * A / D over limbs dst, NTT form.
 
     D = src - dst (dropped), A = dst - src (added): rescaling (D = top primes, rational
@@ -37,12 +37,15 @@ def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tupl
     added to the first k polynomials of each ciphertext of x (..., c, len(src), N)
     (relinearisation's (d0, d1)); (..., len(dst), N) to the first one (a rotation's sigma(c0)).
     factor: switch factor * x instead (an integer, folded into the tables' constants).
+    galois: the addend is added as automorphism(addend, galois), in the same pass (a rotation's
+    sigma(c0) without a pass of its own).
     """
     p = tables.switch(src, dst, factor)
     ring = tables.ring
     return _ops.switch_modulus(x.contiguous(), p.drop_rows, p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv,
                                p.b_dst.mod, ring.psi, p.matrix, p.c_keep, p.c_sub,
-                               None if addend is None else addend.contiguous(), p.psi_inv_drop_rows, p.psi_dst_rows)
+                               None if addend is None else addend.contiguous(), p.psi_inv_drop_rows, p.psi_dst_rows,
+                               galois)
 
 
 def mod_up(tables: ModulusTables, a: torch.Tensor, limbs: range, special_limbs: range, alpha: int) -> torch.Tensor:
@@ -63,7 +66,8 @@ def keyswitch_inner(tables: ModulusTables, d: torch.Tensor, key, limbs: range, s
 
 def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range,
                            alpha: int, addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None,
-                           b: torch.Tensor | None = None, acc: torch.Tensor | None = None) -> torch.Tensor:
+                           b: torch.Tensor | None = None, acc: torch.Tensor | None = None,
+                           galois: int = 1) -> torch.Tensor:
     """keyswitch_inner(mod_up(a)) over level + P: a (..., L, N) -> (..., 2, L + K, N), one op.
 
     With addend (..., 2, La, N) and c_add (La,) (Montgomery constants), addend * c_add is
@@ -72,22 +76,25 @@ def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: r
     whole result (a running sum, in the same pass). With b (HMult's tensor
     product fused in): a and b are ciphertexts (..., 2, L, N) over the level (b may also be
     one ciphertext (2, L, N) for the whole batch), d = a (tensor) b, and the result is
-    keyswitch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs (no addend then)."""
+    keyswitch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs (no addend then). galois (not
+    with b): of automorphism(a, galois), the addend rotated alike (a rotation's sigma(c1) and
+    P * sigma(c0), read through the automorphism instead of made by a pass of their own)."""
     tab = tables.mod_up(limbs, special_limbs, alpha)
     ring = tables.ring
     return _ops.mod_up_keyswitch_inner(a.contiguous(), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
                                        tab.bounds, key.key_q, key.key_p, limbs.start, tab.digit_start,
                                        None if addend is None else addend.contiguous(), c_add,
                                        None if b is None else b.contiguous(), tab.psi_rows,
-                                       None if acc is None else acc.contiguous())
+                                       None if acc is None else acc.contiguous(), galois)
 
 
 def keyswitch(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range, alpha: int,
-              dst_idx: tuple | None = None, addend: torch.Tensor | None = None) -> torch.Tensor:
+              dst_idx: tuple | None = None, addend: torch.Tensor | None = None, galois: int = 1) -> torch.Tensor:
     """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).
 
     a (..., L, N) -> (..., 2, len(dst), N). addend: as switch_modulus's (added to u0 when
-    (..., len(dst), N), to u0 and u1 when (..., 2, len(dst), N))."""
-    u = mod_up_keyswitch_inner(tables, a, key, limbs, special_limbs, alpha)
+    (..., len(dst), N), to u0 and u1 when (..., 2, len(dst), N)). galois: of automorphism(a, galois)
+    plus automorphism(addend, galois) (a rotation: its automorphisms fused into the passes)."""
+    u = mod_up_keyswitch_inner(tables, a, key, limbs, special_limbs, alpha, galois=galois)
     return switch_modulus(tables, u, tuple(limbs) + tuple(special_limbs),
-                          tuple(limbs) if dst_idx is None else dst_idx, addend)
+                          tuple(limbs) if dst_idx is None else dst_idx, addend, galois=galois)

@@ -330,10 +330,11 @@ class LinearTransform:
                 term = accs.select(-4, gi).contiguous()
                 if g % self.n:  # bring the giant sum down, rotate it, add it to the total over P*Q
                     gel = self._direct(g, ct.level)
-                    y = _ops.automorphism(switch_modulus(tables, term, ext, tuple(r)), gel)
-                    # key switch of sigma(y1), + P * sigma(y0) on component 0, + the total: one op
+                    y = switch_modulus(tables, term, ext, tuple(r))
+                    # key switch of sigma(y1), + P * sigma(y0) on component 0, + the total: one op, which
+                    # reads y through the automorphism
                     total = mod_up_keyswitch_inner(tables, y.select(-3, 1), ctx.galois_keys[gel], r, special, alpha,
-                                                   addend=y.narrow(-3, 0, 1), c_add=c_p, acc=total)
+                                                   addend=y.narrow(-3, 0, 1), c_add=c_p, acc=total, galois=gel)
                 else:
                     total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))

@@ -72,7 +72,8 @@ def _ll(v):
     return ctypes.c_longlong(int(v))
 
 
-def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False, acc=None):
+def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, b=None, full_tables=False, acc=None,
+                   galois=1):
     """The CUDA pipeline of mod_up (key None) or mod_up_keyswitch_inner, run on the host; with
     full_tables, on the ring's tables through the row of each ext limb (what fhetorch._rlwe passes)."""
     pre, mod, psi, psi_inv, mats, bounds = mod_up_args(plan)
@@ -90,7 +91,7 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
                               _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
                               _p(key.key_q) if key else None, _p(key.key_p) if key else None,
                               key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La,
-                              _rows(rows), 2 if addend is None else addend.shape[-3], _p(acc))
+                              _rows(rows), 2 if addend is None else addend.shape[-3], _p(acc), ctypes.c_uint(galois))
     assert launches > 0
     return out
 
@@ -129,6 +130,14 @@ def test_emulated_mod_up(emu, bconv_tc, seed, log_n, n_q, K, alpha, start, stop,
                                        None, acc)
     got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, acc=acc)
     expect_equal(got, want, f"emulated mod_up_keyswitch_inner, one-component addend La={La} and acc", seed)
+    # a rotation fused in: a and the addend read through the automorphism (and mod_up's own rows)
+    g = random.choice([pow(5, random.randrange(1, ring.n // 2), 2 * ring.n), 2 * ring.n - 1])
+    want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add, None,
+                                       None, acc, g)
+    got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, acc=acc, galois=g, full_tables=True)
+    expect_equal(got, want, f"emulated mod_up_keyswitch_inner, galois {g}", seed)
+    expect_equal(emulate_mod_up(emu, a, plan, K, galois=g), _ops.mod_up(_ops.automorphism(a, g), *args),
+                 f"emulated mod_up, galois {g}", seed)
     bl = ring.basis(tuple(lvl))
     x = rand_res((*batch, 2, L, ring.n), bl.primes)
     c_add = bl.const([random.randrange(q) for q in bl.primes])
@@ -155,7 +164,8 @@ def test_emulated_switch_modulus(emu, bconv_tc, seed, log_n, src, dst, batch, Ka
     B = int(np.prod(batch)) if batch else 1
     K = batch[-1] if batch else 1
     addend = rand_res((*batch[:-1], Ka, len(dst), ring.n), p.b_dst.primes) if Ka else None
-    want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend)
+    g = pow(5, random.randrange(1, ring.n // 2), 2 * ring.n) if Ka else 1  # the addend through a rotation
+    want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend, galois=g)
     pre, mod_drop, _, mod_dst, _, mat, c_keep, c_sub = switch_args(p)
     # dense tables, then the ring's through the rows of the dropped and destination limbs
     for tables, rows in [(switch_args(p), (None, None)),
@@ -164,7 +174,7 @@ def test_emulated_switch_modulus(emu, bconv_tc, seed, log_n, src, dst, batch, Ka
         got = torch.empty_like(want)
         assert emu.emu_switch_modulus(_p(x), _p(got), _ll(B), len(src), log_n, _ints(p.drop_rows), len(p.drop_rows),
                                       _ints(p.keep_rows), len(dst), *[_p(t) for t in tables], _p(addend), K, Ka,
-                                      *[_rows(r) for r in rows]) > 0
+                                      *[_rows(r) for r in rows], ctypes.c_uint(g)) > 0
         expect_equal(got, want, f"emulated switch_modulus, table rows: {rows[0] is not None}", seed)
 
 

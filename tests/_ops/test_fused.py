@@ -6,8 +6,9 @@ compositions of unfused ops they replace (tests/_rlwe/reference.py), on random i
   ModDown, both at once, rational rescaling (added primes, src and dst sharing no prime),
   permuted destinations, levels whose digits are cut by the level's start, one digit,
   one-limb digits, digits of more than 16 limbs, addends, the tensor-product mode (b of the
-  batch's shape or one ciphertext for all); with leading batch dimensions (), (3,), (2, 2):
-  a batched call equals the stacked per-item calls.
+  batch's shape or one ciphertext for all), a rotation fused in (galois: the ops on the
+  automorphisms of their inputs); with leading batch dimensions (), (3,), (2, 2): a batched
+  call equals the stacked per-item calls.
 * Sizes: N outside [2^10, 2^17] refused with the same message on every device; argument
   errors; a non-power-of-two N raising RuntimeError in-process.
 * Host emulation of the CUDA programs: tests/_ops/test_emulated.py; the row maps op by op:
@@ -132,6 +133,44 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
         expect_equal(ks.mod_up_keyswitch_inner(tables, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
 
 
+def rand_galois(n: int) -> int:
+    """A random galois element other than 1: a rotation's 5^k or the conjugation's 2N - 1, mod 2N."""
+    return random.choice([pow(5, random.randrange(1, n // 2), 2 * n), 2 * n - 1, 2 * random.randrange(1, n) + 1])
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=BATCH_IDS)
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES[:4] + MOD_UP_CASES[6:])
+def test_fused_rotation_matches_composition(seed, log_n, n_q, K, alpha, start, stop, batch):
+    """galois=g: mod_up_keyswitch_inner of automorphism(a, g) with automorphism(addend, g), switch_modulus
+    with automorphism(addend, g), keyswitch of a rotation: each the op on the rotated inputs, bit for bit."""
+    ring = make_ring(log_n, n_q, K)
+    tables = ModulusTables(ring)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    L = stop - start
+    e = ks.mod_up_tables(ring, lvl, sp, alpha).ext
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
+    g = rand_galois(ring.n)
+    rot = lambda t: None if t is None else _ops.automorphism(t.contiguous(), g)  # noqa: E731
+    for Ka, La in ((0, 0), (2, L + K), (1, random.randint(1, L + K))):
+        addend = rand_res((*batch, Ka, La, ring.n), e.primes[:La]) if La else None
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        acc = rand_res((*batch, 2, L + K, ring.n), e.primes) if Ka == 1 else None
+        want = ks.mod_up_keyswitch_inner(tables, rot(a), key, lvl, sp, alpha, rot(addend), c_add, acc=acc)
+        got = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add, acc=acc, galois=g)
+        expect_equal(got, want, f"mod_up_keyswitch_inner, galois {g}, addend ({Ka}, {La})", seed)
+    src, dst = tuple(lvl) + tuple(sp), tuple(lvl)
+    x = rand_res((*batch, 2, len(src), ring.n), e.primes)
+    for addend in addends((*batch, 2), len(dst), ring, ring.basis(dst).primes):
+        want = ks.switch_modulus(tables, x, src, dst, addend=rot(addend))
+        expect_equal(ks.switch_modulus(tables, x, src, dst, addend=addend, galois=g), want,
+                     f"switch_modulus, galois {g}, addend {tuple(addend.shape)}", seed)
+    c = rand_res((*batch, 2, L, ring.n), ring.basis(tuple(lvl)).primes)
+    want = ks.keyswitch(tables, rot(c.select(-3, 1)), key, lvl, sp, alpha, addend=rot(c.select(-3, 0)))
+    expect_equal(ks.keyswitch(tables, c.select(-3, 1), key, lvl, sp, alpha, addend=c.select(-3, 0), galois=g), want,
+                 f"keyswitch of a rotation, galois {g}", seed)
+
+
 def addends(batch, Ld, ring, primes):
     """The addend forms switch_modulus takes for x (*batch, Ls, N): (Ld, N) for one
     polynomial; else (*batch[:-1], k, Ld, N) for k <= batch[-1] and (*batch[:-1], Ld, N)."""
@@ -228,8 +267,15 @@ def test_argument_errors():
         ops.mod_up_keyswitch_inner(a, *kargs[1:], 0, None, pre, a)
     with pytest.raises(RuntimeError, match="ciphertexts"):  # b neither a's shape nor one ciphertext
         ops.mod_up_keyswitch_inner(torch.stack([ct, ct, ct]), *kargs[1:], 0, None, pre, torch.stack([ct, ct]))
+    for g in (2, 0, -3, 2 * ring.n + 1):  # even, or outside (0, 2N)
+        with pytest.raises(RuntimeError, match="galois must be an odd galois element"):
+            ops.mod_up_keyswitch_inner(*kargs, 0, galois=g)
+    with pytest.raises(RuntimeError, match="does not take b"):
+        ops.mod_up_keyswitch_inner(ct, *kargs[1:], 0, None, pre, ct, galois=5)
     p = ks.switch_modulus_tables(ring, tuple(range(6)), tuple(range(5)))
     x = rand_res((2, 6, ring.n), ring.basis(tuple(range(6))).primes)
+    with pytest.raises(RuntimeError, match="galois must be an odd galois element"):
+        ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), galois=4)
     for drop, keep, msg in [([6], list(range(5)), "drop row"), ([5], [0, 1, 2, 3, -2], "keep row"),
                             ([], list(range(5)), "1 to"), ([5, 4], list(range(5)), "pre must")]:
         with pytest.raises(RuntimeError, match=msg):
@@ -317,6 +363,39 @@ def test_cuda_mod_up(seed, log_n, n_q, K, alpha, start, stop, batch):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["single", "batch3"])
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [
+    (10, 8, 3, 3, 1, 8), (12, 9, 4, 4, 2, 9), (16, 48, 12, 12, 0, 48), (16, 47, 12, 12, 4, 47), (17, 6, 2, 3, 0, 6),
+])
+def test_cuda_fused_rotation(seed, log_n, n_q, K, alpha, start, stop, batch):
+    """galois=g read through the automorphism on the GPU (the INTT's first phase, the inner
+    product's own digits and addend, ModDown's epilogue) = the CPU, bit for bit."""
+    ring, gring = rings(log_n, n_q, K)
+    tables, gplans = ModulusTables(ring), ModulusTables(gring)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    L = stop - start
+    e = ks.mod_up_tables(ring, lvl, sp, alpha).ext
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    gkey = _gpu_key(key)
+    dev = lambda t: None if t is None else t.to(GPU)  # noqa: E731
+    for Ka, La in ((0, 0), (2, L + K), (1, L)):
+        g = rand_galois(ring.n)
+        a = rand_res((*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
+        addend = rand_res((*batch, Ka, La, ring.n), e.primes[:La]) if La else None
+        c_add = ring.basis(e.limbs[:La]).const([random.randrange(q) for q in e.primes[:La]]) if La else None
+        acc = rand_res((*batch, 2, L + K, ring.n), e.primes) if Ka == 1 else None
+        want = ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, addend, c_add, acc=acc, galois=g)
+        got = ks.mod_up_keyswitch_inner(gplans, dev(a), gkey, lvl, sp, alpha, dev(addend), dev(c_add), acc=dev(acc),
+                                        galois=g)
+        expect_equal(got, want, f"cuda mod_up_keyswitch_inner, galois {g}, addend ({Ka}, {La})", seed)
+    g = rand_galois(ring.n)
+    c = rand_res((*batch, 2, L, ring.n), ring.basis(tuple(lvl)).primes)
+    want = ks.keyswitch(tables, c.select(-3, 1), key, lvl, sp, alpha, addend=c.select(-3, 0), galois=g)
+    got = ks.keyswitch(gplans, dev(c).select(-3, 1), gkey, lvl, sp, alpha, addend=dev(c).select(-3, 0), galois=g)
+    expect_equal(got, want, f"cuda keyswitch of a rotation, galois {g}", seed)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("log_n", [10, 12, 16])
 @pytest.mark.parametrize("name,src,dst", SWITCH_CASES, ids=[c[0] for c in SWITCH_CASES])
 def test_cuda_switch_modulus(seed, log_n, name, src, dst):
@@ -325,9 +404,12 @@ def test_cuda_switch_modulus(seed, log_n, name, src, dst):
     for batch in [(2,), (3,), (2, 3)]:
         x = rand_res((*batch, len(src), ring.n), ring.basis(src).primes)
         for addend in [None] + addends(batch, len(dst), ring, ring.basis(dst).primes):
-            want = ks.switch_modulus(tables, x, src, dst, addend=addend)
-            got = ks.switch_modulus(gplans, x.to(GPU), src, dst, addend=None if addend is None else addend.to(GPU))
-            expect_equal(got, want, f"cuda {name} batch={batch}", seed)
+            g = 1 if addend is None else rand_galois(ring.n)  # a rotation's addend, read through the automorphism
+            for gal in sorted({1, g}):
+                want = ks.switch_modulus(tables, x, src, dst, addend=addend, galois=gal)
+                got = ks.switch_modulus(gplans, x.to(GPU), src, dst, addend=None if addend is None else addend.to(GPU),
+                                        galois=gal)
+                expect_equal(got, want, f"cuda {name} batch={batch} galois {gal}", seed)
 
 
 @pytest.mark.cuda

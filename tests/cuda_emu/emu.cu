@@ -67,15 +67,17 @@ extern "C" {
 
 // Each returns the number of kernel launches emulated, or -1 if the pipeline refused. Every
 // table row map (psi_rows, ...) is a host array of one entry per limb, or null (row l).
-// mod_up with key_q null; else mod_up_keyswitch_inner (b non-null: tensor-product mode).
+// mod_up with key_q null; else mod_up_keyswitch_inner (b non-null: tensor-product mode). galois:
+// the fused rotation (1: none).
 long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int32_t* out, long long B, int L, int K,
                      int log_n, const int32_t* pre, const int32_t* mod_ext, const int32_t* psi_ext,
                      const int32_t* psi_inv_ext, const int32_t* mats, int alpha_max, const int* bounds, int beta,
                      const int32_t* key_q, const int32_t* key_p, int Lq_key, int q_start, int digit_start,
                      const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows, int Ka,
-                     const int32_t* acc) {
+                     const int32_t* acc, unsigned galois) {
   ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
                             bounds, beta);
+  g.galois = galois == 1 ? 0u : galois;
   if (!table_rows(psi_rows, L + K, g.psi_rows)) return -1;
   const KeyArgs key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, b ? L : La, b ? 2 : Ka, acc};
   std::vector<int32_t> t = poisoned(mod_up_scratch_t(g)), d = poisoned(mod_up_scratch_d(g));
@@ -136,9 +138,9 @@ long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls
                              const int* keep, int Ld, const int32_t* pre, const int32_t* mod_drop,
                              const int32_t* psi_inv_drop, const int32_t* mod_dst, const int32_t* psi_dst,
                              const int32_t* mat, const int32_t* c_keep, const int32_t* c_sub, const int32_t* addend,
-                             int K, int Ka, const int* psi_inv_drop_rows, const int* psi_dst_rows) {
+                             int K, int Ka, const int* psi_inv_drop_rows, const int* psi_dst_rows, unsigned galois) {
   SwitchArgs g{x, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend, B, Ls, D, Ld, log_n, K, Ka,
-               {}, {}, {}, {}};
+               galois == 1 ? 0u : galois, {}, {}, {}, {}};
   if (!table_rows(psi_inv_drop_rows, D, g.psi_inv_drop_rows) || !table_rows(psi_dst_rows, Ld, g.psi_dst_rows)) return -1;
   for (int k = 0; k < D; ++k) g.drop[k] = static_cast<int16_t>(drop[k]);
   for (int i = 0; i < Ld; ++i) g.keep[i] = static_cast<int16_t>(keep[i]);

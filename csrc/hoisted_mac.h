@@ -79,6 +79,9 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
       const int32_t* k0 = in_q ? g.key_q[b] + static_cast<int64_t>(2 * g.digit_start * g.lq_key[b] + g.q_start + i) * n
                                : g.key_p[b] + static_cast<int64_t>(2 * g.digit_start * K + (i - g.L)) * n;
       const int32_t* dj = d_row;
+      // two digits' key rows and gathers in flight at once: at 2 blocks an SM the op waits on memory
+      // latency (128 registers unrolled, 2 blocks still; by 3, 160 registers: 1 block)
+#pragma unroll 2
       for (int j = 0; j < g.beta; ++j, dj += d_stride, k0 += 2 * stride) {
         int32_t ka[V], kb[V], dv[V];
         Mem::template load<V>(k0 + x, ka);

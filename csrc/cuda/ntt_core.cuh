@@ -310,12 +310,12 @@ FT_HD void ntt_round(const Ctx& c, int tid) {
     // swz is linear over XOR and e0's round bits are clear: swz(e0 | (u << LO)) = s0 ^ swz(u << LO)
     const int s0 = swz(e0);
     uint32_t v[E];
-    if constexpr (FIRST) {
-      const int32_t* in = pin_ptr(c.in + x0);
-      if constexpr (FL && FR) {
+    if constexpr (FIRST && FL && FR) {
 #pragma unroll
-        for (int u = 0; u < E; ++u) v[u] = input_rotated<LOG_N>(c, x0 + (u << XLO));
-      } else if (VEC && c.in_vec) {
+      for (int u = 0; u < E; ++u) v[u] = input_rotated<LOG_N>(c, x0 + (u << XLO));
+    } else if constexpr (FIRST) {
+      const int32_t* in = pin_ptr(c.in + x0);
+      if (VEC && c.in_vec) {
 #pragma unroll
         for (int u = 0; u < E; u += 4) input4<FL>(c, in, x0, u, v + u);
       } else {

@@ -282,7 +282,6 @@ inline std::pair<TensorProductArgs, std::vector<int64_t>> check_tensor_product(a
   return {g, shape_with(a0, 3, {3, L, n})};
 }
 
-// Returns log2(N).
 // A fused rotation's galois element for the key-switching ops: odd in (0, 2N); 1 (none) -> 0.
 inline uint32_t check_fused_galois(const char* op, int64_t galois, int64_t n) {
   FT_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.", op,
@@ -290,6 +289,7 @@ inline uint32_t check_fused_galois(const char* op, int64_t galois, int64_t n) {
   return galois == 1 ? 0u : static_cast<uint32_t>(galois);
 }
 
+// Returns log2(N).
 inline int check_automorphism(const Tensor& x, int64_t galois) {
   check_residues(x, "automorphism", "x");
   const int64_t n = x.size(-1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed|ab] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed|ab|figures] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   digits-split: the digits CNN encrypted over the test split (or its first $3 images), grid of the TFHE
@@ -27,6 +27,9 @@
 #   fhetorch benchmarks scripts pyproject.toml | tar -x -C .ab/base`, and carried to the GPU machine), built side by
 #   side and timed alternately, twice each: scripts/ks_bench.py 48x12 and the bts suite at n16-bts40, after the CUDA
 #   parity tests of the ops (JSON ab-{ks,bts}-{head,base}{1,2}.json).
+#   figures: issue 14's figures in one call (~6 min on an H200): ks_bench 48x12, bootstrapping n16-bts40 and
+#   n16-bts35, HELR, ResNet-20 (CIFAR-10 from $FHETORCH_DATA, else a copy of ../shared/data carried as .data),
+#   the sort of 2^14 values, then every cuda test (JSON and logs under $OUT).
 #   distributed: on every GPU of the machine (one rank each): the 2-rank NCCL tests, the
 #   distributed suite (a 2^16-PBS wave, HELR) and ResNet-20 encrypted on $2 images (default 16,
 #   preset $3, default n16-bts35) on 1 GPU and on all, through torchrun (needs the CIFAR-10 data).
@@ -159,6 +162,18 @@ if [ "$STAGE" = bytes ]; then  # DRAM and L2 bytes of one bootstrapping (Nsight 
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum \
     python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --ncu-window > "$OUT/bts_ncu.csv" 2> "$OUT/bts_ncu.err"
   echo "ncu exit $?"; tail -3 "$OUT/bts_ncu.err"; wc -l "$OUT/bts_ncu.csv"
+fi
+if [ "$STAGE" = figures ]; then
+  [ -z "${FHETORCH_DATA:-}" ] && [ -d .data ] && export FHETORCH_DATA="$(pwd)/.data"
+  timeout 60 python3 scripts/ks_bench.py --shapes 48x12 --no-profile --json "$OUT/ks_bench.json" 2>&1 \
+    | grep -E "hmult |hrot |rescale "
+  timeout 150 python3 -m benchmarks --suite bts --device cuda --shapes n16-bts40,n16-bts35 --repeat 7 --warmup 1 \
+    --json "$OUT/bts.json" 2>&1 | grep -E "\(graph\)|bits " | grep -v "^n16"
+  timeout 90 python3 -m benchmarks --suite helr --device cuda --json "$OUT/helr.json" 2>&1 | grep "per iteration"
+  timeout 150 python3 -m benchmarks --suite resnet20 --device cuda --json "$OUT/resnet20.json" 2>&1 | grep -E "^per image"
+  timeout 120 python3 -m benchmarks --suite sort --device cuda --shapes n16-bts40 --json "$OUT/sort.json" 2>&1 \
+    | grep -E "values,|graph"
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUT/cuda_tests.log" | tail -2
 fi
 if [ "$STAGE" = ab ]; then
   BASE="${2:-.ab/base}"; AOUT="$(cd "$OUT" && pwd)"

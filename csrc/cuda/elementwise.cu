@@ -211,10 +211,10 @@ __global__ void __launch_bounds__(kBlock) aut_kernel(AutArgs g) {
   if (VEC) {
     int4 v;
 #pragma unroll
-    for (int m = 0; m < 4; ++m) elem(v, m) = ldg(xr + automorphism_source(k + m, g.galois, g.log_n));
+    for (int m = 0; m < 4; ++m) elem(v, m) = ldg_rotated(xr, k + m, g.galois, g.log_n);
     st4(g.out + i, v);
   } else {
-    g.out[i] = ldg(xr + automorphism_source(k, g.galois, g.log_n));
+    g.out[i] = ldg_rotated(xr, k, g.galois, g.log_n);
   }
 }
 

@@ -91,7 +91,7 @@ FT_HD int64_t mu_drow(const MuArgs& a, int64_t bb, int j, int i) {
 FT_HD int4 rotated4(const int32_t* row, int x, uint32_t galois, int log_n) {
   int4 r;
 #pragma unroll
-  for (int m = 0; m < 4; ++m) elem(r, m) = ldg(row + automorphism_source(static_cast<uint32_t>(x + m), galois, log_n));
+  for (int m = 0; m < 4; ++m) elem(r, m) = ldg_rotated(row, static_cast<uint32_t>(x + m), galois, log_n);
   return r;
 }
 

@@ -214,7 +214,7 @@ FT_HD void input4(const Ctx& c, const int32_t* in, int x0, int k, uint32_t* v) {
 // plain read of the run would touch.
 template <int LOG_N>
 FT_HD uint32_t input_rotated(const Ctx& c, int x) {
-  const uint32_t v = static_cast<uint32_t>(ldg(c.in + automorphism_source(static_cast<uint32_t>(x), c.gal, LOG_N)));
+  const uint32_t v = static_cast<uint32_t>(ldg_rotated(c.in, static_cast<uint32_t>(x), c.gal, LOG_N));
   if (c.copy) c.copy[x] = static_cast<int32_t>(v);
   return v;
 }
@@ -222,7 +222,7 @@ FT_HD uint32_t input_rotated(const Ctx& c, int x) {
 // The fused epilogue's addend at x under a fused rotation: add[src(x)].
 template <int LOG_N>
 FT_HD int32_t addend_rotated(const Ctx& c, int x) {
-  return ldg(c.add + automorphism_source(static_cast<uint32_t>(x), c.gal, LOG_N));
+  return ldg_rotated(c.add, static_cast<uint32_t>(x), c.gal, LOG_N);
 }
 
 // The stored value of a phase's output y (in [0, 2q)) at x: lazy between phases, canonical

@@ -27,6 +27,11 @@ FT_HD int4 ldg4(const int32_t* p) {
   return *reinterpret_cast<const int4*>(p);
 #endif
 }
+// row[src(x)]: coefficient x of automorphism(row, galois), X -> X^galois on an NTT-domain row
+// (arith.h automorphism_source), read as ldg does.
+FT_HD int32_t ldg_rotated(const int32_t* row, uint32_t x, uint32_t galois, int log_n) {
+  return ldg(row + automorphism_source(x, galois, log_n));
+}
 FT_HD void st4(int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
 // Plain (weak) stores to global memory through a generic pointer the compiler cannot trace to
 // its origin (pin_ptr): st.global instead of a generic store.

@@ -19,6 +19,12 @@ def rand_res(shape, primes) -> torch.Tensor:
     return x
 
 
+def rand_galois(n: int) -> int:
+    """A random galois element other than 1 for ring degree n: a rotation's 5^k, the conjugation's
+    2n - 1, or any odd element mod 2n."""
+    return random.choice([pow(5, random.randrange(1, n // 2), 2 * n), 2 * n - 1, 2 * random.randrange(1, n) + 1])
+
+
 def make_ring(log_n: int, n_q: int, K: int, device="cpu") -> Ring:
     """n_q chain primes (a shuffled mix of ~31-bit and ~29-bit ones), then K special primes."""
     big = largest_ntt_primes(log_n, n_q + K + 2)

@@ -24,7 +24,7 @@ from fhetorch import _ops
 from fhetorch._ring import ntt_primes
 from fhetorch._rlwe import keyswitch as ks
 
-from .inputs import expect_equal, make_ring, mod_up_args, rand_key, rand_res, switch_args
+from .inputs import expect_equal, make_ring, mod_up_args, rand_galois, rand_key, rand_res, switch_args
 from .reference import mod_table
 
 pytestmark = pytest.mark.slow
@@ -131,7 +131,7 @@ def test_emulated_mod_up(emu, bconv_tc, seed, log_n, n_q, K, alpha, start, stop,
     got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, acc=acc)
     expect_equal(got, want, f"emulated mod_up_keyswitch_inner, one-component addend La={La} and acc", seed)
     # a rotation fused in: a and the addend read through the automorphism (and mod_up's own rows)
-    g = random.choice([pow(5, random.randrange(1, ring.n // 2), 2 * ring.n), 2 * ring.n - 1])
+    g = rand_galois(ring.n)
     want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add, None,
                                        None, acc, g)
     got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, acc=acc, galois=g, full_tables=True)
@@ -164,7 +164,7 @@ def test_emulated_switch_modulus(emu, bconv_tc, seed, log_n, src, dst, batch, Ka
     B = int(np.prod(batch)) if batch else 1
     K = batch[-1] if batch else 1
     addend = rand_res((*batch[:-1], Ka, len(dst), ring.n), p.b_dst.primes) if Ka else None
-    g = pow(5, random.randrange(1, ring.n // 2), 2 * ring.n) if Ka else 1  # the addend through a rotation
+    g = rand_galois(ring.n) if Ka else 1  # the addend through a rotation
     want = _ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), addend, galois=g)
     pre, mod_drop, _, mod_dst, _, mat, c_keep, c_sub = switch_args(p)
     # dense tables, then the ring's through the rows of the dropped and destination limbs

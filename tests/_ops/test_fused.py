@@ -29,7 +29,8 @@ from fhetorch._ring import Ring
 from fhetorch._rlwe import ModulusTables, keyswitch as ks
 from _rlwe.reference import mod_up_keyswitch_inner_reference, mod_up_reference, switch_modulus_reference
 
-from .inputs import SWITCH_CASES, expect_equal, make_ring, mod_up_args, rand_key, rand_res, stacked, switch_args
+from .inputs import (SWITCH_CASES, expect_equal, make_ring, mod_up_args, rand_galois, rand_key, rand_res, stacked,
+                     switch_args)
 
 ops = torch.ops.fhetorch
 
@@ -131,11 +132,6 @@ def test_tensor_product_mode_matches_composition(seed, log_n, n_q, K, alpha, sta
         yb = y if y.shape == x.shape else y.expand(x.shape)
         expect_equal(got, stacked(op, batch, x, yb), f"b={tuple(y.shape)} batched vs stacked", seed)
         expect_equal(ks.mod_up_keyswitch_inner(tables, x, key, lvl, sp, alpha, c_add=c_add, b=y), want, "rlwe", seed)
-
-
-def rand_galois(n: int) -> int:
-    """A random galois element other than 1: a rotation's 5^k or the conjugation's 2N - 1, mod 2N."""
-    return random.choice([pow(5, random.randrange(1, n // 2), 2 * n), 2 * n - 1, 2 * random.randrange(1, n) + 1])
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=BATCH_IDS)

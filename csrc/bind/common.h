@@ -282,9 +282,12 @@ inline std::pair<TensorProductArgs, std::vector<int64_t>> check_tensor_product(a
   return {g, shape_with(a0, 3, {3, L, n})};
 }
 
+// Whether g is a galois element of the ring of degree n: odd, in (0, 2N).
+inline bool is_galois_element(int64_t g, int64_t n) { return g % 2 == 1 && g > 0 && g < 2 * n; }
+
 // A fused rotation's galois element for the key-switching ops: odd in (0, 2N); 1 (none) -> 0.
 inline uint32_t check_fused_galois(const char* op, int64_t galois, int64_t n) {
-  FT_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.", op,
+  FT_CHECK(is_galois_element(galois, n), "fhetorch.", op,
            ": galois must be an odd galois element in (0, 2N) (1: no rotation), got ", galois);
   return galois == 1 ? 0u : static_cast<uint32_t>(galois);
 }
@@ -294,7 +297,7 @@ inline int check_automorphism(const Tensor& x, int64_t galois) {
   check_residues(x, "automorphism", "x");
   const int64_t n = x.size(-1);
   const int log_n = log2_exact(n, "automorphism");
-  FT_CHECK(galois % 2 == 1 && galois > 0 && galois < 2 * n, "fhetorch.automorphism: galois element must be odd in (0, 2N)");
+  FT_CHECK(is_galois_element(galois, n), "fhetorch.automorphism: galois element must be odd in (0, 2N)");
   return log_n;
 }
 
@@ -364,7 +367,7 @@ inline MacArgs check_hoisted_mac(const Tensor& d, const Tensor& c, at::TensorLis
   a.giants = static_cast<int>(giants);
   for (int64_t b = 0; b < babies; ++b) {
     const int64_t gal = galois[b];
-    FT_CHECK(gal > 0 && gal < 2 * n && gal % 2 == 1, "fhetorch.hoisted_mac: galois elements must be odd, in (0, 2N)");
+    FT_CHECK(is_galois_element(gal, n), "fhetorch.hoisted_mac: galois elements must be odd, in (0, 2N)");
     a.galois[b] = static_cast<uint32_t>(gal);
     if (gal == 1) continue;
     const Tensor &kq = keys_q[b], &kp = keys_p[b];

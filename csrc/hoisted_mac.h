@@ -35,8 +35,8 @@ struct MacArgs {
 // this op is bound by), Mem::load1 one word (the rotated digits are gathers). Every product is
 // reduced at once (mont_mul, add_mod) to a canonical value, so any V gives the same results; lazy
 // 64-bit sums of centred products with one reduction per sum measured slower on the H100
-// (docs/benchmarks.md).
-template <int V, class Mem>
+// (docs/benchmarks.md). GMAX bounds g.giants: a build for few giants holds fewer accumulators.
+template <int V, class Mem, int GMAX = kMacGiants>
 FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
   const uint32_t n = static_cast<uint32_t>(g.n);
   const int i = static_cast<int>(item >> g.log_n);
@@ -49,9 +49,9 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
   const int64_t plane = static_cast<int64_t>(g.Lext) * n;
   const int32_t* d_row = g.d + bb * g.beta * plane + static_cast<int64_t>(i) * n;
   const int32_t* c0_row = g.c + (2 * bb * g.L + (in_q ? i : 0)) * static_cast<int64_t>(n);
-  int32_t acc[kMacGiants][2][V];
+  int32_t acc[GMAX][2][V];
 #pragma unroll
-  for (int k = 0; k < kMacGiants; ++k)
+  for (int k = 0; k < GMAX; ++k)
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[k][0][v] = acc[k][1][v] = 0;
   for (int b = 0; b < g.babies; ++b) {
@@ -100,7 +100,7 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
       }
     }
 #pragma unroll
-    for (int k = 0; k < kMacGiants; ++k) {
+    for (int k = 0; k < GMAX; ++k) {
       const int32_t* p = g.pt[b][k];
       if (k < g.giants && p != nullptr) {
         int32_t pv[V];
@@ -115,7 +115,7 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
   }
   int32_t* out = g.out + 2 * bb * g.giants * plane + item;
 #pragma unroll
-  for (int k = 0; k < kMacGiants; ++k) {
+  for (int k = 0; k < GMAX; ++k) {
     if (k < g.giants) {
       Mem::template store<V>(out + (2 * k) * plane, acc[k][0]);
       Mem::template store<V>(out + (2 * k + 1) * plane, acc[k][1]);

@@ -250,12 +250,15 @@ struct LdgMem {
   }
 };
 
-template <int V>
-__global__ void __launch_bounds__(kBlock) hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
+// A call of <= 4 giants holds half the accumulators: 3 blocks an SM instead of 2 at 80 registers
+// (48 bytes spilled), more loads in flight for an op that waits on memory latency; 4 of a full
+// bootstrapping's 7 calls have <= 4 giants (docs/benchmarks.md, session 34).
+template <int V, int GMAX>
+__global__ void __launch_bounds__(kBlock, GMAX <= 4 ? 3 : 2) hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
   pdl_enter();
   const int64_t item = V * thread_index();
   if (item >= (static_cast<int64_t>(g.Lext) << g.log_n)) return;
-  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_run<V, LdgMem>(g, bb, item);
+  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_run<V, LdgMem, GMAX>(g, bb, item);
 }
 
 // Whether every row hoisted_mac reads or writes allows V-word accesses: tensors whose row
@@ -278,6 +281,15 @@ int mac_vec_width() {
     return v == 1 || v == 2 ? v : 4;
   }();
   return w;
+}
+
+// Whether calls of <= 4 giants take their own build (FHETORCH_MAC_FEW=0: no, for A/B timing).
+bool mac_few_giants() {
+  static const bool on = [] {
+    const char* e = std::getenv("FHETORCH_MAC_FEW");
+    return !(e && e[0] == '0' && e[1] == '\0');
+  }();
+  return on;
 }
 
 // ---- conversions: one thread per coefficient of a row ------------------------------------------
@@ -371,9 +383,10 @@ cudaError_t hoisted_mac(const MacArgs& g, const Stream& s) {
   if (g.B <= 0) return cudaSuccess;
   const int64_t items = static_cast<int64_t>(g.Lext) << g.log_n;
   const int v = mac_rows_aligned(g) ? mac_vec_width() : 1;
-  if (v == 4) return launch(hoisted_mac_vec_kernel<4>, g, items / 4, kBlock, s.stream);
-  if (v == 2) return launch(hoisted_mac_vec_kernel<2>, g, items / 2, kBlock, s.stream);
-  return launch(hoisted_mac_vec_kernel<1>, g, items, kBlock, s.stream);
+  if (v == 4 && g.giants <= 4 && mac_few_giants()) return launch(hoisted_mac_vec_kernel<4, 4>, g, items / 4, kBlock, s.stream);
+  if (v == 4) return launch(hoisted_mac_vec_kernel<4, kMacGiants>, g, items / 4, kBlock, s.stream);
+  if (v == 2) return launch(hoisted_mac_vec_kernel<2, kMacGiants>, g, items / 2, kBlock, s.stream);
+  return launch(hoisted_mac_vec_kernel<1, kMacGiants>, g, items, kBlock, s.stream);
 }
 
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,

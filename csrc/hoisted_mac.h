@@ -12,6 +12,12 @@ namespace fhetorch {
 constexpr int kMacBabies = 16;  // baby steps per call
 constexpr int kMacGiants = 8;   // outputs (giant steps) per call
 
+// V accumulator words moved at once (16-byte shared-memory accesses for V = 4).
+template <int V>
+struct alignas(4 * V) Words {
+  int32_t w[V];
+};
+
 // Everything one call needs; passed by value to the kernel (__grid_constant__), so the
 // pointer tables need no device copy and the launch can be graph-captured.
 struct MacArgs {
@@ -36,8 +42,11 @@ struct MacArgs {
 // reduced at once (mont_mul, add_mod) to a canonical value, so any V gives the same results; lazy
 // 64-bit sums of centred products with one reduction per sum measured slower on the H100
 // (docs/benchmarks.md). GMAX bounds g.giants: a build for few giants holds fewer accumulators.
-template <int V, class Mem, int GMAX = kMacGiants>
-FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
+// The accumulators of giants GREG .. GMAX - 1 live in `spare` instead of registers (the GPU's
+// shared memory: slot (k - GREG) * 2 + component at spare + slot * spare_stride, V words each).
+template <int V, class Mem, int GMAX = kMacGiants, int GREG = GMAX>
+FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* spare = nullptr,
+                           int spare_stride = 0) {
   const uint32_t n = static_cast<uint32_t>(g.n);
   const int i = static_cast<int>(item >> g.log_n);
   const uint32_t x = static_cast<uint32_t>(item) & (n - 1u);
@@ -49,11 +58,14 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
   const int64_t plane = static_cast<int64_t>(g.Lext) * n;
   const int32_t* d_row = g.d + bb * g.beta * plane + static_cast<int64_t>(i) * n;
   const int32_t* c0_row = g.c + (2 * bb * g.L + (in_q ? i : 0)) * static_cast<int64_t>(n);
-  int32_t acc[GMAX][2][V];
+  int32_t acc[GREG > 0 ? GREG : 1][2][V];
 #pragma unroll
-  for (int k = 0; k < GMAX; ++k)
+  for (int k = 0; k < GREG; ++k)
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[k][0][v] = acc[k][1][v] = 0;
+#pragma unroll
+  for (int k = 2 * GREG; k < 2 * GMAX; ++k)
+    *reinterpret_cast<Words<V>*>(spare + (k - 2 * GREG) * spare_stride) = Words<V>{};
   for (int b = 0; b < g.babies; ++b) {
     int32_t u0[V], u1[V];
 #pragma unroll
@@ -105,10 +117,23 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
       if (k < g.giants && p != nullptr) {
         int32_t pv[V];
         Mem::template load<V>(p + item, pv);
+        if (k < GREG) {
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-          acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[v], u0[v], q, qinv), q);
-          acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[v], u1[v], q, qinv), q);
+          for (int v = 0; v < V; ++v) {
+            acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[v], u0[v], q, qinv), q);
+            acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[v], u1[v], q, qinv), q);
+          }
+        } else {
+          Words<V>* s0 = reinterpret_cast<Words<V>*>(spare + (2 * (k - GREG)) * spare_stride);
+          Words<V>* s1 = reinterpret_cast<Words<V>*>(spare + (2 * (k - GREG) + 1) * spare_stride);
+          Words<V> a0 = *s0, a1 = *s1;
+#pragma unroll
+          for (int v = 0; v < V; ++v) {
+            a0.w[v] = add_mod(a0.w[v], mont_mul(pv[v], u0[v], q, qinv), q);
+            a1.w[v] = add_mod(a1.w[v], mont_mul(pv[v], u1[v], q, qinv), q);
+          }
+          *s0 = a0;
+          *s1 = a1;
         }
       }
     }
@@ -116,9 +141,12 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item) {
   int32_t* out = g.out + 2 * bb * g.giants * plane + item;
 #pragma unroll
   for (int k = 0; k < GMAX; ++k) {
-    if (k < g.giants) {
+    if (k < g.giants && k < GREG) {
       Mem::template store<V>(out + (2 * k) * plane, acc[k][0]);
       Mem::template store<V>(out + (2 * k + 1) * plane, acc[k][1]);
+    } else if (k < g.giants) {
+      Mem::template store<V>(out + (2 * k) * plane, spare + (2 * (k - GREG)) * spare_stride);
+      Mem::template store<V>(out + (2 * k + 1) * plane, spare + (2 * (k - GREG) + 1) * spare_stride);
     }
   }
 }

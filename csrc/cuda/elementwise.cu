@@ -250,15 +250,20 @@ struct LdgMem {
   }
 };
 
-// A call of <= 4 giants holds half the accumulators: 3 blocks an SM instead of 2 at 80 registers
-// (48 bytes spilled), more loads in flight for an op that waits on memory latency; 4 of a full
-// bootstrapping's 7 calls have <= 4 giants (docs/benchmarks.md, session 34).
-template <int V, int GMAX>
-__global__ void __launch_bounds__(kBlock, GMAX <= 4 ? 3 : 2) hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
+// The accumulators (GMAX giants x 2 components x V words a thread) would hold the kernel at 128
+// registers, 2 blocks an SM, where it waits on memory latency: those of giants GREG.. live in
+// shared memory instead. Calls of <= 4 giants keep none in registers (64 registers, 32 KB a block,
+// 4 blocks an SM), the others 2 (80 registers, 48 KB, 3 blocks); 4 of a full bootstrapping's 7
+// calls have <= 4 giants (docs/benchmarks.md, session 34).
+template <int V, int GMAX, int GREG>
+__global__ void __launch_bounds__(kBlock, GREG == 0 ? 4 : GREG <= 2 ? 3 : 2)
+    hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
+  __shared__ __align__(16) int32_t spare[GMAX > GREG ? 2 * (GMAX - GREG) * kBlock * V : 1];
   pdl_enter();
   const int64_t item = V * thread_index();
   if (item >= (static_cast<int64_t>(g.Lext) << g.log_n)) return;
-  for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_run<V, LdgMem, GMAX>(g, bb, item);
+  for (int64_t bb = 0; bb < g.B; ++bb)
+    hoisted_mac_run<V, LdgMem, GMAX, GREG>(g, bb, item, spare + V * threadIdx.x, kBlock * V);
 }
 
 // Whether every row hoisted_mac reads or writes allows V-word accesses: tensors whose row
@@ -281,15 +286,6 @@ int mac_vec_width() {
     return v == 1 || v == 2 ? v : 4;
   }();
   return w;
-}
-
-// Whether calls of <= 4 giants take their own build (FHETORCH_MAC_FEW=0: no, for A/B timing).
-bool mac_few_giants() {
-  static const bool on = [] {
-    const char* e = std::getenv("FHETORCH_MAC_FEW");
-    return !(e && e[0] == '0' && e[1] == '\0');
-  }();
-  return on;
 }
 
 // ---- conversions: one thread per coefficient of a row ------------------------------------------
@@ -383,10 +379,11 @@ cudaError_t hoisted_mac(const MacArgs& g, const Stream& s) {
   if (g.B <= 0) return cudaSuccess;
   const int64_t items = static_cast<int64_t>(g.Lext) << g.log_n;
   const int v = mac_rows_aligned(g) ? mac_vec_width() : 1;
-  if (v == 4 && g.giants <= 4 && mac_few_giants()) return launch(hoisted_mac_vec_kernel<4, 4>, g, items / 4, kBlock, s.stream);
-  if (v == 4) return launch(hoisted_mac_vec_kernel<4, kMacGiants>, g, items / 4, kBlock, s.stream);
-  if (v == 2) return launch(hoisted_mac_vec_kernel<2, kMacGiants>, g, items / 2, kBlock, s.stream);
-  return launch(hoisted_mac_vec_kernel<1, kMacGiants>, g, items, kBlock, s.stream);
+  if (v == 4)
+    return g.giants <= 4 ? launch(hoisted_mac_vec_kernel<4, 4, 0>, g, items / 4, kBlock, s.stream)
+                         : launch(hoisted_mac_vec_kernel<4, kMacGiants, 2>, g, items / 4, kBlock, s.stream);
+  if (v == 2) return launch(hoisted_mac_vec_kernel<2, kMacGiants, kMacGiants>, g, items / 2, kBlock, s.stream);
+  return launch(hoisted_mac_vec_kernel<1, kMacGiants, kMacGiants>, g, items, kBlock, s.stream);
 }
 
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,

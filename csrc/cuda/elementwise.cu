@@ -252,9 +252,9 @@ struct LdgMem {
 
 // The accumulators (GMAX giants x 2 components x V words a thread) would hold the kernel at 128
 // registers, 2 blocks an SM, where it waits on memory latency: those of giants GREG.. live in
-// shared memory instead. Calls of <= 4 giants keep none in registers (64 registers, 32 KB a block,
-// 4 blocks an SM), the others 2 (80 registers, 48 KB, 3 blocks); 4 of a full bootstrapping's 7
-// calls have <= 4 giants (docs/benchmarks.md, session 34).
+// shared memory instead. Calls of <= 6 giants keep none in registers (64 registers, 32 or 48 KB a
+// block, 4 blocks an SM), the others 2 (80 registers, 48 KB, 3 blocks); a full bootstrapping's 7
+// calls have 2, 5, 4, 4, 8, 8 and 4 giants (docs/benchmarks.md, session 34).
 template <int V, int GMAX, int GREG>
 __global__ void __launch_bounds__(kBlock, GREG == 0 ? 4 : GREG <= 2 ? 3 : 2)
     hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
@@ -379,9 +379,9 @@ cudaError_t hoisted_mac(const MacArgs& g, const Stream& s) {
   if (g.B <= 0) return cudaSuccess;
   const int64_t items = static_cast<int64_t>(g.Lext) << g.log_n;
   const int v = mac_rows_aligned(g) ? mac_vec_width() : 1;
-  if (v == 4)
-    return g.giants <= 4 ? launch(hoisted_mac_vec_kernel<4, 4, 0>, g, items / 4, kBlock, s.stream)
-                         : launch(hoisted_mac_vec_kernel<4, kMacGiants, 2>, g, items / 4, kBlock, s.stream);
+  if (v == 4 && g.giants <= 4) return launch(hoisted_mac_vec_kernel<4, 4, 0>, g, items / 4, kBlock, s.stream);
+  if (v == 4 && g.giants <= 6) return launch(hoisted_mac_vec_kernel<4, 6, 0>, g, items / 4, kBlock, s.stream);
+  if (v == 4) return launch(hoisted_mac_vec_kernel<4, kMacGiants, 2>, g, items / 4, kBlock, s.stream);
   if (v == 2) return launch(hoisted_mac_vec_kernel<2, kMacGiants, kMacGiants>, g, items / 2, kBlock, s.stream);
   return launch(hoisted_mac_vec_kernel<1, kMacGiants, kMacGiants>, g, items, kBlock, s.stream);
 }

@@ -324,6 +324,8 @@ def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit
 @pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants,batch", [
     (10, 2, 3, 2, 5, 3, 2, ()), (16, 5, 49, 10, 49, 8, 4, ()), (16, 3, 24, 10, 30, 16, 8, ()),
     (12, 3, 9, 3, 9, 5, 3, (3,)), (16, 4, 24, 12, 48, 6, 2, (8,)),
+    # the builds by giant count (csrc/cuda/elementwise.cu): <= 4, 5-6, 7-8
+    (16, 5, 47, 10, 49, 8, 5, ()), (12, 2, 6, 3, 8, 7, 6, (2,)), (12, 3, 9, 3, 9, 4, 7, ()),
 ])
 def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants, batch):
     gen, seed = rng

@@ -44,7 +44,9 @@ struct MacArgs {
 // (docs/benchmarks.md). GMAX bounds g.giants: a build for few giants holds fewer accumulators.
 // The accumulators of giants GREG .. GMAX - 1 live in `spare` instead of registers (the GPU's
 // shared memory: slot (k - GREG) * 2 + component at spare + slot * spare_stride, V words each).
-template <int V, class Mem, int GMAX = kMacGiants, int GREG = GMAX>
+// LG giants' diagonals are loaded before their products (each giant's load sat in a branch of its
+// own, one load in flight at a time); the sums are the same in any case.
+template <int V, class Mem, int GMAX = kMacGiants, int GREG = GMAX, int LG = 1>
 FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* spare = nullptr,
                            int spare_stride = 0) {
   const uint32_t n = static_cast<uint32_t>(g.n);
@@ -112,16 +114,25 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* 
       }
     }
 #pragma unroll
-    for (int k = 0; k < GMAX; ++k) {
-      const int32_t* p = g.pt[b][k];
-      if (k < g.giants && p != nullptr) {
-        int32_t pv[V];
-        Mem::template load<V>(p + item, pv);
+    for (int k0 = 0; k0 < GMAX; k0 += LG) {
+      int32_t pv[LG][V];
+      bool on[LG];
+#pragma unroll
+      for (int j = 0; j < LG; ++j) {
+        const int k = k0 + j;
+        const int32_t* p = k < GMAX ? g.pt[b][k] : nullptr;
+        on[j] = k < g.giants && p != nullptr;
+        if (on[j]) Mem::template load<V>(p + item, pv[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < LG; ++j) {
+        const int k = k0 + j;
+        if (!on[j]) continue;
         if (k < GREG) {
 #pragma unroll
           for (int v = 0; v < V; ++v) {
-            acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[v], u0[v], q, qinv), q);
-            acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[v], u1[v], q, qinv), q);
+            acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[j][v], u0[v], q, qinv), q);
+            acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[j][v], u1[v], q, qinv), q);
           }
         } else {
           Words<V>* s0 = reinterpret_cast<Words<V>*>(spare + (2 * (k - GREG)) * spare_stride);
@@ -129,8 +140,8 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* 
           Words<V> a0 = *s0, a1 = *s1;
 #pragma unroll
           for (int v = 0; v < V; ++v) {
-            a0.w[v] = add_mod(a0.w[v], mont_mul(pv[v], u0[v], q, qinv), q);
-            a1.w[v] = add_mod(a1.w[v], mont_mul(pv[v], u1[v], q, qinv), q);
+            a0.w[v] = add_mod(a0.w[v], mont_mul(pv[j][v], u0[v], q, qinv), q);
+            a1.w[v] = add_mod(a1.w[v], mont_mul(pv[j][v], u1[v], q, qinv), q);
           }
           *s0 = a0;
           *s1 = a1;

@@ -254,7 +254,8 @@ struct LdgMem {
 // registers, 2 blocks an SM, where it waits on memory latency: those of giants GREG.. live in
 // shared memory instead. Calls of <= 6 giants keep none in registers (64 registers, 32 or 48 KB a
 // block, 4 blocks an SM), the others 2 (80 registers, 48 KB, 3 blocks); a full bootstrapping's 7
-// calls have 2, 5, 4, 4, 8, 8 and 4 giants (docs/benchmarks.md, session 34).
+// calls have 2, 5, 4, 4, 8, 8 and 4 giants. The diagonals are loaded two giants at a time, two
+// loads in flight (four at a time spill; docs/benchmarks.md, session 34).
 template <int V, int GMAX, int GREG>
 __global__ void __launch_bounds__(kBlock, GREG == 0 ? 4 : GREG <= 2 ? 3 : 2)
     hoisted_mac_vec_kernel(const __grid_constant__ MacArgs g) {
@@ -263,7 +264,7 @@ __global__ void __launch_bounds__(kBlock, GREG == 0 ? 4 : GREG <= 2 ? 3 : 2)
   const int64_t item = V * thread_index();
   if (item >= (static_cast<int64_t>(g.Lext) << g.log_n)) return;
   for (int64_t bb = 0; bb < g.B; ++bb)
-    hoisted_mac_run<V, LdgMem, GMAX, GREG>(g, bb, item, spare + V * threadIdx.x, kBlock * V);
+    hoisted_mac_run<V, LdgMem, GMAX, GREG, 2>(g, bb, item, spare + V * threadIdx.x, kBlock * V);
 }
 
 // Whether every row hoisted_mac reads or writes allows V-word accesses: tensors whose row

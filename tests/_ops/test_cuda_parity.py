@@ -321,13 +321,24 @@ def test_keyswitch_inner(rng, log_n, beta, Lq, K, Lq_key, digits, q_start, digit
          what=f"beta={beta} Lq={Lq} K={K} q_start={q_start} digit_start={digit_start} batch={batch}")
 
 
+def _unaligned(t):
+    """t's values in a tensor whose data starts one word past a 16-byte boundary."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    buf[1:] = t.flatten()
+    return buf[1:].view(t.shape)
+
+
 @pytest.mark.parametrize("log_n,beta,L,K,Lq_key,babies,giants,batch", [
     (10, 2, 3, 2, 5, 3, 2, ()), (16, 5, 49, 10, 49, 8, 4, ()), (16, 3, 24, 10, 30, 16, 8, ()),
     (12, 3, 9, 3, 9, 5, 3, (3,)), (16, 4, 24, 12, 48, 6, 2, (8,)),
     # the builds by giant count (csrc/cuda/elementwise.cu): <= 4, 5-6, 7-8
     (16, 5, 47, 10, 49, 8, 5, ()), (12, 2, 6, 3, 8, 7, 6, (2,)), (12, 3, 9, 3, 9, 4, 7, ()),
+    # rows not 16-byte aligned: the one-word build
+    (12, 3, 9, 3, 9, 5, 8, "unaligned"),
 ])
 def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants, batch):
+    unaligned = batch == "unaligned"
+    batch = () if unaligned else batch
     gen, seed = rng
     n = 1 << log_n
     primes = primes_for(log_n, Lq_key + K)
@@ -344,7 +355,8 @@ def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants, batch):
     pts = [residues(gen, (), ext, n) for _ in pairs]
     cpu_out = ops.hoisted_mac(d, c, keys_q, keys_p, gals, 0, 1, c_p, pts, [b for b, _ in pairs],
                               [g for _, g in pairs], giants, mod_table(ext))
-    gpu_out = ops.hoisted_mac(to_gpu(d), to_gpu(c), [to_gpu(k) for k in keys_q], [to_gpu(k) for k in keys_p], gals,
+    gpu_d = _unaligned(to_gpu(d)) if unaligned else to_gpu(d)
+    gpu_out = ops.hoisted_mac(gpu_d, to_gpu(c), [to_gpu(k) for k in keys_q], [to_gpu(k) for k in keys_p], gals,
                               0, 1, to_gpu(c_p), [to_gpu(p) for p in pts], [b for b, _ in pairs],
                               [g for _, g in pairs], giants, to_gpu(mod_table(ext)))
     check("hoisted_mac", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} babies={babies} giants={giants} "

@@ -18,6 +18,17 @@ struct alignas(4 * V) Words {
   int32_t w[V];
 };
 
+// One giant's accumulators (both components) += diagonal * the baby step's (u0, u1).
+template <int V>
+FT_HD void mac_giant(int32_t* a0, int32_t* a1, const int32_t* pv, const int32_t* u0, const int32_t* u1, int32_t q,
+                     int32_t qinv) {
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    a0[v] = add_mod(a0[v], mont_mul(pv[v], u0[v], q, qinv), q);
+    a1[v] = add_mod(a1[v], mont_mul(pv[v], u1[v], q, qinv), q);
+  }
+}
+
 // Everything one call needs; passed by value to the kernel (__grid_constant__), so the
 // pointer tables need no device copy and the launch can be graph-captured.
 struct MacArgs {
@@ -129,20 +140,12 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* 
         const int k = k0 + j;
         if (!on[j]) continue;
         if (k < GREG) {
-#pragma unroll
-          for (int v = 0; v < V; ++v) {
-            acc[k][0][v] = add_mod(acc[k][0][v], mont_mul(pv[j][v], u0[v], q, qinv), q);
-            acc[k][1][v] = add_mod(acc[k][1][v], mont_mul(pv[j][v], u1[v], q, qinv), q);
-          }
+          mac_giant<V>(acc[k][0], acc[k][1], pv[j], u0, u1, q, qinv);
         } else {
           Words<V>* s0 = reinterpret_cast<Words<V>*>(spare + (2 * (k - GREG)) * spare_stride);
           Words<V>* s1 = reinterpret_cast<Words<V>*>(spare + (2 * (k - GREG) + 1) * spare_stride);
           Words<V> a0 = *s0, a1 = *s1;
-#pragma unroll
-          for (int v = 0; v < V; ++v) {
-            a0.w[v] = add_mod(a0.w[v], mont_mul(pv[j][v], u0[v], q, qinv), q);
-            a1.w[v] = add_mod(a1.w[v], mont_mul(pv[j][v], u1[v], q, qinv), q);
-          }
+          mac_giant<V>(a0.w, a1.w, pv[j], u0, u1, q, qinv);
           *s0 = a0;
           *s1 = a1;
         }

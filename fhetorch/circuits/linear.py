@@ -22,9 +22,11 @@ every step has a direct key: one ModUp of x's second component; one kernel (the
 `hoisted_mac` op) forms every baby-step rotation over P*Q (key products and automorphisms,
 no ModDown, nothing stored per rotation) and accumulates the diagonal products (diagonals
 encoded over the level's limbs and P) into one P*Q sum per giant step. Each nonzero giant
-sum is brought down once, rotated with its key switch left over P*Q, and everything is
-summed over P*Q; a single modulus switch then drops P and rescales. Per transform: 1 + giants
-ModUps and `giants` ModDowns, against baby + giants + 1 ModDowns of the plain BSGS. Since
+sum is brought down once (the giant sums of a hoisted_mac call together, in one batched
+ModDown: a single giant's fills too little of the GPU), rotated with its key switch left over
+P*Q, and everything is summed over P*Q; a single modulus switch then drops P and rescales. Per
+transform: 1 + giants ModUps and `giants` ModDowns, against baby + giants + 1 ModDowns of the
+plain BSGS. Since
 ModDown(sum pt * P u) carries one rounding instead of one per term, it is also a little more
 precise. A hoisted_mac call takes at most 8 giant and 16 baby steps: larger transforms make
 several calls, their diagonals encoded one batch per call group (encoding each diagonal on
@@ -326,17 +328,25 @@ class LinearTransform:
             for blo in range(0, len(babies), MAC_BABIES):  # at most MAC_BABIES rotations per call
                 part = self._mac(ct, d, c, c_p, r, enc, chunk, babies[blo : blo + MAC_BABIES], ext_mod)
                 accs = part if accs is None else _ops.add(accs, part, ext_mod)
+            # the rotated giants' sums brought down to the level in one batched ModDown (its small
+            # INTT over the special limbs fills the GPU only with several giants' rows)
+            rot = [gi for gi, g in enumerate(chunk) if g % self.n]
+            ys = None
+            if rot:
+                run = rot == list(range(rot[0], rot[0] + len(rot)))  # all giants but the zero step
+                down = accs.narrow(-4, rot[0], len(rot)) if run else torch.stack([accs.select(-4, gi) for gi in rot], -4)
+                ys = switch_modulus(tables, down, ext, tuple(r))
             for gi, g in enumerate(chunk):
-                term = accs.select(-4, gi).contiguous()
-                if g % self.n:  # bring the giant sum down, rotate it, add it to the total over P*Q
+                if g % self.n:  # rotate the giant sum, add it to the total over P*Q
                     gel = self._direct(g, ct.level)
-                    y = switch_modulus(tables, term, ext, tuple(r))
+                    y = ys.select(-4, rot.index(gi))
                     # key switch of sigma(y1), + P * sigma(y0) on component 0, + the total: one op, which
                     # reads y through the automorphism
                     total = mod_up_keyswitch_inner(tables, y.select(-3, 1), ctx.galois_keys[gel], r, special, alpha,
                                                    addend=y.narrow(-3, 0, 1), c_add=c_p, acc=total, galois=gel)
                 else:
-                    total = term if total is None else _ops.add(total, term, ext_mod)
+                    term = accs.select(-4, gi)
+                    total = term.contiguous() if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))
         data = switch_modulus(tables, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))

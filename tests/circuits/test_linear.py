@@ -106,6 +106,37 @@ def test_fused_and_plain_paths_agree(make_context, assert_close, n):
     assert_close(got, ctx.decrypt_vector(plain), 2 * BOUND, f"fused vs plain {n}")
 
 
+def test_fused_giants_moddown_batched(make_context, monkeypatch):
+    """The fused path brings its rotated giants' sums down in one batched ModDown: bit for bit one
+    ModDown per giant (checked by running the transform again with switch_modulus split per giant),
+    for one ciphertext and a batch of two; n = 512 has two hoisted_mac calls."""
+    import fhetorch.circuits.linear as linear
+
+    n = 512
+    m, x = _matrix_and_vector(n, 7, spread=8)
+    steps = LinearTransform(make_context("toy-n12"), m).rotations()
+    ctx = make_context("toy-n12", rotations=steps)
+    lt = LinearTransform(ctx, m)
+    gen = torch.Generator().manual_seed(8)
+    one_ct, other = ctx.encrypt_vector(x, slots=n), ctx.encrypt_vector(_rand_vec(n, gen), slots=n)
+    cts = [one_ct, one_ct.replace(data=torch.stack([one_ct.data, other.data]))]  # (2, 2, L, N): a batch
+    batched = [lt(ct).data for ct in cts]
+    calls = []
+    one = linear.switch_modulus
+
+    def split(tables, x, src, dst, *args, **kw):
+        calls.append(tuple(x.shape))
+        if x.dim() >= 4 and x.shape[-4] > 1 and len(src) > len(dst) and dst == tuple(src[: len(dst)]) \
+                and len(src) - len(dst) == len(ctx.params.special_limbs):
+            return torch.stack([one(tables, x.select(-4, k), src, dst, *args, **kw) for k in range(x.shape[-4])], -4)
+        return one(tables, x, src, dst, *args, **kw)
+
+    monkeypatch.setattr(linear, "switch_modulus", split)
+    for ct, want in zip(cts, batched):
+        assert torch.equal(lt(ct).data, want)
+    assert any(len(s) >= 4 and s[-4] > 1 for s in calls), "no batched ModDown of giants was made"
+
+
 @pytest.mark.parametrize("n1", [4, 8, 16])
 def test_centered_baby_steps(make_context, assert_close, n1):
     """Baby steps in [-n1/2, n1/2) (from_diagonals(centered=True)): other keys, the same product,

@@ -1,7 +1,8 @@
 // Hoisted baby-step rotations times plaintext diagonals, accumulated over P*Q (the fused
-// linear transform of Cheddar Par.5; double hoisting of Bossuat et al. 2021). One element
-// function shared by the CPU loop (csrc/cpu/elementwise.cpp) and the CUDA kernel
-// (csrc/cuda/elementwise.cu); semantics in csrc/bind/schema.cpp ("hoisted_mac").
+// linear transform of Cheddar Par.5; double hoisting of Bossuat et al. 2021), and the sum of its
+// giant steps' rotations over P*Q (keyswitch_inner_sum). Element functions shared by the CPU loop
+// (csrc/cpu/elementwise.cpp) and the CUDA kernels (csrc/cuda/elementwise.cu); semantics in
+// csrc/bind/schema.cpp ("hoisted_mac", "keyswitch_inner_sum").
 #pragma once
 #include <cstdint>
 
@@ -26,6 +27,31 @@ FT_HD void mac_giant(int32_t* a0, int32_t* a1, const int32_t* pv, const int32_t*
   for (int v = 0; v < V; ++v) {
     a0[v] = add_mod(a0[v], mont_mul(pv[v], u0[v], q, qinv), q);
     a1[v] = add_mod(a1[v], mont_mul(pv[v], u1[v], q, qinv), q);
+  }
+}
+
+// u0, u1 (V words each) += sum over the beta digits of the lifted digit read through a rotation
+// (d_row + src[v], the digits d_stride apart) times the key's two components (k0: digit 0's row of
+// component 0; the components stride apart, the digits 2 stride): a rotation's key products over P*Q.
+// Two digits' key rows and gathers in flight at once: at 2 blocks an SM hoisted_mac waits on memory
+// latency (128 registers unrolled, 2 blocks still; by 3, 160 registers: 1 block).
+template <int V, class Mem, class Stride>
+FT_HD void add_rotated_key_products(int32_t* u0, int32_t* u1, const int32_t* d_row, Stride d_stride,
+                                    const int32_t* k0, uint32_t stride, uint32_t x, const uint32_t* src, int beta,
+                                    int32_t q, int32_t qinv) {
+  const int32_t* dj = d_row;
+#pragma unroll 2
+  for (int j = 0; j < beta; ++j, dj += d_stride, k0 += 2 * stride) {
+    int32_t ka[V], kb[V], dv[V];
+    Mem::template load<V>(k0 + x, ka);
+    Mem::template load<V>(k0 + stride + x, kb);
+#pragma unroll
+    for (int v = 0; v < V; ++v) dv[v] = Mem::load1(dj + src[v]);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      u0[v] = add_mod(u0[v], mont_mul(dv[v], ka[v], q, qinv), q);
+      u1[v] = add_mod(u1[v], mont_mul(dv[v], kb[v], q, qinv), q);
+    }
   }
 }
 
@@ -103,22 +129,7 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* 
       const uint32_t stride = rows * n;
       const int32_t* k0 = in_q ? g.key_q[b] + static_cast<int64_t>(2 * g.digit_start * g.lq_key[b] + g.q_start + i) * n
                                : g.key_p[b] + static_cast<int64_t>(2 * g.digit_start * K + (i - g.L)) * n;
-      const int32_t* dj = d_row;
-      // two digits' key rows and gathers in flight at once: at 2 blocks an SM the op waits on memory
-      // latency (128 registers unrolled, 2 blocks still; by 3, 160 registers: 1 block)
-#pragma unroll 2
-      for (int j = 0; j < g.beta; ++j, dj += d_stride, k0 += 2 * stride) {
-        int32_t ka[V], kb[V], dv[V];
-        Mem::template load<V>(k0 + x, ka);
-        Mem::template load<V>(k0 + stride + x, kb);
-#pragma unroll
-        for (int v = 0; v < V; ++v) dv[v] = Mem::load1(dj + src[v]);
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-          u0[v] = add_mod(u0[v], mont_mul(dv[v], ka[v], q, qinv), q);
-          u1[v] = add_mod(u1[v], mont_mul(dv[v], kb[v], q, qinv), q);
-        }
-      }
+      add_rotated_key_products<V, Mem>(u0, u1, d_row, d_stride, k0, stride, x, src, g.beta, q, qinv);
       if (in_q) {
 #pragma unroll
         for (int v = 0; v < V; ++v) u0[v] = add_mod(u0[v], mont_mul(Mem::load1(c0_row + src[v]), cp, q, qinv), q);
@@ -166,6 +177,63 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* 
 }
 
 
+// keyswitch_inner_sum: the rotations of G polynomials' ModUp'd digits summed over P*Q.
+struct InnerSumArgs {
+  const int32_t* d;       // (B, G, beta, Lext, n): ModUp of y_k1
+  const int32_t* addend;  // (B, G, La, n): y_k0, added as aut_k(y_k0) * c_add on component 0
+  const int32_t* c_add;   // (La,), Montgomery form
+  const int32_t* acc;     // (B, 2, Lext, n) running sum, or null
+  const int32_t* mod;     // (Lext, 2)
+  int32_t* out;           // (B, 2, Lext, n)
+  int64_t B, n;
+  int log_n, G, beta, Lq, Lext, La, q_start, digit_start;
+  uint32_t galois[kMacGiants];
+  const int32_t* key_q[kMacGiants];  // (digits, 2, lq_key, n)
+  const int32_t* key_p[kMacGiants];  // (digits, 2, K, n)
+  int lq_key[kMacGiants];
+};
+
+// Both outputs of ciphertext bb at ext limb i, coefficients x .. x + V - 1 (item = i * n + x):
+// acc + sum_k (sum_j aut_k(d_kj) * key_kj, + aut_k(addend_k) * c_add on component 0 of the first La
+// limbs). Canonical after every step (mont_mul, add_mod), so any V gives the same results.
+template <int V, class Mem>
+FT_HD void keyswitch_inner_sum_run(const InnerSumArgs& g, int64_t bb, int64_t item) {
+  const uint32_t n = static_cast<uint32_t>(g.n);
+  const int i = static_cast<int>(item >> g.log_n);
+  const uint32_t x = static_cast<uint32_t>(item) & (n - 1u);
+  const int32_t q = Mem::load1(g.mod + 2 * i), qinv = Mem::load1(g.mod + 2 * i + 1);
+  const bool in_q = i < g.Lq, add = i < g.La;
+  const int K = g.Lext - g.Lq;
+  const int32_t ca = add ? Mem::load1(g.c_add + i) : 0;
+  const int64_t plane = static_cast<int64_t>(g.Lext) * n;
+  int32_t acc0[V], acc1[V];
+  if (g.acc) {
+    Mem::template load<V>(g.acc + 2 * bb * plane + item, acc0);
+    Mem::template load<V>(g.acc + (2 * bb + 1) * plane + item, acc1);
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc0[v] = acc1[v] = 0;
+  }
+  for (int k = 0; k < g.G; ++k) {
+    uint32_t src[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) src[v] = automorphism_source(x + v, g.galois[k], g.log_n);
+    const uint32_t rows = in_q ? static_cast<uint32_t>(g.lq_key[k]) : static_cast<uint32_t>(K);
+    const uint32_t stride = rows * n;
+    const int32_t* k0 = in_q ? g.key_q[k] + static_cast<int64_t>(2 * g.digit_start * g.lq_key[k] + g.q_start + i) * n
+                             : g.key_p[k] + static_cast<int64_t>(2 * g.digit_start * K + (i - g.Lq)) * n;
+    const int32_t* d_row = g.d + (bb * g.G + k) * g.beta * plane + static_cast<int64_t>(i) * n;
+    add_rotated_key_products<V, Mem>(acc0, acc1, d_row, plane, k0, stride, x, src, g.beta, q, qinv);
+    if (add) {
+      const int32_t* y0 = g.addend + ((bb * g.G + k) * g.La + i) * static_cast<int64_t>(n);
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc0[v] = add_mod(acc0[v], mont_mul(Mem::load1(y0 + src[v]), ca, q, qinv), q);
+    }
+  }
+  Mem::template store<V>(g.out + 2 * bb * plane + item, acc0);
+  Mem::template store<V>(g.out + (2 * bb + 1) * plane + item, acc1);
+}
+
 // Plain memory accesses (the CPU loop).
 struct PlainMem {
   static FT_HD int32_t load1(const int32_t* p) { return *p; }
@@ -183,6 +251,10 @@ struct PlainMem {
 // by the same thread, from cache.
 FT_HD void hoisted_mac_element(const MacArgs& g, int64_t item) {
   for (int64_t bb = 0; bb < g.B; ++bb) hoisted_mac_run<1, PlainMem>(g, bb, item);
+}
+
+FT_HD void keyswitch_inner_sum_element(const InnerSumArgs& g, int64_t item) {
+  for (int64_t bb = 0; bb < g.B; ++bb) keyswitch_inner_sum_run<1, PlainMem>(g, bb, item);
 }
 
 }  // namespace fhetorch

@@ -37,6 +37,7 @@
   R automorphism(const int32_t* x, int32_t* out, int64_t rows, int log_n, uint32_t galois, const CTX& ctx);        \
   R keyswitch_inner(const InnerArgs& g, const CTX& ctx);                                                           \
   R hoisted_mac(const MacArgs& g, const CTX& ctx);                                                                 \
+  R keyswitch_inner_sum(const InnerSumArgs& g, const CTX& ctx);                                                    \
   /* The fused key-switching ops: out (B, beta, L + K, n) for mod_up, (B, 2, L + K, n) for                          \
      mod_up_keyswitch_inner, (B, Ld, n) for switch_modulus; 2^10 <= N <= 2^17. */                                  \
   R mod_up(const ModUpArgs& g, int32_t* out, const CTX& ctx);                                                      \

@@ -397,6 +397,77 @@ inline MacArgs check_hoisted_mac(const Tensor& d, const Tensor& c, at::TensorLis
   return a;
 }
 
+// Checks keyswitch_inner_sum's arguments and fills its tables (csrc/hoisted_mac.h); the caller
+// sets args.out, (..., 2, L + K, N).
+inline InnerSumArgs check_keyswitch_inner_sum(const Tensor& d, at::TensorList keys_q, at::TensorList keys_p,
+                                              at::IntArrayRef galois, int64_t q_start, int64_t digit_start,
+                                              const Tensor& addend, const Tensor& c_add,
+                                              const std::optional<Tensor>& acc, const Tensor& mod) {
+  const char* op = "keyswitch_inner_sum";
+  check_residues(d, op, "d");
+  check_residues(addend, op, "addend");
+  check_residues(c_add, op, "c_add");
+  FT_CHECK(d.dim() >= 4 && addend.dim() == d.dim() - 1 && addend.size(-1) == d.size(-1) &&
+               addend.sizes().slice(0, addend.dim() - 2) == d.sizes().slice(0, d.dim() - 3),
+           "fhetorch.keyswitch_inner_sum: d must be (..., G, beta, L + K, N) and addend (..., G, La, N)");
+  const int64_t G = d.size(-4), beta = d.size(-3), Lext = d.size(-2), n = d.size(-1), La = addend.size(-2);
+  const int log_n = log2_exact(n, op);
+  FT_CHECK(G >= 1 && G <= kMacGiants && static_cast<int64_t>(galois.size()) == G &&
+               static_cast<int64_t>(keys_q.size()) == G && static_cast<int64_t>(keys_p.size()) == G,
+           "fhetorch.keyswitch_inner_sum: 1 to ", kMacGiants, " terms (d's dimension -4), one galois element and "
+           "key pair (keys_q, keys_p) each");
+  FT_CHECK(c_add.numel() == La && La <= Lext,
+           "fhetorch.keyswitch_inner_sum: c_add must hold addend's La <= L + K values");
+  check_mod(mod, Lext, op);
+  check_devices(op, {&d, &addend, &c_add, &mod});
+  FT_CHECK(G * beta * Lext * n < (int64_t(1) << 31), "fhetorch.keyswitch_inner_sum: a ciphertext's d must hold "
+           "fewer than 2^31 values");
+  InnerSumArgs a{};
+  if (acc) {
+    check_residues(*acc, op, "acc");
+    check_devices(op, {&d, &*acc});
+    FT_CHECK(acc->sizes() == at::IntArrayRef(shape_with(d, 4, {2, Lext, n})),
+             "fhetorch.keyswitch_inner_sum: acc must be (..., 2, L + K, N)");
+    a.acc = ptr(*acc);
+  }
+  a.d = ptr(d);
+  a.addend = ptr(addend);
+  a.c_add = ptr(c_add);
+  a.mod = ptr(mod);
+  a.B = batch_of(d, 4);
+  a.n = n;
+  a.log_n = log_n;
+  a.G = static_cast<int>(G);
+  a.beta = static_cast<int>(beta);
+  a.Lext = static_cast<int>(Lext);
+  a.La = static_cast<int>(La);
+  a.q_start = as_int(q_start, op, "q_start");
+  a.digit_start = as_int(digit_start, op, "digit_start");
+  int64_t K = -1;
+  for (int64_t k = 0; k < G; ++k) {
+    const int64_t gal = galois[k];
+    FT_CHECK(is_galois_element(gal, n), "fhetorch.keyswitch_inner_sum: galois elements must be odd, in (0, 2N)");
+    const Tensor &kq = keys_q[k], &kp = keys_p[k];
+    check_residues(kq, op, "keys_q");
+    check_residues(kp, op, "keys_p");
+    check_devices(op, {&d, &kq, &kp});
+    FT_CHECK(kq.dim() == 4 && kp.dim() == 4 && kq.size(1) == 2 && kp.size(1) == 2 && kq.size(3) == n &&
+                 kp.size(3) == n && kp.size(0) == kq.size(0) && (K < 0 || kp.size(2) == K),
+             "fhetorch.keyswitch_inner_sum: keys must be (digits, 2, limbs, N) with the same special limbs");
+    K = kp.size(2);
+    FT_CHECK(K <= Lext && digit_start + beta <= kq.size(0) && q_start + (Lext - K) <= kq.size(2),
+             "fhetorch.keyswitch_inner_sum: key ", k, " does not cover the digits and limbs of d");
+    FT_CHECK(kq.numel() < (int64_t(1) << 31), "fhetorch.keyswitch_inner_sum: keys must hold fewer than 2^31 values");
+    a.galois[k] = static_cast<uint32_t>(gal);
+    a.key_q[k] = ptr(kq);
+    a.key_p[k] = ptr(kp);
+    a.lq_key[k] = static_cast<int>(kq.size(2));
+  }
+  a.Lq = static_cast<int>(Lext - K);
+  FT_CHECK(La <= a.Lq, "fhetorch.keyswitch_inner_sum: the addend covers at most the L level limbs");
+  return a;
+}
+
 // ---- fused key switching ---------------------------------------------------------------
 
 // mod_up's arguments (and those mod_up_keyswitch_inner shares): a (..., L, N), or with b

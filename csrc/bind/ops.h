@@ -167,6 +167,18 @@ Tensor hoisted_mac_op(const Tensor& d, const Tensor& c, at::TensorList keys_q, a
   return out;
 }
 
+template <class Dev>
+Tensor keyswitch_inner_sum_op(const Tensor& d, at::TensorList keys_q, at::TensorList keys_p, at::IntArrayRef galois,
+                              int64_t q_start, int64_t digit_start, const Tensor& addend, const Tensor& c_add,
+                              const std::optional<Tensor>& acc, const Tensor& mod) {
+  InnerSumArgs g = check_keyswitch_inner_sum(d, keys_q, keys_p, galois, q_start, digit_start, addend, c_add, acc, mod);
+  Dev dev(d);
+  Tensor out = at::empty(shape_with(d, 4, {2, d.size(-2), d.size(-1)}), d.options());
+  g.out = out_ptr(out);
+  dev.run("keyswitch_inner_sum", [&](auto& ctx) { return keyswitch_inner_sum(g, ctx); });
+  return out;
+}
+
 // ---- fused key switching ---------------------------------------------------------------
 
 // The fused ops' tensor inputs, 16-byte aligned (copies where needed) for as long as the op runs.
@@ -303,6 +315,7 @@ void register_ops(torch::Library& m) {
   m.impl("automorphism", &automorphism_op<Dev>);
   m.impl("keyswitch_inner", &keyswitch_inner_op<Dev>);
   m.impl("hoisted_mac", &hoisted_mac_op<Dev>);
+  m.impl("keyswitch_inner_sum", &keyswitch_inner_sum_op<Dev>);
   m.impl("mod_up", &mod_up_op<Dev>);
   m.impl("mod_up_keyswitch_inner", &mod_up_keyswitch_inner_op<Dev>);
   m.impl("switch_modulus", &switch_modulus_op<Dev>);

@@ -74,6 +74,15 @@ TORCH_LIBRARY(fhetorch, m) {
   // batch. At most 16 baby steps and 8 giants per call, one diagonal per (baby, giant).
   m.def("hoisted_mac(Tensor d, Tensor c, Tensor[] keys_q, Tensor[] keys_p, int[] galois, int q_start, "
         "int digit_start, Tensor c_p, Tensor[] pts, int[] pt_baby, int[] pt_giant, int giants, Tensor mod) -> Tensor");
+  // A fused linear transform's giant steps summed over P*Q (csrc/hoisted_mac.h): d (..., G, beta, L+K, N)
+  // holds the ModUp'd digits of G polynomials y_k1 (digits and key limbs as keyswitch_inner's, the same
+  // q_start and digit_start for every key); addend (..., G, La, N) their y_k0; c_add (La,) Montgomery
+  // constants; acc (..., 2, L+K, N) or None. With aut_k the automorphism by galois[k] (key k's),
+  //   out = acc + sum_k (sum_j aut_k(d_kj) * key_kj, + aut_k(y_k0) * c_add on component 0, limbs < La),
+  // out (..., 2, L+K, N): sum_k of the key switches of sigma_k(y_k) left over P*Q (hoisted: the
+  // digits are rotated after their ModUp). 1 to 8 terms.
+  m.def("keyswitch_inner_sum(Tensor d, Tensor[] keys_q, Tensor[] keys_p, int[] galois, int q_start, "
+        "int digit_start, Tensor addend, Tensor c_add, Tensor? acc, Tensor mod) -> Tensor");
   // ---- fused key switching (csrc/keyswitch.h; csrc/cpu/keyswitch.cpp, csrc/cuda/keyswitch.cu) ----
   // N in [2^10, 2^17] on every device (csrc/keyswitch.h); any number of leading batch
   // dimensions, one launch.

@@ -97,6 +97,12 @@ void hoisted_mac(const MacArgs& g, const Threads& th) {
   });
 }
 
+void keyswitch_inner_sum(const InnerSumArgs& g, const Threads& th) {
+  th.par(static_cast<int64_t>(g.Lext) * g.n, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) keyswitch_inner_sum_element(g, it);
+  });
+}
+
 void to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod, const int32_t* r2,
             const Threads& th) {
   th.par(rows * n, 1024, [&](int64_t i0, int64_t i1) {

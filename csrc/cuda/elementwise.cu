@@ -267,6 +267,15 @@ __global__ void __launch_bounds__(kBlock, GREG == 0 ? 4 : GREG <= 2 ? 3 : 2)
     hoisted_mac_run<V, LdgMem, GMAX, GREG, 2>(g, bb, item, spare + V * threadIdx.x, kBlock * V);
 }
 
+// V coefficients a thread; the digits' gathers are scalar, the keys, acc and out V words wide.
+template <int V>
+__global__ void __launch_bounds__(kBlock) keyswitch_inner_sum_kernel(const __grid_constant__ InnerSumArgs g) {
+  pdl_enter();
+  const int64_t item = V * thread_index();
+  if (item >= (static_cast<int64_t>(g.Lext) << g.log_n)) return;
+  for (int64_t bb = 0; bb < g.B; ++bb) keyswitch_inner_sum_run<V, LdgMem>(g, bb, item);
+}
+
 // Whether every row hoisted_mac reads or writes allows V-word accesses: tensors whose row
 // starts are multiples of 4 words past a 16-byte aligned base (n % 4 == 0).
 bool mac_rows_aligned(const MacArgs& g) {
@@ -385,6 +394,15 @@ cudaError_t hoisted_mac(const MacArgs& g, const Stream& s) {
   if (v == 4) return launch(hoisted_mac_vec_kernel<4, kMacGiants, 2>, g, items / 4, kBlock, s.stream);
   if (v == 2) return launch(hoisted_mac_vec_kernel<2, kMacGiants, kMacGiants>, g, items / 2, kBlock, s.stream);
   return launch(hoisted_mac_vec_kernel<1, kMacGiants, kMacGiants>, g, items, kBlock, s.stream);
+}
+
+cudaError_t keyswitch_inner_sum(const InnerSumArgs& g, const Stream& s) {
+  if (g.B <= 0) return cudaSuccess;
+  const int64_t items = static_cast<int64_t>(g.Lext) << g.log_n;
+  bool vec = g.n % 4 == 0 && aligned16(g.acc) && aligned16(g.out);
+  for (int k = 0; k < g.G; ++k) vec = vec && aligned16(g.key_q[k]) && aligned16(g.key_p[k]);
+  if (vec) return launch(keyswitch_inner_sum_kernel<4>, g, items / 4, kBlock, s.stream);
+  return launch(keyswitch_inner_sum_kernel<1>, g, items, kBlock, s.stream);
 }
 
 cudaError_t to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod,

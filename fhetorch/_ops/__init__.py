@@ -31,7 +31,7 @@ if hasattr(os, "register_at_fork"):
 
 __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "lincomb", "tensor_product",
-    "automorphism", "keyswitch_inner", "hoisted_mac", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
+    "automorphism", "keyswitch_inner", "hoisted_mac", "keyswitch_inner_sum", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
     "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
     "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_glwe_keyswitch", "tfhe_glwe_pack_step",
@@ -175,6 +175,20 @@ def hoisted_mac(d: Tensor, c: Tensor, keys_q: Sequence[Tensor], keys_p: Sequence
 @_fake("fhetorch::hoisted_mac")
 def _(d, c, keys_q, keys_p, galois, q_start, digit_start, c_p, pts, pt_baby, pt_giant, giants, mod):
     return d.new_empty((*d.shape[:-3], giants, 2, *d.shape[-2:]))
+
+
+def keyswitch_inner_sum(d: Tensor, keys_q: Sequence[Tensor], keys_p: Sequence[Tensor], galois: Sequence[int],
+                        q_start: int, digit_start: int, addend: Tensor, c_add: Tensor, acc: Tensor | None,
+                        mod: Tensor) -> Tensor:
+    """Sum over k of the key switches of sigma_k(y_k) left over P*Q, from the ModUp'd digits d (..., G, beta,
+    L+K, N) of the y_k1 and addend (..., G, La, N) = the y_k0, plus acc: (..., 2, L+K, N)."""
+    return _ops.keyswitch_inner_sum(d, list(keys_q), list(keys_p), _ints(galois), int(q_start), int(digit_start),
+                                    addend, c_add, acc, mod)
+
+
+@_fake("fhetorch::keyswitch_inner_sum")
+def _(d, keys_q, keys_p, galois, q_start, digit_start, addend, c_add, acc, mod):
+    return d.new_empty((*d.shape[:-4], 2, *d.shape[-2:]))
 
 
 def mod_up(a: Tensor, pre: Tensor, mod_ext: Tensor, psi_ext: Tensor, psi_inv_ext: Tensor, mats: Tensor,

@@ -64,6 +64,21 @@ def keyswitch_inner(tables: ModulusTables, d: torch.Tensor, key, limbs: range, s
                                 ext.mod)
 
 
+def keyswitch_inner_sum(tables: ModulusTables, d: torch.Tensor, keys, galois, limbs: range, special_limbs: range,
+                        alpha: int, addend: torch.Tensor, c_add: torch.Tensor,
+                        acc: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_k of the key switches of sigma_k(y_k) left over P*Q, plus acc: d (..., G, beta, L + K, N) the
+    ModUp'd digits of the y_k1 (mod_up of (..., G, L, N)), addend (..., G, La, N) the y_k0 (added as
+    sigma_k(y_k0) * c_add on component 0), keys[k] and galois[k] the rotation's -> (..., 2, L + K, N).
+    The digits are rotated after their ModUp (hoisted), which is as valid a ModUp of sigma_k(y_k1) as
+    ModUp(sigma_k(y_k1)), not the same one: its results differ from mod_up_keyswitch_inner's in the
+    small ModUp error, not in value."""
+    ext = tables.mod_up(limbs, special_limbs, alpha).ext
+    return _ops.keyswitch_inner_sum(d.contiguous(), [k.key_q for k in keys], [k.key_p for k in keys], list(galois),
+                                    limbs.start, limbs.start // alpha, addend.contiguous(), c_add,
+                                    None if acc is None else acc.contiguous(), ext.mod)
+
+
 def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range,
                            alpha: int, addend: torch.Tensor | None = None, c_add: torch.Tensor | None = None,
                            b: torch.Tensor | None = None, acc: torch.Tensor | None = None,

@@ -21,12 +21,13 @@ Fused evaluation (Cheddar Par.5; the double hoisting of Bossuat et al. 2021), us
 every step has a direct key: one ModUp of x's second component; one kernel (the
 `hoisted_mac` op) forms every baby-step rotation over P*Q (key products and automorphisms,
 no ModDown, nothing stored per rotation) and accumulates the diagonal products (diagonals
-encoded over the level's limbs and P) into one P*Q sum per giant step. Each nonzero giant
-sum is brought down once (the giant sums of a hoisted_mac call together, in one batched
-ModDown: a single giant's fills too little of the GPU), rotated with its key switch left over
-P*Q, and everything is summed over P*Q; a single modulus switch then drops P and rescales. Per
-transform: 1 + giants ModUps and `giants` ModDowns, against baby + giants + 1 ModDowns of the
-plain BSGS. Since
+encoded over the level's limbs and P) into one P*Q sum per giant step. The nonzero giant
+sums of a hoisted_mac call are brought down together (one batched ModDown), their second
+components lifted together (one batched ModUp: a single giant's rows fill too little of the
+GPU), and their rotations' key switches left over P*Q and summed in one pass
+(`keyswitch_inner_sum`, the digits rotated after the ModUp as in hoisting); a single modulus
+switch then drops P and rescales. Per transform: 1 + giants ModUps and `giants` ModDowns,
+against baby + giants + 1 ModDowns of the plain BSGS, in 2 + 3 x (hoisted_mac calls) ops. Since
 ModDown(sum pt * P u) carries one rounding instead of one per term, it is also a little more
 precise. A hoisted_mac call takes at most 8 giant and 16 baby steps: larger transforms make
 several calls, their diagonals encoded one batch per call group (encoding each diagonal on
@@ -44,7 +45,7 @@ from .. import _ops
 from .._ckks import evaluator as ev
 from .._ckks.context import galois_element
 from ..errors import EncodingError, MissingKeyError, ShapeError, SlotError
-from .._rlwe.keyswitch import mod_up, mod_up_keyswitch_inner, switch_modulus
+from .._rlwe.keyswitch import keyswitch_inner_sum, mod_up, switch_modulus
 
 MAC_BABIES, MAC_GIANTS = 16, 8  # per hoisted_mac call (csrc/hoisted_mac.h)
 
@@ -328,25 +329,22 @@ class LinearTransform:
             for blo in range(0, len(babies), MAC_BABIES):  # at most MAC_BABIES rotations per call
                 part = self._mac(ct, d, c, c_p, r, enc, chunk, babies[blo : blo + MAC_BABIES], ext_mod)
                 accs = part if accs is None else _ops.add(accs, part, ext_mod)
-            # the rotated giants' sums brought down to the level in one batched ModDown (its small
-            # INTT over the special limbs fills the GPU only with several giants' rows)
+            # the rotated giants: their sums brought down to the level in one batched ModDown, their y1 lifted
+            # in one ModUp (a single giant's rows are too few to fill the GPU), then their key switches (the
+            # digits rotated after the ModUp: hoisted) + P * sigma(y0) + the total summed over P*Q in one pass
             rot = [gi for gi, g in enumerate(chunk) if g % self.n]
-            ys = None
             if rot:
                 run = rot == list(range(rot[0], rot[0] + len(rot)))  # all giants but the zero step
                 down = accs.narrow(-4, rot[0], len(rot)) if run else torch.stack([accs.select(-4, gi) for gi in rot], -4)
                 ys = switch_modulus(tables, down, ext, tuple(r))
+                gels = [self._direct(chunk[gi], ct.level) for gi in rot]
+                dy = mod_up(tables, ys.select(-3, 1), r, special, alpha)
+                total = keyswitch_inner_sum(tables, dy, [ctx.galois_keys[g] for g in gels], gels, r, special, alpha,
+                                            addend=ys.select(-3, 0), c_add=c_p, acc=total)
             for gi, g in enumerate(chunk):
-                if g % self.n:  # rotate the giant sum, add it to the total over P*Q
-                    gel = self._direct(g, ct.level)
-                    y = ys.select(-4, rot.index(gi))
-                    # key switch of sigma(y1), + P * sigma(y0) on component 0, + the total: one op, which
-                    # reads y through the automorphism
-                    total = mod_up_keyswitch_inner(tables, y.select(-3, 1), ctx.galois_keys[gel], r, special, alpha,
-                                                   addend=y.narrow(-3, 0, 1), c_add=c_p, acc=total, galois=gel)
-                else:
-                    term = accs.select(-4, gi)
-                    total = term.contiguous() if total is None else _ops.add(total, term, ext_mod)
+                if g % self.n == 0:  # the zero step's sum needs neither
+                    term = accs.select(-4, gi).contiguous()
+                    total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))
         data = switch_modulus(tables, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))

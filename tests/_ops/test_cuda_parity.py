@@ -355,6 +355,36 @@ def test_hoisted_mac(rng, log_n, beta, L, K, Lq_key, babies, giants, batch):
                                                  f"batch={batch}")
 
 
+@pytest.mark.parametrize("log_n,beta,L,K,Lq_key,terms,La,acc,batch", [
+    (10, 2, 3, 2, 5, 3, 3, True, ()), (16, 5, 47, 10, 49, 4, 47, True, ()), (16, 3, 22, 10, 30, 7, 22, False, ()),
+    (12, 3, 9, 3, 9, 8, 5, True, (2,)),
+    # rows not 16-byte aligned: the one-word build
+    (12, 3, 9, 3, 9, 2, 9, True, "unaligned"),
+])
+def test_keyswitch_inner_sum(rng, log_n, beta, L, K, Lq_key, terms, La, acc, batch):
+    offset = batch == "unaligned"
+    batch = () if offset else batch
+    gen, seed = rng
+    n = 1 << log_n
+    primes = primes_for(log_n, Lq_key + K)
+    pq, pp = primes[:Lq_key], primes[Lq_key:]
+    ext = pq[:L] + pp
+    digits = beta + 1
+    d = residues(gen, (*batch, terms, beta), ext, n)
+    y0 = residues(gen, (*batch, terms), pq[:La], n)
+    s = residues(gen, (*batch, 2), ext, n, offset) if acc else None
+    gals = [random.randrange(3, 2 * n, 2) for _ in range(terms)]
+    keys_q = [residues(gen, (digits, 2), pq, n) for _ in gals]
+    keys_p = [residues(gen, (digits, 2), pp, n) for _ in gals]
+    c_add = residues(gen, (), pq[:La], 1).flatten().contiguous()
+    cpu_out = ops.keyswitch_inner_sum(d, keys_q, keys_p, gals, 0, 1, y0, c_add, s, mod_table(ext))
+    gpu_out = ops.keyswitch_inner_sum(to_gpu(d), [to_gpu(k) for k in keys_q], [to_gpu(k) for k in keys_p], gals, 0, 1,
+                                      to_gpu(y0), to_gpu(c_add), None if s is None else to_gpu(s),
+                                      to_gpu(mod_table(ext)))
+    check("keyswitch_inner_sum", cpu_out, gpu_out, seed, f"beta={beta} L={L} K={K} terms={terms} La={La} "
+                                                         f"acc={acc} batch={batch}")
+
+
 # --- conversions ------------------------------------------------------------------------------
 @pytest.mark.parametrize("log_n,L,batch", [(10, 1, ()), (12, 3, (2,)), (12, 17, ()), (16, 48, ())])
 def test_to_rns(rng, log_n, L, batch):

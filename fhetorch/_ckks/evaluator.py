@@ -17,7 +17,7 @@ import torch
 from .. import _ops
 from .._distributed import check_same, sum_residues
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError, SlotError
-from .._rlwe.keyswitch import keyswitch, keyswitch_inner, mod_up, mod_up_keyswitch_inner, switch_modulus
+from .._rlwe.keyswitch import keyswitch, keyswitch_inner_sum, mod_up, mod_up_keyswitch_inner, switch_modulus
 from .arguments import as_int
 from .ciphertext import Ciphertext
 from .context import CKKSContext, check_ciphertext_scale, galois_element
@@ -508,9 +508,12 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
             continue
         g = galois_element(s, ctx.n)
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
-        u = keyswitch_inner(ctx.modulus_tables, _ops.automorphism(d, g), key, r, ctx.params.special_limbs, ctx.params.alpha)
-        u = switch_modulus(ctx.modulus_tables, u, ext, tuple(r), addend=a.component(0), galois=g)  # + sigma(c0)
-        out[s] = a.replace(data=u)
+        # sigma(d)'s key products + P * sigma(c0) over P*Q, the digits read through the rotation (no
+        # automorphism pass over them); ModDown then divides P * sigma(c0) back to sigma(c0) exactly
+        u = keyswitch_inner_sum(ctx.modulus_tables, d.unsqueeze(-4), [key], [g], r, ctx.params.special_limbs,
+                                ctx.params.alpha, addend=a.data.narrow(-3, 0, 1),
+                                c_add=_special_product_consts(ctx, a.level))
+        out[s] = a.replace(data=switch_modulus(ctx.modulus_tables, u, ext, tuple(r)))
     return out
 
 

@@ -306,6 +306,27 @@ def test_rotate_hoisted(sctx, assert_close):
         assert_close(_dec(sctx, out[k]), torch.roll(x, -k), _bound(sctx, "rot"), f"hoisted rotate {k}")
 
 
+def test_rotate_hoisted_equals_its_composition(sctx):
+    """rotate_hoisted forms each rotation's key products from the shared ModUp's digits read through the
+    rotation, P * sigma(c0) added over P*Q (keyswitch_inner_sum): bit for bit the unfused composition
+    ModDown(keyswitch_inner(automorphism(d)), + sigma(c0) after it), one ciphertext and a batch."""
+    from fhetorch import _ops
+    from fhetorch._rlwe.keyswitch import keyswitch_inner, mod_up, switch_modulus
+
+    _, cx = _enc(sctx, True)
+    _, cy = _enc(sctx, True)
+    tables, sp, alpha = sctx.modulus_tables, sctx.params.special_limbs, sctx.params.alpha
+    for ct in (cx, cx.replace(data=torch.stack([cx.data, cy.data]))):
+        r = sctx.params.limbs(ct.level)
+        d = mod_up(tables, ct.component(1).contiguous(), r, sp, alpha)
+        out = ev.rotate_hoisted(sctx, ct, [1, -3, 5])
+        for s in (1, -3, 5):
+            g = galois_element(s, sctx.n)
+            u = keyswitch_inner(tables, _ops.automorphism(d, g), sctx.galois_keys[g], r, sp, alpha)
+            want = switch_modulus(tables, u, tuple(r) + tuple(sp), tuple(r), addend=ct.component(0), galois=g)
+            assert torch.equal(out[s].data, want), f"rotate_hoisted by {s}, batch {tuple(ct.data.shape[:-3])}"
+
+
 def test_rotate_hoisted_needs_direct_keys(sctx):
     _, cx = _enc(sctx)
     with pytest.raises(fhe.MissingKeyError, match="rotate by 3"):

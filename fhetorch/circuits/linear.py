@@ -27,7 +27,7 @@ components lifted together (one batched ModUp: a single giant's rows fill too li
 GPU), and their rotations' key switches left over P*Q and summed in one pass
 (`keyswitch_inner_sum`, the digits rotated after the ModUp as in hoisting); a single modulus
 switch then drops P and rescales. Per transform: 1 + giants ModUps and `giants` ModDowns,
-against baby + giants + 1 ModDowns of the plain BSGS, in 2 + 3 x (hoisted_mac calls) ops. Since
+against baby + giants + 1 ModDowns of the plain BSGS, in 2 + 4 ops per hoisted_mac call. Since
 ModDown(sum pt * P u) carries one rounding instead of one per term, it is also a little more
 precise. A hoisted_mac call takes at most 8 giant and 16 baby steps: larger transforms make
 several calls, their diagonals encoded one batch per call group (encoding each diagonal on
@@ -342,7 +342,7 @@ class LinearTransform:
                 total = keyswitch_inner_sum(tables, dy, [ctx.galois_keys[g] for g in gels], gels, r, special, alpha,
                                             addend=ys.select(-3, 0), c_add=c_p, acc=total)
             for gi, g in enumerate(chunk):
-                if g % self.n == 0:  # the zero step's sum needs neither
+                if g % self.n == 0:  # the zero step's sum needs no rotation: added over P*Q as it is
                     term = accs.select(-4, gi).contiguous()
                     total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))

@@ -501,6 +501,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
     r = ctx.params.limbs(a.level)
     d = mod_up(ctx.modulus_tables, a.component(1).contiguous(), r, ctx.params.special_limbs, ctx.params.alpha)
     ext = tuple(r) + tuple(ctx.params.special_limbs)
+    d, c0, c_p = d.unsqueeze(-4), a.data.narrow(-3, 0, 1).contiguous(), _special_product_consts(ctx, a.level)
     out = {}
     for s in steps:
         if s % a.slots == 0:
@@ -510,9 +511,8 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
         key = ctx.galois_key(g, f"rotate by {s} (hoisted rotations need a direct key per step)", a.level, s)
         # sigma(d)'s key products + P * sigma(c0) over P*Q, the digits read through the rotation (no
         # automorphism pass over them); ModDown then divides P * sigma(c0) back to sigma(c0) exactly
-        u = keyswitch_inner_sum(ctx.modulus_tables, d.unsqueeze(-4), [key], [g], r, ctx.params.special_limbs,
-                                ctx.params.alpha, addend=a.data.narrow(-3, 0, 1),
-                                c_add=_special_product_consts(ctx, a.level))
+        u = keyswitch_inner_sum(ctx.modulus_tables, d, [key], [g], r, ctx.params.special_limbs, ctx.params.alpha,
+                                addend=c0, c_add=c_p)
         out[s] = a.replace(data=switch_modulus(ctx.modulus_tables, u, ext, tuple(r)))
     return out
 

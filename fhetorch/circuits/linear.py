@@ -332,11 +332,10 @@ class LinearTransform:
             # the rotated giants: their sums brought down to the level in one batched ModDown, their y1 lifted
             # in one ModUp (a single giant's rows are too few to fill the GPU), then their key switches (the
             # digits rotated after the ModUp: hoisted) + P * sigma(y0) + the total summed over P*Q in one pass
+            # giants are sorted steps in [0, n): only a chunk's first can be the zero step, the rest are a run
             rot = [gi for gi, g in enumerate(chunk) if g % self.n]
             if rot:
-                run = rot == list(range(rot[0], rot[0] + len(rot)))  # all giants but the zero step
-                down = accs.narrow(-4, rot[0], len(rot)) if run else torch.stack([accs.select(-4, gi) for gi in rot], -4)
-                ys = switch_modulus(tables, down, ext, tuple(r))
+                ys = switch_modulus(tables, accs.narrow(-4, rot[0], len(rot)), ext, tuple(r))
                 gels = [self._direct(chunk[gi], ct.level) for gi in rot]
                 dy = mod_up(tables, ys.select(-3, 1), r, special, alpha)
                 total = keyswitch_inner_sum(tables, dy, [ctx.galois_keys[g] for g in gels], gels, r, special, alpha,

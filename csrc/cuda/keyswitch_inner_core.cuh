@@ -17,36 +17,22 @@ FT_HD uint32_t mmul(uint32_t x, uint32_t y, uint32_t q, uint32_t qinv) {        
   return reduce_2q(mont_lazy(x, y, q, qinv), q);
 }
 
-// Key row of digit j (global digit digit_start + j), component c, ext limb i.
-FT_HD const int32_t* mu_key_row(const MuArgs& a, int j, int c, int i, int64_t n) {
-  const int64_t dig = a.key.digit_start + j;
-  if (i < a.g.L) return a.key.key_q + ((dig * 2 + c) * a.key.Lq_key + a.key.q_start + i) * n;
-  return a.key.key_p + ((dig * 2 + c) * a.g.K + (i - a.g.L)) * n;
-}
-
-// Component c of ciphertext bb's addend at limb i < La, coefficients x..x+3 (before c_add; ROT:
-// read through the fused rotation).
-template <bool ROT>
-FT_HD int4 mu_addend4(const MuArgs& a, int64_t bb, int c, int i, int x, int64_t n, uint32_t q, uint32_t qinv) {
-  if (!a.g.b) {
-    const int32_t* row = a.key.addend + ((a.key.Ka * bb + c) * a.key.La + i) * n;
-    if constexpr (ROT) return rotated4(row, x, a.g.galois, a.g.log_n);
-    return ldg4(row + x);
-  }
-  const int64_t L = a.g.L, o0 = (2 * bb * L + i) * n + x, b0 = bb * a.g.b_stride + static_cast<int64_t>(i) * n + x;
-  const int4 a0 = ldg4(a.g.a + o0), a1 = ldg4(a.g.a + o0 + L * n), b0v = ldg4(a.g.b + b0), b1 = ldg4(a.g.b + b0 + L * n);
-  int4 r;
+// acc[c] += v * k_c (4 coefficients), canonical.
+FT_HD void mac_key(uint32_t (&acc)[2][4], int4 v, int4 k0, int4 k1, uint32_t q, uint32_t qinv) {
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
-    const uint32_t u0 = static_cast<uint32_t>(elem(a0, m)), v0 = static_cast<uint32_t>(elem(b0v, m));
-    elem(r, m) = static_cast<int32_t>(c == 0 ? mmul(u0, v0, q, qinv)
-                                             : add_2q(mmul(u0, static_cast<uint32_t>(elem(b1, m)), q, qinv),
-                                                      mmul(static_cast<uint32_t>(elem(a1, m)), v0, q, qinv), q));
+    const uint32_t vm = static_cast<uint32_t>(elem(v, m));
+    acc[0][m] = add_2q(acc[0][m], mmul(vm, static_cast<uint32_t>(elem(k0, m)), q, qinv), q);
+    acc[1][m] = add_2q(acc[1][m], mmul(vm, static_cast<uint32_t>(elem(k1, m)), q, qinv), q);
   }
-  return r;
 }
 
 // ROT: the input's own digits and the addend read through the fused rotation (a build of its own).
+// Every load is issued early: the sums start from the addend (times c_add) and the running sum,
+// then take the own digit's key products, then the converted rows' with no branch between their
+// loads, two digits at a time (six 16-byte loads in flight; a loop whose loads waited in turn,
+// behind the own digit's branch, was latency-bound: docs/benchmarks.md, session 36). Sums mod q
+// are exact, so the order gives the canonical results of any other.
 template <int LOG_N, bool ROT = false>
 struct KeyswitchInner {
   using Args = MuArgs;
@@ -55,8 +41,10 @@ struct KeyswitchInner {
   static constexpr int PER_LIMB = static_cast<int>(N / (4 * THREADS));  // N >= 2^10
   struct State {};
   struct Blk {
-    int i, x0, own;  // own: the digit holding limb i, or -1 (a special prime)
+    int i, x0, own;      // own: the digit holding limb i, or -1 (a special prime)
     uint32_t q, qinv;
+    const int32_t* key;  // the key row of digit 0, component 0 at limb i; digit j's component c: + (2 j + c) kstride
+    int64_t kstride;
   };
   FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.Lext) * PER_LIMB; }
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t*) {
@@ -66,6 +54,11 @@ struct KeyswitchInner {
     b.own = b.i < a.g.L ? mu_own_digit(a, b.i) : -1;
     b.q = static_cast<uint32_t>(ldg(a.g.mod_ext + 2 * b.i));
     b.qinv = static_cast<uint32_t>(ldg(a.g.mod_ext + 2 * b.i + 1));
+    // key_q (digits, 2, Lq_key, N) at limb q_start + i, or key_p (digits, 2, K, N) at i - L
+    const bool level = b.i < a.g.L;
+    b.kstride = (level ? a.key.Lq_key : a.g.K) * N;
+    b.key = (level ? a.key.key_q + (a.key.q_start + b.i) * N : a.key.key_p + (b.i - a.g.L) * N) +
+            2 * a.key.digit_start * b.kstride;
     return b;
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return 1; }
@@ -74,32 +67,63 @@ struct KeyswitchInner {
     const uint32_t q = b.q, qinv = b.qinv;
     const bool add = b.i < (a.g.b ? a.g.L : a.key.La);
     const uint32_t ca = add ? static_cast<uint32_t>(ldg(a.key.c_add + b.i)) : 0u;
+    const int others = b.own >= 0 ? a.g.beta - 1 : a.g.beta;
     for (int64_t bb = 0; bb < a.g.B; ++bb) {
       uint32_t acc[2][4] = {};
-      for (int j = 0; j < a.g.beta; ++j) {
-        const int4 v = j == b.own ? mu_input4<ROT>(a, bb, b.i, x, N, q, qinv) : ldg4(a.d + mu_drow(a, bb, j, b.i) * N + x);
-        const int4 k0 = ldg4(mu_key_row(a, j, 0, b.i, N) + x), k1 = ldg4(mu_key_row(a, j, 1, b.i, N) + x);
+      int4 own = make_int4(0, 0, 0, 0);
+      if (a.g.b) {
+        if (b.i < a.g.L) {  // the tensor product: (d0, d1) c_add start the sums, d2 = a1 b1 is the own digit
+          const int64_t L = a.g.L, o0 = (2 * bb * L + b.i) * N + x, b0 = bb * a.g.b_stride + b.i * N + x;
+          const int4 a0 = ldg4(a.g.a + o0), a1 = ldg4(a.g.a + o0 + L * N), b0v = ldg4(a.g.b + b0),
+                     b1 = ldg4(a.g.b + b0 + L * N);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const uint32_t vm = static_cast<uint32_t>(elem(v, m));
-          acc[0][m] = add_2q(acc[0][m], mmul(vm, static_cast<uint32_t>(elem(k0, m)), q, qinv), q);
-          acc[1][m] = add_2q(acc[1][m], mmul(vm, static_cast<uint32_t>(elem(k1, m)), q, qinv), q);
+          for (int m = 0; m < 4; ++m) {
+            const uint32_t u0 = elem(a0, m), u1 = elem(a1, m), v0 = elem(b0v, m), v1 = elem(b1, m);
+            acc[0][m] = mmul(mmul(u0, v0, q, qinv), ca, q, qinv);
+            acc[1][m] = mmul(add_2q(mmul(u0, v1, q, qinv), mmul(u1, v0, q, qinv), q), ca, q, qinv);
+            elem(own, m) = static_cast<int32_t>(mmul(u1, v1, q, qinv));
+          }
         }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (add && c < a.key.Ka) {  // the addend (B, Ka, La, N) at limb i < La, rotated with ROT
+            const int32_t* row = a.key.addend + ((a.key.Ka * bb + c) * a.key.La + b.i) * N;
+            const int4 ad = ROT ? rotated4(row, x, a.g.galois, a.g.log_n) : ldg4(row + x);
+#pragma unroll
+            for (int m = 0; m < 4; ++m) acc[c][m] = mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, qinv);
+          }
+        }
+        if (b.own >= 0) own = mu_input4<ROT>(a, bb, b.i, x, N, q, qinv);
+      }
+      if (a.key.acc) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int4 s = ldg4(a.key.acc + ((2 * bb + c) * a.Lext + b.i) * N + x);
+#pragma unroll
+          for (int m = 0; m < 4; ++m) acc[c][m] = add_2q(acc[c][m], static_cast<uint32_t>(elem(s, m)), q);
+        }
+      }
+      if (b.own >= 0) {
+        const int32_t* k = b.key + 2 * b.own * b.kstride + x;
+        mac_key(acc, own, ldg4(k), ldg4(k + b.kstride), q, qinv);
+      }
+      const int32_t* d_bb = a.d + (bb * mu_conv_rows(a) + b.i) * N + x;
+#pragma unroll 2
+      for (int jj = 0; jj < others; ++jj) {
+        const int j = b.own >= 0 && jj >= b.own ? jj + 1 : jj;
+        // digit j's converted row of limb i (mu_conv_index): j Lext + i - lo[j + 1] above the digit, - lo[j] below
+        const int lo = a.g.lo[j], hi = a.g.lo[j + 1];
+        const int4 v = ldg4(d_bb + (static_cast<int64_t>(j) * a.Lext - (b.i >= hi ? hi : lo)) * N);
+        const int32_t* k = b.key + 2 * j * b.kstride + x;
+        mac_key(acc, v, ldg4(k), ldg4(k + b.kstride), q, qinv);
       }
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         int4 r;
-        const bool add_c = add && (a.g.b || c < a.key.Ka);
-        const int4 ad = add_c ? mu_addend4<ROT>(a, bb, c, b.i, x, N, q, qinv) : make_int4(0, 0, 0, 0);
-        const int64_t o = ((2 * bb + c) * a.Lext + b.i) * N + x;
-        const int4 s = a.key.acc ? ldg4(a.key.acc + o) : make_int4(0, 0, 0, 0);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          uint32_t v = add_c ? add_2q(acc[c][m], mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, qinv), q) : acc[c][m];
-          if (a.key.acc) v = add_2q(v, static_cast<uint32_t>(elem(s, m)), q);
-          elem(r, m) = static_cast<int32_t>(v);
-        }
-        st4(a.out + o, r);
+        for (int m = 0; m < 4; ++m) elem(r, m) = static_cast<int32_t>(acc[c][m]);
+        stg4(a.out + ((2 * bb + c) * a.Lext + b.i) * N + x, r);
       }
     }
   }

@@ -6,7 +6,8 @@
 //     output; last phase with the per-limb BConv constants as post factor;
 //  2. one BConv launch for every (ciphertext, digit), writing straight into the lifted rows;
 //  3. the forward NTT's two phases over exactly the converted rows: a row map enumerates
-//     (ciphertext, digit j, ext limb i) for i outside digit j.
+//     (ciphertext, digit j, ext limb i) for i outside digit j, in an order that reads first what
+//     the launch before wrote last (L2).
 // mod_up writes the lifted digits in full (B, beta, Lext, N); mod_up_keyswitch_inner keeps
 // only the converted rows (compact) and ends with the inner product (keyswitch_inner.cuh).
 // Values between phases are lazy ([0, 2q)) exactly as in ntt_core.cuh; every store of a
@@ -37,9 +38,9 @@ struct MuArgs {
   BcGrid grid;
   KeyArgs key;        // mod_up_keyswitch_inner: the key and addend
   int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
-  // The row maps' divisors (mu_set_divisors): B, beta, beta - 1, and the converted rows per level
-  // limb ((beta - 1) B) and per special limb (beta B).
-  Divisor by_B, by_beta, by_beta_m1, by_level_rows, by_special_rows;
+  // The row maps' divisors (mu_set_divisors): B, beta, beta - 1, the converted rows per level
+  // limb ((beta - 1) B) and per special limb (beta B), and per ciphertext.
+  Divisor by_B, by_beta, by_beta_m1, by_level_rows, by_special_rows, by_conv_rows;
 };
 
 inline void mu_set_divisors(MuArgs& a) {
@@ -49,6 +50,7 @@ inline void mu_set_divisors(MuArgs& a) {
   a.by_beta_m1 = Divisor(beta > 1 ? beta - 1 : 1);
   a.by_level_rows = Divisor(beta > 1 ? (beta - 1) * B : 1);
   a.by_special_rows = Divisor(beta * B);
+  a.by_conv_rows = Divisor(beta * a.Lext - a.g.L > 0 ? beta * a.Lext - a.g.L : 1);
 }
 
 FT_HD int mu_own_digit(const MuArgs& a, int i) {
@@ -145,8 +147,10 @@ struct MuInttRows {
   }
 };
 
-// The converted rows of d, in place: (ciphertext, digit j, ext limb i outside digit j).
-template <int LOG_N>
+// The converted rows of d, in place: (ciphertext, digit j, ext limb i outside digit j), limb by
+// limb (mu_conv_row), or with DIGITS in the compact rows' own order (digit by digit, as the base
+// conversion writes them; the first phase's twiddles are few, so it loses no table sharing).
+template <int LOG_N, bool DIGITS = false>
 struct MuConvRows {
   using Args = MuArgs;
   static constexpr bool LOAD = false, STORE = false, ROT = false;
@@ -155,7 +159,16 @@ struct MuConvRows {
   FT_HD static Ctx row(const Args& a, int64_t r, uint32_t* sm, int blk) {
     int64_t bb;
     int i, j;
-    mu_conv_row(a, r, bb, j, i);
+    if (DIGITS) {
+      bb = a.by_conv_rows.div(r);
+      const int idx = static_cast<int>(r - bb * mu_conv_rows(a));
+      j = 0;
+      while (j + 1 < a.g.beta && idx >= (j + 1) * a.Lext - a.g.lo[j + 1]) ++j;
+      i = idx - (j * a.Lext - a.g.lo[j]);
+      if (i >= a.g.lo[j]) i += mod_up_size(a.g, j);
+    } else {
+      mu_conv_row(a, r, bb, j, i);
+    }
     int32_t* row = a.d + mu_drow(a, bb, j, i) * N;
     return row_ctx(sm, row, row, a.g.mod_ext, a.g.psi_ext, i, table_row(a.g.psi_rows, i), N, 0u, blk);
   }
@@ -202,8 +215,12 @@ cudaError_t mod_up_pipeline(Exec& ex, MuArgs& a) {
   FT_TRY((ex.template run<NttPhase<LOG_N, true, true, MuInttRows<LOG_N, true>>>(a)));
   if (mu_conv_rows(a) == 0) return cudaSuccess;
   FT_TRY((run_bconv<MuBcMap>(ex, a, widest, a.Lext - narrowest)));
-  FT_TRY((ex.template run<NttPhase<LOG_N, true, false, MuConvRows<LOG_N>>>(a)));
-  return ex.template run<NttPhase<LOG_N, false, false, MuConvRows<LOG_N>>>(a);
+  // Each launch over the converted rows (~50 MB at 48 x 12, the L2's size) reads first what the one
+  // before wrote last: the conversion writes them in the compact order, the first phase runs in the
+  // reverse of it, the second limb by limb from the top, and the key product from limb 0
+  // (docs/benchmarks.md, session 36: 10 % fewer DRAM bytes a key switch).
+  FT_TRY((ex.template run<NttPhase<LOG_N, true, false, MuConvRows<LOG_N, true>, true>>(a)));
+  return ex.template run<NttPhase<LOG_N, false, false, MuConvRows<LOG_N>, true>>(a);
 }
 
 // Scratch words run_mod_up needs: t, then (with a key) the compact converted rows.

@@ -401,7 +401,9 @@ constexpr int phase_min_blocks(int threads) { return threads >= 1024 ? 1 : 1024 
 //   LOAD / STORE: whether the phase applies the Ctx's fused input (in2, copy) / fused
 //     epilogue (keep, add, cs, ck) that row() sets;
 //   ROT: whether that input / epilogue reads its row through the rotation Ctx::gal.
-template <int LOG_N, bool LARGE, bool INV, class M>
+// REV: the rows in reverse launch order (for L2 reuse: where the launch before wrote its rows
+// in order, the last ones written, most likely still in L2, are read first).
+template <int LOG_N, bool LARGE, bool INV, class M, bool REV = false>
 struct NttPhase {
   using Args = typename M::Args;
   using G = Geo<LOG_N, LARGE, kCap>;
@@ -412,7 +414,8 @@ struct NttPhase {
   struct State {};
   using Blk = Ctx;
   FT_HD static int64_t blocks(const Args& a) { return M::rows(a) * G::BLOCKS_PER_ROW; }
-  FT_HD static Blk setup(const Args& a, int64_t block, uint32_t* sm) {
+  FT_HD static Blk setup(const Args& a, int64_t block_launch, uint32_t* sm) {
+    const int64_t block = REV ? blocks(a) - 1 - block_launch : block_launch;
     return M::row(a, block / G::BLOCKS_PER_ROW, sm, static_cast<int>(block % G::BLOCKS_PER_ROW));
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return G::NROUNDS; }

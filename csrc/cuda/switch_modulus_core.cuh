@@ -2,7 +2,8 @@
 // semantics: csrc/bind/schema.cpp) as a pipeline of block programs (program.cuh) over all B
 // polynomials: the inverse NTT's first phase reads the dropped rows of x itself, its last
 // phase multiplies by pre; one BConv launch; the forward NTT, whose last phase combines
-// x[keep] * c_keep + ntt * c_sub (+ addend) in its store. Values between phases are lazy
+// x[keep] * c_keep + ntt * c_sub (+ addend) in its store and runs over the rows in reverse
+// order (the rows the first phase wrote last are read first, while they are still in L2). Values between phases are lazy
 // ([0, 2q)) as in ntt_core.cuh; the stored results are canonical. Dropped limb k and
 // destination limb i read the twiddle rows table_row(psi_inv_drop_rows, k) and
 // table_row(psi_dst_rows, i) (csrc/table_rows.h).
@@ -105,8 +106,10 @@ cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int3
     FT_TRY((ex.template run<NttPhase<LOG_N, true, true, SwDropRows<LOG_N, true>>>(a)));
     FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D, a.g.Ld)));
     FT_TRY((ex.template run<NttPhase<LOG_N, true, false, SwDstRows<LOG_N, true>>>(a)));
-    if (a.g.galois && a.g.addend) return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false, true>>>(a);
-    return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>>>(a);
+    // the last phase in reverse order: it reads first the rows the phase before wrote last (L2)
+    if (a.g.galois && a.g.addend)
+      return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false, true>, true>>(a);
+    return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>, true>>(a);
   });
 }
 

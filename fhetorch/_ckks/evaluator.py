@@ -279,31 +279,33 @@ def landing_scale(ctx, level: int, target: int) -> Fraction:
 def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ciphertext:
     """a * b with relinearisation, then (by default) rescale.
 
-    With the rescale, ModDown and rescaling are one modulus switch (Cheddar Seq. fusion):
-    (d0, d1) * P is added to the key-switched d2 over Q_l * P, and a single switch from
-    Q_l * P to Q_(l-1) drops P and the level's top primes together.
+    The tensor product, the ModUp of d2, the inner product with the key and + P * (d0, d1)
+    over Q_l * P are one op; one modulus switch then drops P (ModDown), and with the rescale
+    the level's top primes together with it (Cheddar Seq. fusion).
     """
     _need_level(min(a, b, key=lambda c: c.level), "multiply")
     check_ciphertext_scale(a, "multiply")
     check_ciphertext_scale(b, "multiply")
-    if not rescale_result:
-        return relinearize(ctx, mul_raw(ctx, a, b))
-    if ctx.relin_key is None:
-        return rescale(ctx, relinearize(ctx, mul_raw(ctx, a, b)))
+    if ctx.relin_key is None:  # relinearize raises MissingKeyError
+        t = relinearize(ctx, mul_raw(ctx, a, b))
+        return rescale(ctx, t) if rescale_result else t
     a, b = _mul_operands(ctx, a, b)
-    # The tensor product d, ModUp of d2, the inner product with the key and + P * (d0, d1) on
-    # the level's limbs: one op.
-    return _relinearize_rescale(ctx, a, a.scale * b.scale, a.data, b=b.data)
+    return _relinearize_product(ctx, a, a.scale * b.scale, a.data, rescale_result, b=b.data)
 
 
-def _relinearize_rescale(ctx, a: Ciphertext, scale: float, x: torch.Tensor, **d01) -> Ciphertext:
+def _relinearize_product(ctx, a: Ciphertext, scale: float, x: torch.Tensor, rescale_result: bool = True,
+                         **d01) -> Ciphertext:
     """The product at a's level whose d2 (or, with b=, tensor product) is x, relinearised and
-    rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: mod_up_keyswitch_inner's b=
-    or addend=), then one switch drops P and the level's top primes together."""
+    (by default) rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: mod_up_keyswitch_inner's
+    b= or addend=), then one switch drops P, and with the rescale the level's top primes together.
+    P * (d0, d1) vanishes mod P and ModDown divides it by P exactly, so the result equals
+    (d0, d1) + ModDown(key-switched d2) bit for bit."""
     r = ctx.params.limbs(a.level)
     ext = tuple(r) + tuple(ctx.params.special_limbs)
     u = mod_up_keyswitch_inner(ctx.modulus_tables, x, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
                                c_add=_special_product_consts(ctx, a.level), **d01)
+    if not rescale_result:
+        return a.replace(data=switch_modulus(ctx.modulus_tables, u, ext, tuple(r)), scale=scale)
     dst = tuple(ctx.params.limbs(a.level - 1))
     scale = scale * _ratio(ctx, tuple(r), dst)
     _check_rescaled(ctx, a, scale, "multiply")
@@ -338,7 +340,7 @@ def mul_sum(ctx, pairs) -> Ciphertext:
         raise MissingKeyError("mul_sum: no relinearisation key; call ctx.keygen() on the client")
     b = ctx.basis(a0.level)
     d = _ops.tensor_product([x.data for x, _ in pairs], [y.data for _, y in pairs], b.mod)  # (..., 3, L, N)
-    return _relinearize_rescale(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=d.narrow(-3, 0, 2))
+    return _relinearize_product(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=d.narrow(-3, 0, 2))
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:

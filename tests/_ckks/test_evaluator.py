@@ -123,6 +123,20 @@ def test_multiply_and_square(sctx, complex_, assert_close):
     assert_close(_dec(sctx, n), x * y, b, "multiply without rescale")
 
 
+def test_mul_without_rescale_equals_its_composition(sctx):
+    """mul(rescale_result=False) relinearises inside the fused op (the tensor product, ModUp of d2, the key
+    products and P * (d0, d1) over Q_l * P, then ModDown to the level): bit for bit relinearize(mul_raw), whose
+    ModDown adds (d0, d1) after the switch; one ciphertext and a batch."""
+    _, cx = _enc(sctx, True)
+    _, cy = _enc(sctx, True)
+    batch = cx.replace(data=torch.stack([cx.data, cy.data]))
+    for a, b in ((cx, cy), (batch, batch)):
+        got = ev.mul(sctx, a, b, rescale_result=False)
+        want = ev.relinearize(sctx, ev.mul_raw(sctx, a, b))
+        assert got.level == want.level and got.scale == want.scale and got.size == 2
+        assert torch.equal(got.data, want.data), f"batch {tuple(a.data.shape[:-3])} x {tuple(b.data.shape[:-3])}"
+
+
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 def test_mul_plain(sctx, complex_, assert_close):
     (x, cx), p = _enc(sctx), _rand(sctx.slots, complex_, sctx.device)

@@ -180,12 +180,13 @@ FT_HD void hoisted_mac_run(const MacArgs& g, int64_t bb, int64_t item, int32_t* 
 // keyswitch_inner_sum: the rotations of G polynomials' ModUp'd digits summed over P*Q.
 struct InnerSumArgs {
   const int32_t* d;       // (B, G, beta, Lext, n): ModUp of y_k1
-  const int32_t* addend;  // (B, G, La, n): y_k0, added as aut_k(y_k0) * c_add on component 0
+  const int32_t* addend;  // (B, G, La, n), addend_stride words between its planes: y_k0, added as aut_k(y_k0) * c_add
+                          // on component 0
   const int32_t* c_add;   // (La,), Montgomery form
   const int32_t* acc;     // (B, 2, Lext, n) running sum, or null
   const int32_t* mod;     // (Lext, 2)
   int32_t* out;           // (B, 2, Lext, n)
-  int64_t B, n;
+  int64_t B, n, addend_stride;
   int log_n, G, beta, Lq, Lext, La, q_start, digit_start;
   uint32_t galois[kMacGiants];
   const int32_t* key_q[kMacGiants];  // (digits, 2, lq_key, n)
@@ -225,7 +226,7 @@ FT_HD void keyswitch_inner_sum_run(const InnerSumArgs& g, int64_t bb, int64_t it
     const int32_t* d_row = g.d + (bb * g.G + k) * g.beta * plane + static_cast<int64_t>(i) * n;
     add_rotated_key_products<V, Mem>(acc0, acc1, d_row, plane, k0, stride, x, src, g.beta, q, qinv);
     if (add) {
-      const int32_t* y0 = g.addend + ((bb * g.G + k) * g.La + i) * static_cast<int64_t>(n);
+      const int32_t* y0 = g.addend + (bb * g.G + k) * g.addend_stride + i * static_cast<int64_t>(n);
 #pragma unroll
       for (int v = 0; v < V; ++v) acc0[v] = add_mod(acc0[v], mont_mul(Mem::load1(y0 + src[v]), ca, q, qinv), q);
     }

@@ -23,9 +23,11 @@ constexpr int kMaxSwitchSrc = 32767;  // switch_modulus: source limbs Ls (row in
 // ModUp of B polynomials (or, in tensor-product mode, of a1 * b1 for B ciphertext pairs)
 // from the level (L limbs) to ext = level + K special primes, digit j = limbs [lo[j], lo[j+1]).
 struct ModUpArgs {
-  const int32_t* a;            // (B, L, n); tensor-product mode: (B, 2, L, n)
+  const int32_t* a;            // (B, L, n), a_stride words between polynomials; tensor-product mode: (B, 2, L, n)
   const int32_t* b;            // tensor-product mode: (B, 2, L, n) or, b_stride = 0, (2, L, n); else null
   int64_t b_stride;            // words between b's ciphertexts
+  int64_t a_stride;            // words between a's polynomials (not tensor-product mode): L n, or more for a view
+                               // of one component of ciphertexts (a rotation's c1 of a batch, a giant's y1)
   const int32_t* pre;          // (L,)
   const int32_t* mod_ext;      // (L + K, 2)
   const int32_t* psi_ext;      // (L + K, n), or any (R, n) read through psi_rows

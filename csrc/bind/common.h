@@ -62,6 +62,31 @@ inline void check_residues(const Tensor& x, const char* op, const char* name) {
   FT_CHECK(x.is_contiguous(), "fhetorch.", op, ": ", name, " must be contiguous");
 }
 
+// The words between consecutive (L, N) planes of x (..., L, N): int32, each plane dense and the
+// leading dimensions collapsing to one stride (a contiguous x, or a view of one component of
+// contiguous (..., c, L, N) ciphertexts), which the ops read in place.
+inline int64_t plane_stride(const Tensor& x, const char* op, const char* name) {
+  FT_CHECK(x.scalar_type() == at::kInt, "fhetorch.", op, ": ", name, " must be int32, got ", x.scalar_type());
+  FT_CHECK(x.dim() >= 2, "fhetorch.", op, ": ", name, " must be (..., L, N)");
+  const int64_t plane = x.size(-2) * x.size(-1);
+  FT_CHECK(x.stride(-1) == 1 && (x.size(-2) == 1 || x.stride(-2) == x.size(-1)), "fhetorch.", op, ": ", name,
+           " must have dense (L, N) planes (pass .contiguous())");
+  int64_t stride = -1, next = -1;  // the planes' stride; the stride the next leading dimension must have
+  for (int64_t i = x.dim() - 3; i >= 0; --i) {
+    if (x.size(i) == 1) continue;
+    if (stride < 0) {
+      stride = x.stride(i);
+    } else {
+      FT_CHECK(x.stride(i) == next, "fhetorch.", op, ": ", name,
+               "'s leading dimensions must collapse to one stride (pass .contiguous())");
+    }
+    next = x.stride(i) * x.size(i);
+  }
+  if (stride < 0) return plane;
+  FT_CHECK(stride >= plane, "fhetorch.", op, ": ", name, "'s planes must not overlap (pass .contiguous())");
+  return stride;
+}
+
 inline void check_mod(const Tensor& mod, int64_t L, const char* op) {
   check_residues(mod, op, "mod");
   FT_CHECK(mod.dim() == 2 && mod.size(0) == L && mod.size(1) == 2, "fhetorch.", op,
@@ -405,7 +430,7 @@ inline InnerSumArgs check_keyswitch_inner_sum(const Tensor& d, at::TensorList ke
                                               const std::optional<Tensor>& acc, const Tensor& mod) {
   const char* op = "keyswitch_inner_sum";
   check_residues(d, op, "d");
-  check_residues(addend, op, "addend");
+  const int64_t addend_stride = plane_stride(addend, op, "addend");  // read in place: the giants' y0 of (..., G, 2, La, N)
   check_residues(c_add, op, "c_add");
   FT_CHECK(d.dim() >= 4 && addend.dim() == d.dim() - 1 && addend.size(-1) == d.size(-1) &&
                addend.sizes().slice(0, addend.dim() - 2) == d.sizes().slice(0, d.dim() - 3),
@@ -432,6 +457,7 @@ inline InnerSumArgs check_keyswitch_inner_sum(const Tensor& d, at::TensorList ke
   }
   a.d = ptr(d);
   a.addend = ptr(addend);
+  a.addend_stride = addend_stride;
   a.c_add = ptr(c_add);
   a.mod = ptr(mod);
   a.B = batch_of(d, 4);
@@ -476,10 +502,12 @@ inline InnerSumArgs check_keyswitch_inner_sum(const Tensor& d, at::TensorList ke
 inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, const Tensor& pre,
                               const Tensor& mod_ext, const Tensor& psi_ext, const Tensor& psi_inv_ext,
                               const Tensor& mats, at::IntArrayRef bounds, at::OptionalIntArrayRef psi_rows) {
-  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&a, "a"}, {&pre, "pre"}, {&mod_ext, "mod_ext"},
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&pre, "pre"}, {&mod_ext, "mod_ext"},
                          {&psi_ext, "psi_ext"}, {&psi_inv_ext, "psi_inv_ext"}, {&mats, "mats"}})
     check_residues(*t, op, name);
   ModUpArgs g{};
+  if (b) check_residues(a, op, "a");
+  else g.a_stride = plane_stride(a, op, "a");  // read in place: a component of a batch needs no copy
   if (b) {
     check_residues(*b, op, "b");
     FT_CHECK(a.dim() >= 3 && a.size(-3) == 2 && (b->sizes() == a.sizes() || b->sizes() == a.sizes().slice(a.dim() - 3)),

@@ -20,12 +20,15 @@ int32_t rotated_at(const int32_t* row, int64_t x, uint32_t galois, int log_n) {
 void mod_up_input(const ModUpArgs& g, int32_t* in, const Threads& th) {
   const int64_t n = n_of(g.log_n), plane = g.L * n;
   th.par(g.B * plane, 4096, [&](int64_t i0, int64_t i1) {
-    if (!g.b && g.galois) {
-      for (int64_t it = i0; it < i1; ++it) in[it] = rotated_at(g.a + (it - it % n), it % n, g.galois, g.log_n);
+    if (!g.b && !g.galois && g.a_stride == plane) {
+      std::copy(g.a + i0, g.a + i1, in + i0);
       return;
     }
-    if (!g.b) {
-      std::copy(g.a + i0, g.a + i1, in + i0);
+    if (!g.b) {  // polynomial k of a starts k a_stride words in
+      for (int64_t it = i0; it < i1; ++it) {
+        const int64_t k = it / plane, e = it % plane;
+        in[it] = rotated_at(g.a + k * g.a_stride + (e - e % n), e % n, g.galois, g.log_n);
+      }
       return;
     }
     for (int64_t it = i0; it < i1; ++it) {

@@ -103,7 +103,7 @@ template <bool ROT>
 FT_HD int4 mu_input4(const MuArgs& a, int64_t bb, int i, int x, int64_t n, uint32_t q, uint32_t qinv) {
   const int64_t L = a.g.L;
   if (!a.g.b) {
-    const int32_t* row = a.g.a + (bb * L + i) * n;
+    const int32_t* row = a.g.a + bb * a.g.a_stride + i * n;
     if constexpr (ROT) return rotated4(row, x, a.g.galois, a.g.log_n);
     return ldg4(row + x);
   }
@@ -135,7 +135,7 @@ struct MuInttRows {
                     LARGE ? static_cast<uint32_t>(ldg(a.g.pre + i)) : 0u, blk);
     if (!LARGE) {
       if (!a.g.b) {
-        c.in = a.g.a + (bb * L + i) * N;
+        c.in = a.g.a + bb * a.g.a_stride + i * N;
         c.gal = a.g.galois;
       } else {
         c.in = a.g.a + ((2 * bb + 1) * L + i) * N;

@@ -217,7 +217,7 @@ def relinearize(ctx, a: Ciphertext) -> Ciphertext:
         raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
     r = ctx.params.limbs(a.level)
     # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
-    u = keyswitch(ctx.modulus_tables, a.component(2).contiguous(), ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
+    u = keyswitch(ctx.modulus_tables, a.component(2), ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
                    addend=a.data.narrow(-3, 0, 2))
     return a.replace(data=u)
 
@@ -501,7 +501,7 @@ def rotate_hoisted(ctx, a: Ciphertext, steps) -> dict:
     """{step: rotate(a, step)} sharing one ModUp of a's second component (keys needed for each step)."""
     a = relinearize(ctx, a)
     r = ctx.params.limbs(a.level)
-    d = mod_up(ctx.modulus_tables, a.component(1).contiguous(), r, ctx.params.special_limbs, ctx.params.alpha)
+    d = mod_up(ctx.modulus_tables, a.component(1), r, ctx.params.special_limbs, ctx.params.alpha)  # read in place
     ext = tuple(r) + tuple(ctx.params.special_limbs)
     d, c0, c_p = d.unsqueeze(-4), a.data.narrow(-3, 0, 1).contiguous(), _special_product_consts(ctx, a.level)
     out = {}

@@ -26,6 +26,18 @@ from .. import _ops
 from .tables import ModulusTables, digits, mod_up_tables, switch_modulus_tables  # noqa: F401  (digits, *_tables: re-exported)
 
 
+def _planes(x: torch.Tensor) -> torch.Tensor:
+    """x as the ops read it in place: (..., L, N) with dense planes whose leading dimensions collapse to one
+    stride (a contiguous tensor, or one component of contiguous ciphertexts: a batch's c1, a giant's y1);
+    anything else contiguous (a copy)."""
+    if x.dim() >= 2 and x.stride(-1) == 1 and (x.size(-2) == 1 or x.stride(-2) == x.size(-1)):
+        lead = [(n, st) for n, st in zip(x.shape[:-2], x.stride()[:-2]) if n != 1]
+        if all(lead[i][1] == lead[i + 1][0] * lead[i + 1][1] for i in range(len(lead) - 1)) and \
+                (not lead or lead[-1][1] >= x.size(-2) * x.size(-1)):
+            return x
+    return x.contiguous()
+
+
 def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tuple,
                    addend: torch.Tensor | None = None, factor: int = 1, galois: int = 1) -> torch.Tensor:
     """x (..., len(src), N) over limbs src -> x * A / D over limbs dst, NTT form.
@@ -52,7 +64,7 @@ def mod_up(tables: ModulusTables, a: torch.Tensor, limbs: range, special_limbs: 
     """a (..., L, N) over the level -> (..., beta, L + K, N) over level + P, one lift per digit."""
     tab = tables.mod_up(limbs, special_limbs, alpha)
     ring = tables.ring
-    return _ops.mod_up(a.contiguous(), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats, tab.bounds,
+    return _ops.mod_up(_planes(a), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats, tab.bounds,
                        tab.psi_rows)
 
 
@@ -75,7 +87,7 @@ def keyswitch_inner_sum(tables: ModulusTables, d: torch.Tensor, keys, galois, li
     small ModUp error, not in value."""
     ext = tables.mod_up(limbs, special_limbs, alpha).ext
     return _ops.keyswitch_inner_sum(d.contiguous(), [k.key_q for k in keys], [k.key_p for k in keys], list(galois),
-                                    limbs.start, limbs.start // alpha, addend.contiguous(), c_add,
+                                    limbs.start, limbs.start // alpha, _planes(addend), c_add,
                                     None if acc is None else acc.contiguous(), ext.mod)
 
 
@@ -96,7 +108,8 @@ def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: r
     P * sigma(c0), read through the automorphism instead of made by a pass of their own)."""
     tab = tables.mod_up(limbs, special_limbs, alpha)
     ring = tables.ring
-    return _ops.mod_up_keyswitch_inner(a.contiguous(), tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
+    a = a.contiguous() if b is not None else _planes(a)  # ciphertexts with b; else read in place
+    return _ops.mod_up_keyswitch_inner(a, tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
                                        tab.bounds, key.key_q, key.key_p, limbs.start, tab.digit_start,
                                        None if addend is None else addend.contiguous(), c_add,
                                        None if b is None else b.contiguous(), tab.psi_rows,

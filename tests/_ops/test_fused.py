@@ -213,6 +213,41 @@ def test_switch_modulus_unaligned_and_strided_inputs(seed):
                  "offset view", seed)
 
 
+@pytest.mark.parametrize("batch", [(3,), (2, 2)], ids=["batch3", "batch2x2"])
+def test_components_read_in_place(seed, batch):
+    """One component of a batch of ciphertexts (a view, its planes 2 L N words apart) goes into mod_up,
+    mod_up_keyswitch_inner (plain and rotated) and keyswitch_inner_sum's addend without a copy, with the
+    results of its contiguous copy, bit for bit."""
+    ring = make_ring(10, 7, 3)
+    tables = ModulusTables(ring)
+    lvl, sp, alpha = range(1, 7), range(7, 10), 3
+    L, n = 6, ring.n
+    e = ks.mod_up_tables(ring, lvl, sp, alpha).ext
+    key = rand_key(ring, 7, 3, 3)
+    c = rand_res((*batch, 2, L, n), ring.basis(tuple(lvl)).primes)
+    view = c.select(-3, 1)
+    assert not view.is_contiguous() and ks._planes(view) is view, "read in place, not copied"
+    expect_equal(ks.mod_up(tables, view, lvl, sp, alpha), ks.mod_up(tables, view.contiguous(), lvl, sp, alpha),
+                 "mod_up of a component", seed)
+    g = rand_galois(n)
+    c_add = ring.basis(e.limbs[:L]).const([random.randrange(q) for q in e.primes[:L]])
+    for gal in (1, g):
+        want = ks.mod_up_keyswitch_inner(tables, view.contiguous(), key, lvl, sp, alpha, c[..., :1, :, :].contiguous(),
+                                         c_add, galois=gal)
+        got = ks.mod_up_keyswitch_inner(tables, view, key, lvl, sp, alpha, c[..., :1, :, :], c_add, galois=gal)
+        expect_equal(got, want, f"mod_up_keyswitch_inner of a component, galois {gal}", seed)
+    G = 3
+    d = rand_res((*batch, G, len(ks.digits(lvl, alpha)), L + 3, n), e.primes)
+    y = rand_res((*batch, G, 2, L, n), e.primes[:L])
+    gals = [rand_galois(n) for _ in range(G)]
+    want = ks.keyswitch_inner_sum(tables, d, [key] * G, gals, lvl, sp, alpha, y.select(-3, 0).contiguous(), c_add)
+    expect_equal(ks.keyswitch_inner_sum(tables, d, [key] * G, gals, lvl, sp, alpha, y.select(-3, 0), c_add), want,
+                 "keyswitch_inner_sum with the giants' y0 read in place", seed)
+    odd = c.expand(2, *c.shape).contiguous()[:, :1].select(-3, 1) if len(batch) == 1 else view[:, :1]
+    expect_equal(ks.mod_up(tables, odd, lvl, sp, alpha), ks.mod_up(tables, odd.contiguous(), lvl, sp, alpha),
+                 "mod_up of another view", seed)
+
+
 # --- sizes and argument checks --------------------------------------------------------------
 @pytest.mark.parametrize("log_n", [9, 18])
 def test_sizes_outside_the_fused_range_refused(log_n):
@@ -246,8 +281,12 @@ def test_argument_errors():
             ops.mod_up(a, pre, mod, psi, psi_inv, mats, bad)
     with pytest.raises(RuntimeError, match="pre must"):
         ops.mod_up(a, pre[:5].contiguous(), mod, psi, psi_inv, mats, bounds)
-    with pytest.raises(RuntimeError, match="a must be contiguous"):
+    with pytest.raises(RuntimeError, match="a must have dense"):
         ops.mod_up(torch.stack([a, a], -1)[..., 1], pre, mod, psi, psi_inv, mats, bounds)
+    with pytest.raises(RuntimeError, match="collapse to one stride"):  # two batch dimensions, not one stride
+        ops.mod_up(a.expand(2, 3, 2, 6, ring.n).contiguous()[:, :2].select(-3, 1), pre, mod, psi, psi_inv, mats, bounds)
+    with pytest.raises(RuntimeError, match="must not overlap"):
+        ops.mod_up(a.expand(3, 6, ring.n), pre, mod, psi, psi_inv, mats, bounds)
     key = rand_key(ring, 6, 2, 3)
     kargs = (a, pre, mod, psi, psi_inv, mats, bounds, key.key_q, key.key_p, 0)
     with pytest.raises(RuntimeError, match="digit_start"):
@@ -389,6 +428,39 @@ def test_cuda_fused_rotation(seed, log_n, n_q, K, alpha, start, stop, batch):
     want = ks.keyswitch(tables, c.select(-3, 1), key, lvl, sp, alpha, addend=c.select(-3, 0), galois=g)
     got = ks.keyswitch(gplans, dev(c).select(-3, 1), gkey, lvl, sp, alpha, addend=dev(c).select(-3, 0), galois=g)
     expect_equal(got, want, f"cuda keyswitch of a rotation, galois {g}", seed)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [(10, 7, 3, 3, 1, 7), (16, 48, 12, 12, 0, 48)])
+def test_cuda_components_read_in_place(seed, log_n, n_q, K, alpha, start, stop):
+    """One component of a batch read in place on the GPU (mod_up's first INTT phase, the key product's own
+    digits, plain and rotated; keyswitch_inner_sum's addend) = the CPU on the contiguous copy, bit for bit."""
+    ring, gring = rings(log_n, n_q, K)
+    tables, gplans = ModulusTables(ring), ModulusTables(gring)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    L, n = stop - start, ring.n
+    e = ks.mod_up_tables(ring, lvl, sp, alpha).ext
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    gkey = _gpu_key(key)
+    c = rand_res((3, 2, L, n), ring.basis(tuple(lvl)).primes)
+    gview = c.to(GPU).select(-3, 1)
+    want = ks.mod_up(tables, c.select(-3, 1).contiguous(), lvl, sp, alpha)
+    expect_equal(ks.mod_up(gplans, gview, lvl, sp, alpha), want, "cuda mod_up of a component", seed)
+    c_add = ring.basis(e.limbs[:L]).const([random.randrange(q) for q in e.primes[:L]])
+    for gal in (1, rand_galois(n)):
+        want = ks.mod_up_keyswitch_inner(tables, c.select(-3, 1).contiguous(), key, lvl, sp, alpha,
+                                         c[:, :1].contiguous(), c_add, galois=gal)
+        got = ks.mod_up_keyswitch_inner(gplans, gview, gkey, lvl, sp, alpha, c[:, :1].to(GPU), c_add.to(GPU),
+                                        galois=gal)
+        expect_equal(got, want, f"cuda mod_up_keyswitch_inner of a component, galois {gal}", seed)
+    G = 2
+    d = rand_res((2, G, len(ks.digits(lvl, alpha)), L + K, n), e.primes)
+    y = rand_res((2, G, 2, L, n), e.primes[:L])
+    gals = [rand_galois(n) for _ in range(G)]
+    want = ks.keyswitch_inner_sum(tables, d, [key] * G, gals, lvl, sp, alpha, y.select(-3, 0).contiguous(), c_add)
+    got = ks.keyswitch_inner_sum(gplans, d.to(GPU), [gkey] * G, gals, lvl, sp, alpha, y.to(GPU).select(-3, 0),
+                                 c_add.to(GPU))
+    expect_equal(got, want, "cuda keyswitch_inner_sum with the giants' y0 read in place", seed)
 
 
 @pytest.mark.cuda

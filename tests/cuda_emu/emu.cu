@@ -28,6 +28,7 @@ ModUpArgs mod_up_args(const int32_t* a, const int32_t* b, long long b_stride, lo
                       const int32_t* mats, int alpha_max, const int* bounds, int beta) {
   ModUpArgs g{};
   g.a = a;
+  g.a_stride = static_cast<int64_t>(L) << log_n;
   g.b = b;
   g.b_stride = b_stride;
   g.pre = pre;

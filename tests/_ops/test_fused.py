@@ -497,7 +497,7 @@ def test_cuda_benchmark_shape_switch(seed):
 @pytest.mark.cuda
 @pytest.mark.parametrize("log_n", [9, 10, 18])
 def test_cuda_refuses_what_the_cpu_refuses(seed, log_n):
-    """Sizes outside the fused range and (N = 2^10) a non-contiguous input are refused on both
+    """Sizes outside the fused range and (N = 2^10) an input whose planes are not dense are refused on both
     devices with one message."""
     ring, _ = rings(log_n, 6, 2)
     lvl, sp = range(0, 6), range(6, 8)
@@ -508,7 +508,7 @@ def test_cuda_refuses_what_the_cpu_refuses(seed, log_n):
         x = a.to(dev)
         if log_n == 10:
             x = torch.stack([x, x], -1)[..., 1]  # not contiguous, 4 bytes past its storage's start
-        with pytest.raises(RuntimeError, match="a must be contiguous" if log_n == 10 else
+        with pytest.raises(RuntimeError, match="a must have dense" if log_n == 10 else
                            r"N must be in \[2\^10, 2\^17\]") as err:
             _ops.mod_up(x, *[t.to(dev) if isinstance(t, torch.Tensor) else t for t in args])
         messages.append(str(err.value).splitlines()[0])

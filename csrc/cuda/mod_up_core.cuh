@@ -215,10 +215,10 @@ cudaError_t mod_up_pipeline(Exec& ex, MuArgs& a) {
   FT_TRY((ex.template run<NttPhase<LOG_N, true, true, MuInttRows<LOG_N, true>>>(a)));
   if (mu_conv_rows(a) == 0) return cudaSuccess;
   FT_TRY((run_bconv<MuBcMap>(ex, a, widest, a.Lext - narrowest)));
-  // Each launch over the converted rows (~50 MB at 48 x 12, the L2's size) reads first what the one
-  // before wrote last: the conversion writes them in the compact order, the first phase runs in the
-  // reverse of it, the second limb by limb from the top, and the key product from limb 0
-  // (docs/benchmarks.md, session 36: 10 % fewer DRAM bytes a key switch).
+  // The converted rows (~50 MB at 48 x 12, the L2's size) go through three launches in orders that
+  // read first what the launch before wrote last: the first phase in the reverse of the compact order
+  // (the conversion's block order; the best of the orders measured), the second limb by limb from the
+  // top, the key product from limb 0 (docs/benchmarks.md, session 36: ~10 % fewer DRAM bytes a key switch).
   FT_TRY((ex.template run<NttPhase<LOG_N, true, false, MuConvRows<LOG_N, true>, true>>(a)));
   return ex.template run<NttPhase<LOG_N, false, false, MuConvRows<LOG_N>, true>>(a);
 }

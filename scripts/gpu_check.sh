@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, the scheme tests on the
 # GPU and the ops benchmark; logs and JSON under $OUT (or ./out).
-# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed|ab|figures] [bts presets] [bts repeat]
+# Usage: bash scripts/gpu_check.sh [all|tests|bench|bts|helr|tfhe|large|switch|digits|digits-split|resnet-lut-split|profile|bytes|resnet|distributed|ab|figures|dram] [bts presets] [bts repeat]
 #   digits: models.digits_cnn (GELU, MaxPool2d by lookup tables) encrypted on n16-bts40, $2 images
 #   with the default 4-bit grid, $3 with tfhe-6bit (carry .wheels: scikit-learn).
 #   digits-split: the digits CNN encrypted over the test split (or its first $3 images), grid of the TFHE
@@ -30,6 +30,8 @@
 #   figures: issue 14's figures in one call (~6 min on an H200): ks_bench 48x12, bootstrapping n16-bts40 and
 #   n16-bts35, HELR, ResNet-20 (CIFAR-10 from $FHETORCH_DATA, else a copy of ../shared/data carried as .data),
 #   the sort of 2^14 values, then every cuda test (JSON and logs under $OUT).
+#   dram: one HRot and one HMult + rescale at 48x12 under Nsight Compute in application replay (scripts/ks_ncu.py):
+#   each kernel's time and DRAM bytes as the L2 carries them between kernels (ncu_ks.csv, ncu_ks.txt).
 #   distributed: on every GPU of the machine (one rank each): the 2-rank NCCL tests, the
 #   distributed suite (a 2^16-PBS wave, HELR) and ResNet-20 encrypted on $2 images (default 16,
 #   preset $3, default n16-bts35) on 1 GPU and on all, through torchrun (needs the CIFAR-10 data).
@@ -157,7 +159,7 @@ if [ "$STAGE" = profile ]; then
   timeout 400 python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --json "$OUT/bts_profile.json" 2>&1 \
     | tee "$OUT/bts_profile.log" | tail -120
 fi
-if [ "$STAGE" = bytes ]; then  # DRAM and L2 bytes of one bootstrapping (Nsight Compute counters)
+if [ "$STAGE" = bytes ]; then  # DRAM and L2 bytes of one bootstrapping (Nsight Compute; caches flushed per kernel: upper bounds)
   timeout 500 ncu --profile-from-start off --clock-control none --csv --print-units base \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum \
     python3 scripts/bts_profile.py --preset "${2:-n16-bts40}" --ncu-window > "$OUT/bts_ncu.csv" 2> "$OUT/bts_ncu.err"
@@ -174,6 +176,12 @@ if [ "$STAGE" = figures ]; then
   timeout 120 python3 -m benchmarks --suite sort --device cuda --shapes n16-bts40 --json "$OUT/sort.json" 2>&1 \
     | grep -E "values,|graph"
   timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUT/cuda_tests.log" | tail -2
+fi
+if [ "$STAGE" = dram ]; then
+  timeout 300 ncu --replay-mode application --profile-from-start off --cache-control none --clock-control none \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+    --csv --print-units base python3 scripts/ks_ncu.py > "$OUT/ncu_ks.csv" 2> "$OUT/ncu_ks.err"
+  python3 scripts/ks_ncu.py --summary "$OUT/ncu_ks.csv" | tee "$OUT/ncu_ks.txt"
 fi
 if [ "$STAGE" = ab ]; then
   BASE="${2:-.ab/base}"; AOUT="$(cd "$OUT" && pwd)"

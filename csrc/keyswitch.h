@@ -48,11 +48,13 @@ struct KeyArgs {
   const int32_t* key_q;  // (digits, 2, Lq_key, n)
   const int32_t* key_p;  // (digits, 2, K, n)
   int Lq_key, q_start, digit_start;
-  const int32_t* addend;  // (B, Ka, La, n), or null (tensor-product mode: computed, La = L, Ka = 2)
+  const int32_t* addend;  // (B, Ka, La, n), addend_stride words between its ciphertexts, or null (tensor-product
+                          // mode: computed, La = L, Ka = 2)
   const int32_t* c_add;   // (La,), or null when La = 0
   int La;
   int Ka = 2;                   // components of the addend: 2, or 1 (component 0 only)
   const int32_t* acc = nullptr;  // (B, 2, L + K, n) added to the whole result, or null
+  int64_t addend_stride = 0;     // Ka La n, or more for a view of some components of ciphertexts
 };
 
 // Modulus switch of B polynomials (..., Ls, n) -> (..., Ld, n). The addend is added per

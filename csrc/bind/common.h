@@ -62,17 +62,21 @@ inline void check_residues(const Tensor& x, const char* op, const char* name) {
   FT_CHECK(x.is_contiguous(), "fhetorch.", op, ": ", name, " must be contiguous");
 }
 
-// The words between consecutive (L, N) planes of x (..., L, N): int32, each plane dense and the
-// leading dimensions collapsing to one stride (a contiguous x, or a view of one component of
-// contiguous (..., c, L, N) ciphertexts), which the ops read in place.
-inline int64_t plane_stride(const Tensor& x, const char* op, const char* name) {
+// The words between consecutive planes of x (..., P), a plane P being its last `dims` dimensions
+// ((L, N), or a ciphertext's (c, L, N)): int32, each plane dense and the leading dimensions
+// collapsing to one stride (a contiguous x, or a view of some components of contiguous
+// ciphertexts), which the ops read in place.
+inline int64_t plane_stride(const Tensor& x, const char* op, const char* name, int64_t dims = 2) {
   FT_CHECK(x.scalar_type() == at::kInt, "fhetorch.", op, ": ", name, " must be int32, got ", x.scalar_type());
-  FT_CHECK(x.dim() >= 2, "fhetorch.", op, ": ", name, " must be (..., L, N)");
-  const int64_t plane = x.size(-2) * x.size(-1);
-  FT_CHECK(x.stride(-1) == 1 && (x.size(-2) == 1 || x.stride(-2) == x.size(-1)), "fhetorch.", op, ": ", name,
-           " must have dense (L, N) planes (pass .contiguous())");
+  FT_CHECK(x.dim() >= dims, "fhetorch.", op, ": ", name, " must have at least ", dims, " dimensions");
+  int64_t plane = 1;
+  for (int64_t i = x.dim() - 1; i >= x.dim() - dims; --i) {
+    FT_CHECK(x.size(i) == 1 || x.stride(i) == plane, "fhetorch.", op, ": ", name,
+             " must have dense planes of its last ", dims, " dimensions (pass .contiguous())");
+    plane *= x.size(i);
+  }
   int64_t stride = -1, next = -1;  // the planes' stride; the stride the next leading dimension must have
-  for (int64_t i = x.dim() - 3; i >= 0; --i) {
+  for (int64_t i = x.dim() - dims - 1; i >= 0; --i) {
     if (x.size(i) == 1) continue;
     if (stride < 0) {
       stride = x.stride(i);
@@ -579,7 +583,7 @@ inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_
   } else {
     FT_CHECK(addend.has_value() == c_add.has_value(), "fhetorch.", op, ": addend and c_add go together");
     if (addend) {
-      check_residues(*addend, op, "addend");
+      k.addend_stride = plane_stride(*addend, op, "addend", 3);  // read in place: (d0, d1) of a batch's (d0, d1, d2)
       const int64_t d = addend->dim();
       FT_CHECK(d == a.dim() + 1 && addend->sizes().slice(0, d - 3) == a.sizes().slice(0, a.dim() - 2) &&
                       (addend->size(-3) == 2 || addend->size(-3) == 1) && addend->size(-2) <= m.L + m.K &&

@@ -111,7 +111,7 @@ void mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out
           o[x] = add_mod(o[x], mont_mul(c == 0 ? d0 : d1, c_add, q, qinv), q);
         }
       } else {
-        const int32_t* v = key.addend + bk * plane + e0;
+        const int32_t* v = key.addend + k * key.addend_stride + c * plane + e0;
         for (int64_t x = 0; x < n; ++x)
           o[x] = add_mod(o[x], mont_mul(rotated_at(v, x, g.galois, g.log_n), c_add, q, qinv), q);
       }

@@ -88,7 +88,7 @@ struct KeyswitchInner {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           if (add && c < a.key.Ka) {  // the addend (B, Ka, La, N) at limb i < La, rotated with ROT
-            const int32_t* row = a.key.addend + ((a.key.Ka * bb + c) * a.key.La + b.i) * N;
+            const int32_t* row = a.key.addend + bb * a.key.addend_stride + (c * a.key.La + b.i) * N;
             const int4 ad = ROT ? rotated4(row, x, a.g.galois, a.g.log_n) : ldg4(row + x);
 #pragma unroll
             for (int m = 0; m < 4; ++m) acc[c][m] = mmul(static_cast<uint32_t>(elem(ad, m)), ca, q, qinv);

@@ -26,15 +26,22 @@ from .. import _ops
 from .tables import ModulusTables, digits, mod_up_tables, switch_modulus_tables  # noqa: F401  (digits, *_tables: re-exported)
 
 
-def _planes(x: torch.Tensor) -> torch.Tensor:
-    """x as the ops read it in place: (..., L, N) with dense planes whose leading dimensions collapse to one
-    stride (a contiguous tensor, or one component of contiguous ciphertexts: a batch's c1, a giant's y1);
-    anything else contiguous (a copy)."""
-    if x.dim() >= 2 and x.stride(-1) == 1 and (x.size(-2) == 1 or x.stride(-2) == x.size(-1)):
-        lead = [(n, st) for n, st in zip(x.shape[:-2], x.stride()[:-2]) if n != 1]
-        if all(lead[i][1] == lead[i + 1][0] * lead[i + 1][1] for i in range(len(lead) - 1)) and \
-                (not lead or lead[-1][1] >= x.size(-2) * x.size(-1)):
-            return x
+def _planes(x: torch.Tensor, dims: int = 2) -> torch.Tensor:
+    """x as the ops read it in place: planes of its last `dims` dimensions ((L, N), or a ciphertext's
+    (c, L, N)) dense, its leading dimensions collapsing to one stride (a contiguous tensor, or some
+    components of contiguous ciphertexts: a batch's c1, a giant's y1, (d0, d1) of (d0, d1, d2));
+    anything else contiguous (a copy). csrc/bind/common.h's plane_stride is the ops' check."""
+    if x.dim() < dims:
+        return x.contiguous()
+    plane = 1
+    for n, st in zip(reversed(x.shape[-dims:]), reversed(x.stride()[-dims:])):
+        if n != 1 and st != plane:
+            return x.contiguous()
+        plane *= n
+    lead = [(n, st) for n, st in zip(x.shape[:-dims], x.stride()[:-dims]) if n != 1]
+    if all(lead[i][1] == lead[i + 1][0] * lead[i + 1][1] for i in range(len(lead) - 1)) and \
+            (not lead or lead[-1][1] >= plane):
+        return x
     return x.contiguous()
 
 
@@ -111,7 +118,7 @@ def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: r
     a = a.contiguous() if b is not None else _planes(a)  # ciphertexts with b; else read in place
     return _ops.mod_up_keyswitch_inner(a, tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
                                        tab.bounds, key.key_q, key.key_p, limbs.start, tab.digit_start,
-                                       None if addend is None else addend.contiguous(), c_add,
+                                       None if addend is None else _planes(addend, 3), c_add,
                                        None if b is None else b.contiguous(), tab.psi_rows,
                                        None if acc is None else acc.contiguous(), galois)
 

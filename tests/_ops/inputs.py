@@ -60,8 +60,9 @@ def stacked(f, batch, *batched):
     (None passes through), the results stacked back: what one batched call must equal."""
     if not batch:
         return f(*batched)
-    flat = [None if t is None else t.reshape(-1, *t.shape[len(batch):]) for t in batched]
-    items = [f(*[None if t is None else t[i] for t in flat]) for i in range(int(np.prod(batch)))]
+    count = int(np.prod(batch))  # explicit: reshape(-1, ...) is ambiguous for an empty item (La = 0)
+    flat = [None if t is None else t.reshape(count, *t.shape[len(batch):]) for t in batched]
+    items = [f(*[None if t is None else t[i] for t in flat]) for i in range(count)]
     out = torch.stack(items)
     return out.reshape(*batch, *out.shape[1:])
 

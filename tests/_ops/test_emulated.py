@@ -91,7 +91,8 @@ def emulate_mod_up(emu, a, plan, K, key=None, start=0, addend=None, c_add=None, 
                               _p(mod), _p(psi), _p(psi_inv), _p(mats), mats.shape[2], _ints(bounds), len(bounds) - 1,
                               _p(key.key_q) if key else None, _p(key.key_p) if key else None,
                               key.key_q.shape[2] if key else 0, start, plan.digit_start, _p(addend), _p(c_add), La,
-                              _rows(rows), 2 if addend is None else addend.shape[-3], _p(acc), ctypes.c_uint(galois))
+                              _rows(rows), 2 if addend is None else addend.shape[-3], _p(acc), ctypes.c_uint(galois),
+                              _ll(addend.stride(-4) if addend is not None and addend.dim() >= 4 else 0))
     assert launches > 0
     return out
 
@@ -121,6 +122,15 @@ def test_emulated_mod_up(emu, bconv_tc, seed, log_n, n_q, K, alpha, start, stop,
         want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, addend, c_add)
         got = emulate_mod_up(emu, a, plan, K, key, start, addend, c_add, full_tables=k % 2 == 1)
         expect_equal(got, want, f"emulated mod_up_keyswitch_inner La={La}, table rows: {k % 2 == 1}", seed)
+    # (d0, d1) of (d0, d1, d2) read in place: the addend's ciphertexts 3 L N words apart
+    if batch:
+        t = rand_res((*batch, 3, L, ring.n), ring.basis(tuple(lvl)).primes)
+        c_add = ring.basis(e.limbs[:L]).const([random.randrange(q) for q in e.primes[:L]])
+        d01 = t.narrow(-3, 0, 2)
+        want = _ops.mod_up_keyswitch_inner(a, *args, key.key_q, key.key_p, start, plan.digit_start, d01.contiguous(),
+                                           c_add)
+        got = emulate_mod_up(emu, a, plan, K, key, start, d01, c_add)
+        expect_equal(got, want, "emulated mod_up_keyswitch_inner, the addend read in place", seed)
     # a one-component addend (a rotation's sigma(c0)) and a running sum
     La = random.randint(1, L + K)
     addend = rand_res((*batch, 1, La, ring.n), e.primes[:La])

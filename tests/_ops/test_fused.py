@@ -216,8 +216,8 @@ def test_switch_modulus_unaligned_and_strided_inputs(seed):
 @pytest.mark.parametrize("batch", [(3,), (2, 2)], ids=["batch3", "batch2x2"])
 def test_components_read_in_place(seed, batch):
     """One component of a batch of ciphertexts (a view, its planes 2 L N words apart) goes into mod_up,
-    mod_up_keyswitch_inner (plain and rotated) and keyswitch_inner_sum's addend without a copy, with the
-    results of its contiguous copy, bit for bit."""
+    mod_up_keyswitch_inner (plain and rotated) and keyswitch_inner_sum's addend without a copy, and two of
+    three into mod_up_keyswitch_inner's addend, with the results of their contiguous copies, bit for bit."""
     ring = make_ring(10, 7, 3)
     tables = ModulusTables(ring)
     lvl, sp, alpha = range(1, 7), range(7, 10), 3
@@ -236,6 +236,12 @@ def test_components_read_in_place(seed, batch):
                                          c_add, galois=gal)
         got = ks.mod_up_keyswitch_inner(tables, view, key, lvl, sp, alpha, c[..., :1, :, :], c_add, galois=gal)
         expect_equal(got, want, f"mod_up_keyswitch_inner of a component, galois {gal}", seed)
+    t = rand_res((*batch, 3, L, n), ring.basis(tuple(lvl)).primes)  # (d0, d1) of (d0, d1, d2): mul_sum's addend
+    d01 = t.narrow(-3, 0, 2)
+    assert not d01.is_contiguous() and ks._planes(d01, 3) is d01, "read in place, not copied"
+    want = ks.mod_up_keyswitch_inner(tables, t.select(-3, 2), key, lvl, sp, alpha, d01.contiguous(), c_add)
+    expect_equal(ks.mod_up_keyswitch_inner(tables, t.select(-3, 2), key, lvl, sp, alpha, d01, c_add), want,
+                 "mod_up_keyswitch_inner with (d0, d1) read in place", seed)
     G = 3
     d = rand_res((*batch, G, len(ks.digits(lvl, alpha)), L + 3, n), e.primes)
     y = rand_res((*batch, G, 2, L, n), e.primes[:L])
@@ -453,6 +459,11 @@ def test_cuda_components_read_in_place(seed, log_n, n_q, K, alpha, start, stop):
         got = ks.mod_up_keyswitch_inner(gplans, gview, gkey, lvl, sp, alpha, c[:, :1].to(GPU), c_add.to(GPU),
                                         galois=gal)
         expect_equal(got, want, f"cuda mod_up_keyswitch_inner of a component, galois {gal}", seed)
+    t = rand_res((3, 3, L, n), ring.basis(tuple(lvl)).primes)
+    want = ks.mod_up_keyswitch_inner(tables, t.select(-3, 2), key, lvl, sp, alpha, t[:, :2].contiguous(), c_add)
+    got = ks.mod_up_keyswitch_inner(gplans, t.to(GPU).select(-3, 2), gkey, lvl, sp, alpha, t.to(GPU).narrow(-3, 0, 2),
+                                    c_add.to(GPU))
+    expect_equal(got, want, "cuda mod_up_keyswitch_inner with (d0, d1) read in place", seed)
     G = 2
     d = rand_res((2, G, len(ks.digits(lvl, alpha)), L + K, n), e.primes)
     y = rand_res((2, G, 2, L, n), e.primes[:L])

@@ -75,12 +75,13 @@ long long emu_mod_up(const int32_t* a, const int32_t* b, long long b_stride, int
                      const int32_t* psi_inv_ext, const int32_t* mats, int alpha_max, const int* bounds, int beta,
                      const int32_t* key_q, const int32_t* key_p, int Lq_key, int q_start, int digit_start,
                      const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows, int Ka,
-                     const int32_t* acc, unsigned galois) {
+                     const int32_t* acc, unsigned galois, long long addend_stride) {
   ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
                             bounds, beta);
   g.galois = galois == 1 ? 0u : galois;
   if (!table_rows(psi_rows, L + K, g.psi_rows)) return -1;
-  const KeyArgs key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, b ? L : La, b ? 2 : Ka, acc};
+  KeyArgs key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, b ? L : La, b ? 2 : Ka, acc};
+  key.addend_stride = addend_stride ? addend_stride : static_cast<int64_t>(key.Ka) * key.La << log_n;  // 0: dense
   std::vector<int32_t> t = poisoned(mod_up_scratch_t(g)), d = poisoned(mod_up_scratch_d(g));
   const int64_t out_words = B * (key_q ? 2 : beta) * (L + K) << log_n;
   std::fill(out, out + out_words, static_cast<int32_t>(HostExec::kPoison));

@@ -510,9 +510,9 @@ inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, 
                          {&psi_ext, "psi_ext"}, {&psi_inv_ext, "psi_inv_ext"}, {&mats, "mats"}})
     check_residues(*t, op, name);
   ModUpArgs g{};
-  if (b) check_residues(a, op, "a");
-  else g.a_stride = plane_stride(a, op, "a");  // read in place: a component of a batch needs no copy
+  if (!b) g.a_stride = plane_stride(a, op, "a");  // read in place: a component of a batch needs no copy
   if (b) {
+    check_residues(a, op, "a");
     check_residues(*b, op, "b");
     FT_CHECK(a.dim() >= 3 && a.size(-3) == 2 && (b->sizes() == a.sizes() || b->sizes() == a.sizes().slice(a.dim() - 3)),
                 "fhetorch.", op, ": with b, a must be ciphertexts (..., 2, L, N) and b of a's shape or (2, L, N)");

@@ -108,13 +108,11 @@ struct KeyswitchInner {
         const int32_t* k = b.key + 2 * b.own * b.kstride + x;
         mac_key(acc, own, ldg4(k), ldg4(k + b.kstride), q, qinv);
       }
-      const int32_t* d_bb = a.d + (bb * mu_conv_rows(a) + b.i) * N + x;
+      const int32_t* d_bb = a.d + bb * mu_conv_rows(a) * N + x;
 #pragma unroll 2
       for (int jj = 0; jj < others; ++jj) {
         const int j = b.own >= 0 && jj >= b.own ? jj + 1 : jj;
-        // digit j's converted row of limb i (mu_conv_index): j Lext + i - lo[j + 1] above the digit, - lo[j] below
-        const int lo = a.g.lo[j], hi = a.g.lo[j + 1];
-        const int4 v = ldg4(d_bb + (static_cast<int64_t>(j) * a.Lext - (b.i >= hi ? hi : lo)) * N);
+        const int4 v = ldg4(d_bb + mu_conv_index(a, j, b.i) * N);
         const int32_t* k = b.key + 2 * j * b.kstride + x;
         mac_key(acc, v, ldg4(k), ldg4(k + b.kstride), q, qinv);
       }

@@ -60,9 +60,11 @@ FT_HD int mu_own_digit(const MuArgs& a, int i) {
 }
 FT_HD int64_t mu_conv_rows(const MuArgs& a) { return static_cast<int64_t>(a.g.beta) * a.Lext - a.g.L; }
 // Converted rows are enumerated digit by digit, ext limbs in order, skipping the digit's own:
-// digit j starts at j * Lext - lo[j].
+// digit j starts at j * Lext - lo[j], and limb i outside it is row j Lext + i - lo[j] below the
+// digit, - lo[j + 1] above it (a select, no branch: the key product's loads stay together).
 FT_HD int64_t mu_conv_index(const MuArgs& a, int j, int i) {
-  return static_cast<int64_t>(j) * a.Lext - a.g.lo[j] + (i < a.g.lo[j] ? i : i - mod_up_size(a.g, j));
+  const int lo = a.g.lo[j], hi = a.g.lo[j + 1];
+  return static_cast<int64_t>(j) * a.Lext + i - (i >= hi ? hi : lo);
 }
 // The NTT of the converted rows visits them limb by limb (every ciphertext and digit of ext
 // limb i together), so that the blocks in flight share limb i's twiddle table in L2: launch

@@ -210,11 +210,15 @@ def mul_raw(ctx, a: Ciphertext, b: Ciphertext) -> Ciphertext:
     return a.replace(data=data, scale=a.scale * b.scale)
 
 
+def _need_relin_key(ctx, what: str) -> None:
+    if ctx.relin_key is None:
+        raise MissingKeyError(f"{what}: no relinearisation key; call ctx.keygen() on the client")
+
+
 def relinearize(ctx, a: Ciphertext) -> Ciphertext:
     if a.size == 2:
         return a
-    if ctx.relin_key is None:
-        raise MissingKeyError("relinearize: no relinearisation key; call ctx.keygen() on the client")
+    _need_relin_key(ctx, "relinearize")
     r = ctx.params.limbs(a.level)
     # (d0, d1) + ModDown(...): the addition happens inside the modulus switch.
     u = keyswitch(ctx.modulus_tables, a.component(2), ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
@@ -286,9 +290,7 @@ def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ci
     _need_level(min(a, b, key=lambda c: c.level), "multiply")
     check_ciphertext_scale(a, "multiply")
     check_ciphertext_scale(b, "multiply")
-    if ctx.relin_key is None:  # relinearize raises MissingKeyError
-        t = relinearize(ctx, mul_raw(ctx, a, b))
-        return rescale(ctx, t) if rescale_result else t
+    _need_relin_key(ctx, "relinearize")
     a, b = _mul_operands(ctx, a, b)
     return _relinearize_product(ctx, a, a.scale * b.scale, a.data, rescale_result, b=b.data)
 
@@ -336,8 +338,7 @@ def mul_sum(ctx, pairs) -> Ciphertext:
                                  "(drop_level and relinearize them first)")
         if not same_scale(a.scale * b.scale, a0.scale * b0.scale):
             raise ScaleError("mul_sum: the products' scales differ; bring the operands to their nominal scales first")
-    if ctx.relin_key is None:
-        raise MissingKeyError("mul_sum: no relinearisation key; call ctx.keygen() on the client")
+    _need_relin_key(ctx, "mul_sum")
     b = ctx.basis(a0.level)
     d = _ops.tensor_product([x.data for x, _ in pairs], [y.data for _, y in pairs], b.mod)  # (..., 3, L, N)
     return _relinearize_product(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=d.narrow(-3, 0, 2))

@@ -43,6 +43,9 @@
   R mod_up(const ModUpArgs& g, int32_t* out, const CTX& ctx);                                                      \
   R mod_up_keyswitch_inner(const ModUpArgs& g, const KeyArgs& key, int32_t* out, const CTX& ctx);                  \
   R switch_modulus(const SwitchArgs& g, int32_t* out, const CTX& ctx);                                             \
+  /* u = mod_up_keyswitch_inner(g, key) (B, 2, L + K, n), then out = switch_modulus(sw) with sw.x = u. */           \
+  R keyswitch(const ModUpArgs& g, const KeyArgs& key, const SwitchArgs& sw, int32_t* u, int32_t* out,              \
+              const CTX& ctx);                                                                                      \
   /* x: (rows, n) int64 -> out (rows, L, n) Montgomery form. */                                                     \
   R to_rns(const int64_t* x, int32_t* out, int64_t rows, int L, int64_t n, const int32_t* mod, const int32_t* r2,  \
            const CTX& ctx);                                                                                         \

@@ -561,8 +561,8 @@ inline ModUpArgs check_mod_up(const char* op, const Tensor& a, const Tensor* b, 
 // mod_up_keyswitch_inner's key and addend; out (..., 2, L + K, N) with a's batch.
 inline KeyArgs check_key(const ModUpArgs& m, const Tensor& a, const Tensor& key_q, const Tensor& key_p,
                          int64_t q_start, int64_t digit_start, const std::optional<Tensor>& addend,
-                         const std::optional<Tensor>& c_add, bool tensor_mode, const std::optional<Tensor>& acc) {
-  const char* op = "mod_up_keyswitch_inner";
+                         const std::optional<Tensor>& c_add, bool tensor_mode, const std::optional<Tensor>& acc,
+                         const char* op = "mod_up_keyswitch_inner") {
   check_residues(key_q, op, "key_q");
   check_residues(key_p, op, "key_p");
   const int64_t n = a.size(-1);
@@ -622,8 +622,8 @@ inline SwitchGeom check_switch_modulus(const Tensor& x, at::IntArrayRef drop_row
                                        const Tensor& pre, const Tensor& mod_drop, const Tensor& psi_inv_drop,
                                        const Tensor& mod_dst, const Tensor& psi_dst, const Tensor& mat,
                                        const Tensor& c_keep, const Tensor& c_sub, const std::optional<Tensor>& addend,
-                                       at::OptionalIntArrayRef psi_inv_drop_rows, at::OptionalIntArrayRef psi_dst_rows) {
-  const char* op = "switch_modulus";
+                                       at::OptionalIntArrayRef psi_inv_drop_rows, at::OptionalIntArrayRef psi_dst_rows,
+                                       const char* op = "switch_modulus") {
   for (auto [t, name] : {std::pair<const Tensor*, const char*>{&x, "x"}, {&pre, "pre"}, {&mod_drop, "mod_drop"},
                          {&psi_inv_drop, "psi_inv_drop"}, {&mod_dst, "mod_dst"}, {&psi_dst, "psi_dst"},
                          {&mat, "mat"}, {&c_keep, "c_keep"}, {&c_sub, "c_sub"}})

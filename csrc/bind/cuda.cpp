@@ -28,6 +28,11 @@ class CudaDevice {
       scratch_.push_back(at::empty({words}, options_));
       return scratch_.back().data_ptr<int32_t>();
     };
+    // a pool stream other than the current one (the pool is shared: the current stream may be from it)
+    ctx_.side = [this, index = first.device().index()]() {
+      cudaStream_t s = c10::cuda::getStreamFromPool(false, index).stream();
+      return s != ctx_.stream ? s : c10::cuda::getStreamFromPool(false, index).stream();
+    };
   }
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;

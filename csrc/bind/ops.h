@@ -246,6 +246,39 @@ Tensor switch_modulus_op(const Tensor& x_in, at::IntArrayRef drop_rows, at::IntA
   return out;
 }
 
+// switch_modulus(mod_up_keyswitch_inner(a, ...), ...) in one op: u, the key product over level + P, is
+// its own scratch (allocated here, so that the switch's checks see its shape).
+template <class Dev>
+Tensor keyswitch_op(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
+                    const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds, const Tensor& key_q,
+                    const Tensor& key_p, int64_t q_start, int64_t digit_start, const std::optional<Tensor>& addend,
+                    const std::optional<Tensor>& c_add, const std::optional<Tensor>& b,
+                    at::OptionalIntArrayRef psi_rows, int64_t galois, at::IntArrayRef drop_rows,
+                    at::IntArrayRef keep_rows, const Tensor& down_pre, const Tensor& mod_drop,
+                    const Tensor& psi_inv_drop, const Tensor& mod_dst, const Tensor& psi_dst, const Tensor& mat,
+                    const Tensor& c_keep, const Tensor& c_sub, const std::optional<Tensor>& down_addend,
+                    at::OptionalIntArrayRef psi_inv_drop_rows, at::OptionalIntArrayRef psi_dst_rows) {
+  const char* op = "keyswitch";
+  Dev dev(a_in);
+  Aligned al;
+  const Tensor& a = al(dev, a_in);
+  const Tensor* bp = b ? &al(dev, *b) : nullptr;
+  ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
+  g.galois = check_fused_galois(op, galois, a.size(-1));
+  FT_CHECK(!(b && g.galois), "fhetorch.", op, ": a fused rotation (galois != 1) does not take b; rotate the product");
+  const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
+  KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value(),
+                        std::nullopt, op);
+  Tensor u = at::empty(shape_with(a, b ? 3 : 2, {2, mod_ext.size(0), a.size(-1)}), a.options());
+  const std::optional<Tensor> down = down_addend ? std::optional<Tensor>(al(dev, *down_addend)) : std::nullopt;
+  SwitchGeom sw = check_switch_modulus(u, drop_rows, keep_rows, down_pre, mod_drop, al(dev, psi_inv_drop), mod_dst,
+                                       al(dev, psi_dst), mat, c_keep, c_sub, down, psi_inv_drop_rows, psi_dst_rows, op);
+  sw.args.galois = g.galois;
+  Tensor out = at::empty(sw.out_shape, a.options());
+  dev.run(op, [&](auto& ctx) { return keyswitch(g, k, sw.args, out_ptr(u), out_ptr(out), ctx); });
+  return out;
+}
+
 // ---- conversions and samplers --------------------------------------------------------------
 
 template <class Dev>
@@ -319,6 +352,7 @@ void register_ops(torch::Library& m) {
   m.impl("mod_up", &mod_up_op<Dev>);
   m.impl("mod_up_keyswitch_inner", &mod_up_keyswitch_inner_op<Dev>);
   m.impl("switch_modulus", &switch_modulus_op<Dev>);
+  m.impl("keyswitch", &keyswitch_op<Dev>);
   m.impl("to_rns", &to_rns_op<Dev>);
   m.impl("crt_digits", &crt_digits_op<Dev>);
   m.impl("sample_uniform", &sample_uniform_op<Dev>);

@@ -135,6 +135,19 @@ TORCH_LIBRARY(fhetorch, m) {
   m.def("switch_modulus(Tensor x, int[] drop_rows, int[] keep_rows, Tensor pre, Tensor mod_drop, "
         "Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, Tensor c_sub, "
         "Tensor? addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None, int galois=1) -> Tensor");
+  // A whole key switch: switch_modulus(mod_up_keyswitch_inner(a, pre, mod_ext, psi_ext, psi_inv_ext,
+  // mats, bounds, key_q, key_p, q_start, digit_start, addend, c_add, b, psi_rows, None, galois),
+  // drop_rows, keep_rows, down_pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub,
+  // down_addend, psi_inv_drop_rows, psi_dst_rows, galois), equal to that composition bit for bit
+  // (a rotation, a relinearisation, HMult's with its rescale). On the GPU the key product of the
+  // dropped rows runs first, then that of the others beside ModDown's first launches on a second
+  // stream (csrc/cuda/keyswitch_core.cuh).
+  m.def("keyswitch(Tensor a, Tensor pre, Tensor mod_ext, Tensor psi_ext, Tensor psi_inv_ext, Tensor mats, "
+        "int[] bounds, Tensor key_q, Tensor key_p, int q_start, int digit_start, Tensor? addend, Tensor? c_add, "
+        "Tensor? b, int[]? psi_rows, int galois, int[] drop_rows, int[] keep_rows, Tensor down_pre, "
+        "Tensor mod_drop, Tensor psi_inv_drop, Tensor mod_dst, Tensor psi_dst, Tensor mat, Tensor c_keep, "
+        "Tensor c_sub, Tensor? down_addend=None, int[]? psi_inv_drop_rows=None, int[]? psi_dst_rows=None) "
+        "-> Tensor");
   // Signed int64 (..., N) -> residues (..., L, N) in Montgomery form; r2[l] = 2^64 mod q_l.
   m.def("to_rns(Tensor x, Tensor mod, Tensor r2) -> Tensor");
   // Standard-form residues (..., L, N) -> centred mixed-radix digits v_k in (-q_k/2, q_k/2]

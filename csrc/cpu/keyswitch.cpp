@@ -167,4 +167,10 @@ void switch_modulus(const SwitchArgs& g, int32_t* out, const Threads& th) {
   });
 }
 
+void keyswitch(const ModUpArgs& g, const KeyArgs& key, const SwitchArgs& sw, int32_t* u, int32_t* out,
+               const Threads& th) {
+  mod_up_keyswitch_inner(g, key, u, th);
+  switch_modulus(sw, out, th);
+}
+
 }  // namespace fhetorch::cpu

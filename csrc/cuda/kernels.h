@@ -14,12 +14,15 @@
 
 namespace fhetorch::cuda {
 
-// What an op may use from its caller (the binding): the stream to enqueue on, and `scratch`,
+// What an op may use from its caller (the binding): the stream to enqueue on; `scratch`,
 // which lends device memory of that many int32 words from the caching allocator (in stream
-// order: valid for the work enqueued by this op).
+// order: valid for the work enqueued by this op); `side`, a second stream of the device for
+// work beside the stream's, which the op must join back into `stream` before it returns (its
+// scratch is then safe: every later use is ordered after the join).
 struct Stream {
   cudaStream_t stream;
   std::function<int32_t*(int64_t words)> scratch;
+  std::function<cudaStream_t()> side;
 };
 
 FHETORCH_DECLARE_KERNELS(cudaError_t, Stream)

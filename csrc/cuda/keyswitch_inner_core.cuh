@@ -45,11 +45,14 @@ struct KeyswitchInner {
     uint32_t q, qinv;
     const int32_t* key;  // the key row of digit 0, component 0 at limb i; digit j's component c: + (2 j + c) kstride
     int64_t kstride;
+    int64_t vb;          // the work block (a grid of a.ks_cap blocks strides over them)
   };
-  FT_HD static int64_t blocks(const Args& a) { return static_cast<int64_t>(a.Lext) * PER_LIMB; }
+  FT_HD static int64_t work(const Args& a) { return static_cast<int64_t>(a.ks_hi - a.ks_lo) * PER_LIMB; }
+  FT_HD static int64_t blocks(const Args& a) { return a.ks_cap > 0 && a.ks_cap < work(a) ? a.ks_cap : work(a); }
   FT_HD static Blk setup(const Args& a, int64_t block, uint32_t*) {
     Blk b;
-    b.i = static_cast<int>(block / PER_LIMB);
+    b.vb = block;
+    b.i = a.ks_lo + static_cast<int>(block / PER_LIMB);
     b.x0 = static_cast<int>(block % PER_LIMB) * 4 * THREADS;
     b.own = b.i < a.g.L ? mu_own_digit(a, b.i) : -1;
     b.q = static_cast<uint32_t>(ldg(a.g.mod_ext + 2 * b.i));
@@ -63,6 +66,11 @@ struct KeyswitchInner {
   }
   FT_HD static int num_steps(const Args&, const Blk&) { return 1; }
   FT_HD static void step(const Args& a, const Blk& b, int, int tid, State&) {
+    body(a, b, tid);
+    if (a.ks_cap > 0)
+      for (int64_t vb = b.vb + a.ks_cap; vb < work(a); vb += a.ks_cap) body(a, setup(a, vb, nullptr), tid);
+  }
+  FT_HD static void body(const Args& a, const Blk& b, int tid) {
     const int x = b.x0 + 4 * tid;
     const uint32_t q = b.q, qinv = b.qinv;
     const bool add = b.i < (a.g.b ? a.g.L : a.key.La);
@@ -127,16 +135,15 @@ struct KeyswitchInner {
   }
 };
 
-// mod_up (key null: out (B, beta, Lext, N), scratch t) or mod_up_keyswitch_inner (out
-// (B, 2, Lext, N), scratch t and d), on any executor (program.cuh).
-template <class Exec>
-cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t* out, int32_t* t, int32_t* d) {
-  if (g.B <= 0) return cudaSuccess;
-  if (!table_rows_fit(g.psi_rows, g.L + g.K)) return cudaErrorInvalidValue;
+// The arguments of run_mod_up (key null: mod_up into out; else mod_up_keyswitch_inner, the key
+// product over every ext limb into out, the compact converted rows in d).
+inline MuArgs mu_args(const ModUpArgs& g, const KeyArgs* key, int32_t* out, int32_t* t, int32_t* d) {
   MuArgs a{};
   a.g = g;
   a.t = t;
   a.Lext = g.L + g.K;
+  a.ks_lo = 0;
+  a.ks_hi = a.Lext;
   mu_set_divisors(a);
   if (key) {
     a.key = *key;
@@ -147,11 +154,26 @@ cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t
     a.d = out;
     a.copy_own = out;
   }
+  return a;
+}
+
+// The key product of ext limbs [a.ks_lo, a.ks_hi) (after mod_up_pipeline).
+template <int LOG_N, class Exec>
+cudaError_t run_key_product(Exec& ex, const MuArgs& a) {
+  return a.g.galois ? ex.template run<KeyswitchInner<LOG_N, true>>(a) : ex.template run<KeyswitchInner<LOG_N>>(a);
+}
+
+// mod_up (key null: out (B, beta, Lext, N), scratch t) or mod_up_keyswitch_inner (out
+// (B, 2, Lext, N), scratch t and d), on any executor (program.cuh).
+template <class Exec>
+cudaError_t run_mod_up(Exec& ex, const ModUpArgs& g, const KeyArgs* key, int32_t* out, int32_t* t, int32_t* d) {
+  if (g.B <= 0) return cudaSuccess;
+  if (!table_rows_fit(g.psi_rows, g.L + g.K)) return cudaErrorInvalidValue;
+  MuArgs a = mu_args(g, key, out, t, d);
   return dispatch_log_n(g.log_n, [&](auto log_n) {
     constexpr int LOG_N = decltype(log_n)::value;
     FT_TRY((mod_up_pipeline<LOG_N>(ex, a)));
-    if (!key) return cudaSuccess;
-    return a.g.galois ? ex.template run<KeyswitchInner<LOG_N, true>>(a) : ex.template run<KeyswitchInner<LOG_N>>(a);
+    return key ? run_key_product<LOG_N>(ex, a) : cudaSuccess;
   });
 }
 

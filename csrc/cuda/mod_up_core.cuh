@@ -38,6 +38,8 @@ struct MuArgs {
   BcGrid grid;
   KeyArgs key;        // mod_up_keyswitch_inner: the key and addend
   int32_t* out;       // mod_up_keyswitch_inner: (B, 2, Lext, N); else null
+  int ks_lo, ks_hi;   // the key product's ext limbs [ks_lo, ks_hi) (a key switch runs it in two parts)
+  int64_t ks_cap;     // > 0: the key product's grid, its blocks striding over the work
   // The row maps' divisors (mu_set_divisors): B, beta, beta - 1, the converted rows per level
   // limb ((beta - 1) B) and per special limb (beta B), and per ciphertext.
   Divisor by_B, by_beta, by_beta_m1, by_level_rows, by_special_rows, by_conv_rows;

@@ -94,22 +94,43 @@ struct SwBcMap {
 inline int64_t switch_scratch_t(const SwitchArgs& g) { return g.B * g.D << g.log_n; }
 inline int64_t switch_scratch_y(const SwitchArgs& g) { return g.B * g.Ld << g.log_n; }
 
+inline SwArgs sw_args(const SwitchArgs& g, int32_t* out, int32_t* t, int32_t* y) {
+  return SwArgs{g, t, y, out, bconv_grid(g.B, int64_t(1) << g.log_n, g.Ld), Divisor(g.B), Divisor(g.K > 0 ? g.K : 1)};
+}
+inline bool sw_tables_fit(const SwitchArgs& g) {
+  return table_rows_fit(g.psi_inv_drop_rows, g.D) && table_rows_fit(g.psi_dst_rows, g.Ld);
+}
+
+// Every launch but the last: they read only the dropped rows of x (a key switch runs them beside
+// the key product of the kept rows: csrc/cuda/keyswitch_core.cuh).
+template <int LOG_N, class Exec>
+cudaError_t run_switch_front(Exec& ex, const SwArgs& a) {
+  using ntt_detail::NttPhase;
+  FT_TRY((ex.template run<NttPhase<LOG_N, false, true, SwDropRows<LOG_N, false>>>(a)));
+  FT_TRY((ex.template run<NttPhase<LOG_N, true, true, SwDropRows<LOG_N, true>>>(a)));
+  FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D, a.g.Ld)));
+  return ex.template run<NttPhase<LOG_N, true, false, SwDstRows<LOG_N, true>>>(a);
+}
+
+// The last launch, which reads the kept rows of x: in reverse order, it reads first the rows the
+// phase before wrote last (L2).
+template <int LOG_N, class Exec>
+cudaError_t run_switch_back(Exec& ex, const SwArgs& a) {
+  using ntt_detail::NttPhase;
+  if (a.g.galois && a.g.addend)
+    return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false, true>, true>>(a);
+  return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>, true>>(a);
+}
+
 template <class Exec>
 cudaError_t run_switch_modulus(Exec& ex, const SwitchArgs& g, int32_t* out, int32_t* t, int32_t* y) {
   if (g.B <= 0) return cudaSuccess;
-  if (!table_rows_fit(g.psi_inv_drop_rows, g.D) || !table_rows_fit(g.psi_dst_rows, g.Ld)) return cudaErrorInvalidValue;
-  SwArgs a{g, t, y, out, bconv_grid(g.B, int64_t(1) << g.log_n, g.Ld), Divisor(g.B), Divisor(g.K > 0 ? g.K : 1)};
+  if (!sw_tables_fit(g)) return cudaErrorInvalidValue;
+  const SwArgs a = sw_args(g, out, t, y);
   return dispatch_log_n(g.log_n, [&](auto log_n) {
     constexpr int LOG_N = decltype(log_n)::value;
-    using ntt_detail::NttPhase;
-    FT_TRY((ex.template run<NttPhase<LOG_N, false, true, SwDropRows<LOG_N, false>>>(a)));
-    FT_TRY((ex.template run<NttPhase<LOG_N, true, true, SwDropRows<LOG_N, true>>>(a)));
-    FT_TRY((run_bconv<SwBcMap>(ex, a, a.g.D, a.g.Ld)));
-    FT_TRY((ex.template run<NttPhase<LOG_N, true, false, SwDstRows<LOG_N, true>>>(a)));
-    // the last phase in reverse order: it reads first the rows the phase before wrote last (L2)
-    if (a.g.galois && a.g.addend)
-      return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false, true>, true>>(a);
-    return ex.template run<NttPhase<LOG_N, false, false, SwDstRows<LOG_N, false>, true>>(a);
+    FT_TRY((run_switch_front<LOG_N>(ex, a)));
+    return run_switch_back<LOG_N>(ex, a);
   });
 }
 

@@ -17,7 +17,7 @@ import torch
 from .. import _ops
 from .._distributed import check_same, sum_residues
 from ..errors import EncodingError, LevelError, MissingKeyError, ScaleError, ShapeError, SlotError
-from .._rlwe.keyswitch import keyswitch, keyswitch_inner_sum, mod_up, mod_up_keyswitch_inner, switch_modulus
+from .._rlwe.keyswitch import keyswitch, keyswitch_inner_sum, mod_up, switch_modulus
 from .arguments import as_int
 from .ciphertext import Ciphertext
 from .context import CKKSContext, check_ciphertext_scale, galois_element
@@ -298,20 +298,19 @@ def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ci
 def _relinearize_product(ctx, a: Ciphertext, scale: float, x: torch.Tensor, rescale_result: bool = True,
                          **d01) -> Ciphertext:
     """The product at a's level whose d2 (or, with b=, tensor product) is x, relinearised and
-    (by default) rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: mod_up_keyswitch_inner's
-    b= or addend=), then one switch drops P, and with the rescale the level's top primes together.
+    (by default) rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: b=, or
+    addend= for keyswitch's inner_addend), then one switch drops P, and with the rescale the level's top primes together.
     P * (d0, d1) vanishes mod P and ModDown divides it by P exactly, so the result equals
     (d0, d1) + ModDown(key-switched d2) bit for bit."""
     r = ctx.params.limbs(a.level)
-    ext = tuple(r) + tuple(ctx.params.special_limbs)
-    u = mod_up_keyswitch_inner(ctx.modulus_tables, x, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha,
-                               c_add=_special_product_consts(ctx, a.level), **d01)
-    if not rescale_result:
-        return a.replace(data=switch_modulus(ctx.modulus_tables, u, ext, tuple(r)), scale=scale)
-    dst = tuple(ctx.params.limbs(a.level - 1))
-    scale = scale * _ratio(ctx, tuple(r), dst)
-    _check_rescaled(ctx, a, scale, "multiply")
-    return a.replace(data=switch_modulus(ctx.modulus_tables, u, ext, dst), level=a.level - 1, scale=scale)
+    dst, level = tuple(r), a.level
+    if rescale_result:
+        dst, level = tuple(ctx.params.limbs(a.level - 1)), a.level - 1
+        scale = scale * _ratio(ctx, tuple(r), dst)
+        _check_rescaled(ctx, a, scale, "multiply")
+    data = keyswitch(ctx.modulus_tables, x, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha, dst,
+                     b=d01.get("b"), inner_addend=d01.get("addend"), c_add=_special_product_consts(ctx, a.level))
+    return a.replace(data=data, level=level, scale=scale)
 
 
 def mul_sum(ctx, pairs) -> Ciphertext:

@@ -235,6 +235,27 @@ def _(x, drop_rows, keep_rows, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, ma
     return x.new_empty((*x.shape[:-2], len(keep_rows), x.shape[-1]))
 
 
+def keyswitch(a: Tensor, pre: Tensor, mod_ext: Tensor, psi_ext: Tensor, psi_inv_ext: Tensor, mats: Tensor,
+              bounds: Sequence[int], key_q: Tensor, key_p: Tensor, q_start: int, digit_start: int,
+              addend: Tensor | None, c_add: Tensor | None, b: Tensor | None, psi_rows: Sequence[int] | None,
+              galois: int, drop_rows: Sequence[int], keep_rows: Sequence[int], down_pre: Tensor, mod_drop: Tensor,
+              psi_inv_drop: Tensor, mod_dst: Tensor, psi_dst: Tensor, mat: Tensor, c_keep: Tensor, c_sub: Tensor,
+              down_addend: Tensor | None = None, psi_inv_drop_rows: Sequence[int] | None = None,
+              psi_dst_rows: Sequence[int] | None = None) -> Tensor:
+    """switch_modulus(mod_up_keyswitch_inner(a, ...), ...) in one op: a whole key switch."""
+    return _ops.keyswitch(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, _ints(bounds), key_q, key_p, int(q_start),
+                          int(digit_start), addend, c_add, b, _rows(psi_rows), int(galois), _ints(drop_rows),
+                          _ints(keep_rows), down_pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub,
+                          down_addend, _rows(psi_inv_drop_rows), _rows(psi_dst_rows))
+
+
+@_fake("fhetorch::keyswitch")
+def _(a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p, q_start, digit_start, addend, c_add, b,
+      psi_rows, galois, drop_rows, keep_rows, down_pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub,
+      down_addend=None, psi_inv_drop_rows=None, psi_dst_rows=None):
+    return a.new_empty((*a.shape[:-3 if b is not None else -2], 2, len(keep_rows), a.shape[-1]))
+
+
 # --- conversions --------------------------------------------------------------------------------
 def to_rns(x: Tensor, mod: Tensor, r2: Tensor) -> Tensor:
     """Signed int64 (..., N) -> Montgomery residues (..., L, N)."""

@@ -124,12 +124,25 @@ def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: r
 
 
 def keyswitch(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range, alpha: int,
-              dst_idx: tuple | None = None, addend: torch.Tensor | None = None, galois: int = 1) -> torch.Tensor:
-    """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level).
+              dst_idx: tuple | None = None, addend: torch.Tensor | None = None, galois: int = 1, *,
+              b: torch.Tensor | None = None, inner_addend: torch.Tensor | None = None,
+              c_add: torch.Tensor | None = None) -> torch.Tensor:
+    """(u0, u1) with u0 + u1*s = a*s' (key: s' -> s), over dst_idx (default: the level): one op,
+    switch_modulus(mod_up_keyswitch_inner(...)) (on the GPU the key product runs beside ModDown).
 
     a (..., L, N) -> (..., 2, len(dst), N). addend: as switch_modulus's (added to u0 when
     (..., len(dst), N), to u0 and u1 when (..., 2, len(dst), N)). galois: of automorphism(a, galois)
-    plus automorphism(addend, galois) (a rotation: its automorphisms fused into the passes)."""
-    u = mod_up_keyswitch_inner(tables, a, key, limbs, special_limbs, alpha, galois=galois)
-    return switch_modulus(tables, u, tuple(limbs) + tuple(special_limbs),
-                          tuple(limbs) if dst_idx is None else dst_idx, addend, galois=galois)
+    plus automorphism(addend, galois) (a rotation: its automorphisms fused into the passes).
+    b, inner_addend, c_add: mod_up_keyswitch_inner's b, addend and c_add (a relinearisation's
+    tensor product or P * (d0, d1) added over Q_l * P; dst_idx may then drop the level's top primes
+    too: HMult's rescale)."""
+    up = tables.mod_up(limbs, special_limbs, alpha)
+    ring = tables.ring
+    p = tables.switch(tuple(limbs) + tuple(special_limbs), tuple(limbs) if dst_idx is None else tuple(dst_idx), 1)
+    a = a.contiguous() if b is not None else _planes(a)  # ciphertexts with b; else read in place
+    return _ops.keyswitch(a, up.pre, up.ext.mod, ring.psi, ring.psi_inv, up.mats, up.bounds, key.key_q, key.key_p,
+                          limbs.start, up.digit_start, None if inner_addend is None else _planes(inner_addend, 3),
+                          c_add, None if b is None else b.contiguous(), up.psi_rows, galois, p.drop_rows,
+                          p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv, p.b_dst.mod, ring.psi, p.matrix, p.c_keep,
+                          p.c_sub, None if addend is None else addend.contiguous(), p.psi_inv_drop_rows,
+                          p.psi_dst_rows)

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from fhetorch._ring import Ring, largest_ntt_primes, ntt_primes
+from fhetorch._rlwe import keyswitch as ks
 
 
 def rand_res(shape, primes) -> torch.Tensor:
@@ -92,3 +93,28 @@ SWITCH_CASES = [
 def switch_args(p):
     """switch_modulus's table arguments from a fhetorch._rlwe.keyswitch.SwitchModulusTables."""
     return (p.pre, p.b_drop.mod, p.b_drop.psi_inv, p.b_dst.mod, p.b_dst.psi, p.matrix, p.c_keep, p.c_sub)
+
+
+def keyswitch_cases(ring, lvl, sp, alpha, batch):
+    """keyswitch's modes, each with the composition it equals: (name, the fhetorch._rlwe.keyswitch
+    arguments after (tables, a, key, limbs, special_limbs, alpha), mod_up_keyswitch_inner's keyword
+    arguments, the destination limbs, switch_modulus's keyword arguments). a rotation (galois, sigma(c0) added
+    in ModDown), a relinearisation ((d0, d1) added in ModDown), HMult's (tensor product in the key product)
+    with and without its rescale, and mul_sum's ((d0, d1) added over Q_l P)."""
+    L = len(lvl)
+    e = ks.mod_up_tables(ring, lvl, sp, alpha).ext
+    bl = ring.basis(tuple(lvl))
+    g = rand_galois(ring.n)
+    c0 = rand_res((*batch, L, ring.n), bl.primes)
+    d01 = rand_res((*batch, 2, L, ring.n), bl.primes)
+    y = rand_res((*batch, 2, L, ring.n), bl.primes)
+    c_add = ring.basis(e.limbs[:L]).const([random.randrange(q) for q in e.primes[:L]])
+    level, lower = tuple(lvl), tuple(lvl)[:-1] or tuple(lvl)
+    return [
+        ("rotation", dict(addend=c0, galois=g), dict(galois=g), level, dict(addend=c0, galois=g)),
+        ("relinearisation", dict(addend=d01), {}, level, dict(addend=d01)),
+        ("tensor product", dict(b=y, c_add=c_add), dict(b=y, c_add=c_add), level, {}),
+        ("tensor product, rescaled", dict(dst_idx=lower, b=y, c_add=c_add), dict(b=y, c_add=c_add), lower, {}),
+        ("(d0, d1) over Q_l P, rescaled", dict(dst_idx=lower, inner_addend=d01, c_add=c_add),
+         dict(addend=d01, c_add=c_add), lower, {}),
+    ]

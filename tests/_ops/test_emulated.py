@@ -22,9 +22,10 @@ import torch
 
 from fhetorch import _ops
 from fhetorch._ring import ntt_primes
-from fhetorch._rlwe import keyswitch as ks
+from fhetorch._rlwe import ModulusTables, keyswitch as ks
 
-from .inputs import expect_equal, make_ring, mod_up_args, rand_galois, rand_key, rand_res, switch_args
+from .inputs import (expect_equal, keyswitch_cases, make_ring, mod_up_args, rand_galois, rand_key, rand_res,
+                     switch_args)
 from .reference import mod_table
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,7 @@ def emu():
                         os.path.join(root, "tests", "cuda_emu", "emu.cu")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     lib = ctypes.CDLL(out)
-    for f in ("emu_mod_up", "emu_switch_modulus", "emu_ntt", "emu_bconv", "emu_sample", "emu_fourier_split"):
+    for f in ("emu_mod_up", "emu_keyswitch", "emu_switch_modulus", "emu_ntt", "emu_bconv", "emu_sample", "emu_fourier_split"):
         getattr(lib, f).restype = ctypes.c_longlong
     return lib
 
@@ -186,6 +187,44 @@ def test_emulated_switch_modulus(emu, bconv_tc, seed, log_n, src, dst, batch, Ka
                                       _ints(p.keep_rows), len(dst), *[_p(t) for t in tables], _p(addend), K, Ka,
                                       *[_rows(r) for r in rows], ctypes.c_uint(g)) > 0
         expect_equal(got, want, f"emulated switch_modulus, table rows: {rows[0] is not None}", seed)
+
+
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop,batch", [
+    (10, 6, 2, 2, 0, 6, ()), (11, 7, 3, 3, 2, 7, (2,)), (10, 4, 1, 1, 0, 4, ()), (12, 9, 4, 4, 3, 8, (2,)),
+])
+def test_emulated_keyswitch(emu, seed, log_n, n_q, K, alpha, start, stop, batch):
+    """keyswitch's CUDA pipeline (csrc/cuda/keyswitch_core.cuh) on the host, in each of its modes, with the
+    key product in one launch and in two around ModDown's first launches (the dropped rows first; the kept
+    rows' on a grid of as many blocks as its work, or fewer, each striding over it), against the CPU op;
+    the launches counted (one more when split)."""
+    ring = make_ring(log_n, n_q, K)
+    tables = ModulusTables(ring)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    L = stop - start
+    up = tables.mod_up(lvl, sp, alpha)
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    B = int(np.prod(batch)) if batch else 1
+    for name, kw, _, dst, _ in keyswitch_cases(ring, lvl, sp, alpha, batch):
+        tensor = "b" in kw
+        a = rand_res((*batch, 2, L, ring.n) if tensor else (*batch, L, ring.n), ring.basis(tuple(lvl)).primes)
+        want = ks.keyswitch(tables, a, key, lvl, sp, alpha, **kw)
+        p = tables.switch(tuple(lvl) + tuple(sp), dst)
+        inner, down, b = kw.get("inner_addend"), kw.get("addend"), kw.get("b")
+        g = kw.get("galois", 1)
+        launches = []
+        for split, cap in ((0, 0), (1, 0), (1, random.choice((1, 3, 7)))):
+            got = torch.empty_like(want)
+            launches.append(emu.emu_keyswitch(
+                _p(a), _p(b), _ll(0 if b is None else 2 * L * ring.n), _p(got), _ll(B), L, K, log_n, _p(up.pre),
+                _p(up.ext.mod), _p(ring.psi), _p(ring.psi_inv), _p(up.mats), up.mats.shape[2], _ints(up.bounds),
+                len(up.bounds) - 1, _p(key.key_q), _p(key.key_p), key.key_q.shape[2], start, up.digit_start,
+                _p(inner), _p(kw.get("c_add")), 0 if inner is None else L, _rows(up.psi_rows), 2,
+                ctypes.c_uint(g), _ints(p.drop_rows), len(p.drop_rows), _ints(p.keep_rows), len(dst), _p(p.pre),
+                _p(p.b_drop.mod), _p(ring.psi_inv), _p(p.b_dst.mod), _p(ring.psi), _p(p.matrix), _p(p.c_keep),
+                _p(p.c_sub), _p(down), 0 if down is None else (2 if down.dim() == a.dim() + 1 else 1),
+                _rows(p.psi_inv_drop_rows), _rows(p.psi_dst_rows), split, _ll(cap)))
+            expect_equal(got, want, f"emulated keyswitch, {name}, split {split}, cap {cap}", seed)
+        assert launches[1] == launches[2] == launches[0] + 1 > 1, launches
 
 
 def test_divisor(emu, seed):

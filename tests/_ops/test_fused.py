@@ -1,4 +1,4 @@
-"""Fused key-switching ops (mod_up, mod_up_keyswitch_inner, switch_modulus), exact against the
+"""Fused key-switching ops (mod_up, mod_up_keyswitch_inner, switch_modulus, keyswitch), exact against the
 compositions of unfused ops they replace (tests/_rlwe/reference.py), on random inputs.
 
 * CPU: the ops (and fhetorch._rlwe's functions on them, which read the ring's full NTT
@@ -13,8 +13,10 @@ compositions of unfused ops they replace (tests/_rlwe/reference.py), on random i
   errors; a non-power-of-two N raising RuntimeError in-process.
 * Host emulation of the CUDA programs: tests/_ops/test_emulated.py; the row maps op by op:
   tests/_ops/test_table_rows.py.
+* keyswitch: switch_modulus(mod_up_keyswitch_inner(...)) bit for bit, in each mode (a rotation, a
+  relinearisation, HMult's tensor product with and without its rescale, (d0, d1) over Q_l P).
 * CUDA (marked cuda): GPU against CPU, bit for bit, up to the 48 x 12 benchmark shape,
-  batched, and under CUDA graph capture.
+  batched, keyswitch with and without its second stream, and under CUDA graph capture.
 Every test draws fresh random inputs (no fixed seed; failures print the seed).
 """
 import os
@@ -29,8 +31,8 @@ from fhetorch._ring import Ring
 from fhetorch._rlwe import ModulusTables, keyswitch as ks
 from _rlwe.reference import mod_up_keyswitch_inner_reference, mod_up_reference, switch_modulus_reference
 
-from .inputs import (SWITCH_CASES, expect_equal, make_ring, mod_up_args, rand_galois, rand_key, rand_res, stacked,
-                     switch_args)
+from .inputs import (SWITCH_CASES, expect_equal, keyswitch_cases, make_ring, mod_up_args, rand_galois, rand_key,
+                     rand_res, stacked, switch_args)
 
 ops = torch.ops.fhetorch
 
@@ -165,6 +167,23 @@ def test_fused_rotation_matches_composition(seed, log_n, n_q, K, alpha, start, s
     want = ks.keyswitch(tables, rot(c.select(-3, 1)), key, lvl, sp, alpha, addend=rot(c.select(-3, 0)))
     expect_equal(ks.keyswitch(tables, c.select(-3, 1), key, lvl, sp, alpha, addend=c.select(-3, 0), galois=g), want,
                  f"keyswitch of a rotation, galois {g}", seed)
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=BATCH_IDS)
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", MOD_UP_CASES)
+def test_keyswitch_matches_composition(seed, log_n, n_q, K, alpha, start, stop, batch):
+    """The keyswitch op = switch_modulus(mod_up_keyswitch_inner(...)), bit for bit, in each of its modes."""
+    ring = make_ring(log_n, n_q, K)
+    tables = ModulusTables(ring)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    ext = tuple(lvl) + tuple(sp)
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    for name, kw, up, dst, down in keyswitch_cases(ring, lvl, sp, alpha, batch):
+        a = rand_res((*batch, 2, len(lvl), ring.n) if "b" in up else (*batch, len(lvl), ring.n),
+                     ring.basis(tuple(lvl)).primes)
+        want = ks.switch_modulus(tables, ks.mod_up_keyswitch_inner(tables, a, key, lvl, sp, alpha, **up), ext, dst,
+                                 **down)
+        expect_equal(ks.keyswitch(tables, a, key, lvl, sp, alpha, **kw), want, f"keyswitch, {name}", seed)
 
 
 def addends(batch, Ld, ring, primes):
@@ -437,6 +456,31 @@ def test_cuda_fused_rotation(seed, log_n, n_q, K, alpha, start, stop, batch):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["single", "batch3"])
+@pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [
+    (10, 8, 3, 3, 1, 8), (12, 9, 4, 4, 2, 9), (16, 48, 12, 12, 0, 48), (16, 47, 12, 12, 4, 47), (11, 4, 1, 1, 0, 4),
+])
+def test_cuda_keyswitch(seed, monkeypatch, log_n, n_q, K, alpha, start, stop, batch):
+    """The keyswitch op on the GPU = the CPU, bit for bit, in each of its modes: the key product in two
+    parts beside ModDown on a second stream (the default), and in one launch on one stream
+    (FHETORCH_KS_FORK=0)."""
+    ring, gring = rings(log_n, n_q, K)
+    tables, gplans = ModulusTables(ring), ModulusTables(gring)
+    lvl, sp = range(start, stop), range(n_q, n_q + K)
+    key = rand_key(ring, n_q, K, -(-n_q // alpha))
+    gkey = _gpu_key(key)
+    dev = lambda v: v.to(GPU) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    for name, kw, up, _, _ in keyswitch_cases(ring, lvl, sp, alpha, batch):
+        a = rand_res((*batch, 2, len(lvl), ring.n) if "b" in up else (*batch, len(lvl), ring.n),
+                     ring.basis(tuple(lvl)).primes)
+        want = ks.keyswitch(tables, a, key, lvl, sp, alpha, **kw)
+        for mode in ("1", "0"):
+            monkeypatch.setenv("FHETORCH_KS_FORK", mode)
+            got = ks.keyswitch(gplans, a.to(GPU), gkey, lvl, sp, alpha, **{k: dev(v) for k, v in kw.items()})
+            expect_equal(got, want, f"cuda keyswitch, {name}, FHETORCH_KS_FORK={mode}", seed)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("log_n,n_q,K,alpha,start,stop", [(10, 7, 3, 3, 1, 7), (16, 48, 12, 12, 0, 48)])
 def test_cuda_components_read_in_place(seed, log_n, n_q, K, alpha, start, stop):
     """One component of a batch read in place on the GPU (mod_up's first INTT phase, the key product's own
@@ -536,9 +580,10 @@ def test_cuda_graph_capture(seed):
     a = rand_res((4, 9, ring.n), ring.basis(tuple(lvl)).primes).to(GPU)
     ext = tuple(lvl) + tuple(sp)
 
-    def f():
+    def f():  # the two ops, and the keyswitch op with its second stream (forked and joined in the capture)
         u = ks.mod_up_keyswitch_inner(gplans, a, gkey, lvl, sp, 3)
-        return ks.switch_modulus(gplans, u, ext, tuple(range(8)))
+        y = ks.keyswitch(gplans, a, gkey, lvl, sp, 3, tuple(range(8)))
+        return torch.stack([ks.switch_modulus(gplans, u, ext, tuple(range(8))), y])
 
     want = f()
     s = torch.cuda.Stream()
@@ -553,4 +598,5 @@ def test_cuda_graph_capture(seed):
     g.replay()
     torch.cuda.synchronize()
     expect_equal(out, f(), "graph replay on new input", seed)
+    expect_equal(out[0], out[1], "keyswitch in the graph = its composition", seed)
     assert not torch.equal(out, want)

@@ -10,9 +10,8 @@
 #include <vector>
 
 #include "../../csrc/cuda/fourier_split_core.cuh"
-#include "../../csrc/cuda/keyswitch_inner_core.cuh"
+#include "../../csrc/cuda/keyswitch_core.cuh"
 #include "../../csrc/cuda/sample_core.cuh"
-#include "../../csrc/cuda/switch_modulus_core.cuh"
 
 using namespace fhetorch;
 using namespace fhetorch::cuda;
@@ -150,6 +149,42 @@ long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls
   std::fill(out, out + (B * Ld << log_n), static_cast<int32_t>(HostExec::kPoison));
   HostExec ex;
   return result(run_switch_modulus(ex, g, out, t.data(), y.data()), ex);
+}
+
+// keyswitch (keyswitch_core.cuh): mod_up_keyswitch_inner's arguments (as emu_mod_up's, with a key), then
+// switch_modulus's of the key product u (as emu_switch_modulus's, x = u, B = 2 * the batch, K = 2);
+// split: the key product in two parts around ModDown's first launches, as on the GPU; cap > 0: the kept
+// rows' key product on a grid of cap blocks striding over its work.
+long long emu_keyswitch(const int32_t* a, const int32_t* b, long long b_stride, int32_t* out, long long B, int L, int K,
+                        int log_n, const int32_t* pre, const int32_t* mod_ext, const int32_t* psi_ext,
+                        const int32_t* psi_inv_ext, const int32_t* mats, int alpha_max, const int* bounds, int beta,
+                        const int32_t* key_q, const int32_t* key_p, int Lq_key, int q_start, int digit_start,
+                        const int32_t* addend, const int32_t* c_add, int La, const int* psi_rows, int Ka,
+                        unsigned galois, const int* drop, int D, const int* keep, int Ld, const int32_t* down_pre,
+                        const int32_t* mod_drop, const int32_t* psi_inv_drop, const int32_t* mod_dst,
+                        const int32_t* psi_dst, const int32_t* mat, const int32_t* c_keep, const int32_t* c_sub,
+                        const int32_t* down_addend, int down_Ka, const int* psi_inv_drop_rows,
+                        const int* psi_dst_rows, int split, long long cap) {
+  ModUpArgs g = mod_up_args(a, b, b_stride, B, L, K, log_n, pre, mod_ext, psi_ext, psi_inv_ext, mats, alpha_max,
+                            bounds, beta);
+  const uint32_t gal = galois == 1 ? 0u : galois;
+  g.galois = gal;
+  if (!table_rows(psi_rows, L + K, g.psi_rows)) return -1;
+  KeyArgs key{key_q, key_p, Lq_key, q_start, digit_start, addend, c_add, b ? L : La, b ? 2 : Ka, nullptr};
+  key.addend_stride = static_cast<int64_t>(key.Ka) * key.La << log_n;
+  std::vector<int32_t> u = poisoned(2 * B * (L + K) << log_n);
+  SwitchArgs s{u.data(), down_pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, down_addend,
+               2 * B, L + K, D, Ld, log_n, 2, down_Ka, gal, {}, {}, {}, {}};
+  if (!table_rows(psi_inv_drop_rows, D, s.psi_inv_drop_rows) || !table_rows(psi_dst_rows, Ld, s.psi_dst_rows)) return -1;
+  for (int k = 0; k < D; ++k) s.drop[k] = static_cast<int16_t>(drop[k]);
+  for (int i = 0; i < Ld; ++i) s.keep[i] = static_cast<int16_t>(keep[i]);
+  std::vector<int32_t> t = poisoned(mod_up_scratch_t(g)), d = poisoned(mod_up_scratch_d(g)),
+                       st = poisoned(switch_scratch_t(s)), sy = poisoned(switch_scratch_y(s));
+  std::fill(out, out + (2 * B * Ld << log_n), static_cast<int32_t>(HostExec::kPoison));
+  HostExec ex;
+  SameStream<HostExec> side{ex};
+  return result(
+      run_keyswitch(ex, side, g, key, s, u.data(), out, t.data(), d.data(), st.data(), sy.data(), split != 0, cap), ex);
 }
 
 // The Fourier blind rotation of large rings (fourier_split_core.cuh), `chunk` ciphertexts at a time:

@@ -81,7 +81,4 @@ cudaError_t run_keyswitch(Exec& ex, Side& side, const ModUpArgs& g, const KeyArg
   });
 }
 
-// Scratch words of run_keyswitch besides u: mod_up's t and d, switch_modulus's t and y.
-inline int64_t keyswitch_scratch_u(const ModUpArgs& g) { return 2 * g.B * (g.L + g.K) << g.log_n; }
-
 }  // namespace fhetorch::cuda

@@ -31,7 +31,8 @@ if hasattr(os, "register_at_fork"):
 
 __all__ = [
     "ntt", "intt", "bconv", "add", "sub", "mul", "neg", "axpby", "mul_const", "lincomb", "tensor_product",
-    "automorphism", "keyswitch_inner", "hoisted_mac", "keyswitch_inner_sum", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "to_rns", "crt_digits",
+    "automorphism", "keyswitch_inner", "hoisted_mac", "keyswitch_inner_sum", "mod_up", "mod_up_keyswitch_inner", "switch_modulus", "keyswitch",
+    "to_rns", "crt_digits",
     "sample_uniform", "sample_ternary", "sample_cbd", "has_cuda",
     "tfhe_sample_int", "tfhe_modulus_switch", "tfhe_decompose", "tfhe_keyswitch", "tfhe_keyswitch_digits",
     "tfhe_keyswitch_combine", "tfhe_external_product", "tfhe_glwe_keyswitch", "tfhe_glwe_pack_step",

@@ -288,6 +288,10 @@ def test_sizes_outside_the_fused_range_refused(log_n):
             torch.zeros(1, 2, 0, n, dtype=torch.int32), 0, 0),
         "switch_modulus": lambda: ops.switch_modulus(row, [0], [-1], one, mod, row, mod, row,
                                                      torch.zeros(1, 1, dtype=torch.int32), one, one),
+        "keyswitch": lambda: ops.keyswitch(
+            row, one, mod, row, row, mats, [0, 1], row.view(1, 1, 1, n).expand(1, 2, 1, n).contiguous(),
+            torch.zeros(1, 2, 0, n, dtype=torch.int32), 0, 0, None, None, None, None, 1, [0], [-1], one, mod, row,
+            mod, row, torch.zeros(1, 1, dtype=torch.int32), one, one),
     }
     for name, call in calls.items():
         with pytest.raises(RuntimeError, match=rf"fhetorch.{name}: N must be in \[2\^10, 2\^17\].*got N = 2\^{log_n}"):
@@ -344,6 +348,17 @@ def test_argument_errors():
     for bad in (y, y.repeat(2, 1, 1).view(2, 3, 5, ring.n), y[:, :4].contiguous()):  # Ka > 2, rank, Ld
         with pytest.raises(RuntimeError, match="addend must be"):
             ops.switch_modulus(x, p.drop_rows, p.keep_rows, *switch_args(p), bad)
+    # keyswitch checks both halves and names itself: its switch's rows are those of the key product (L + K = 8)
+    q = ks.switch_modulus_tables(ring, tuple(range(8)), tuple(range(6)))
+    down = (q.drop_rows, q.keep_rows, *switch_args(q))
+    with pytest.raises(RuntimeError, match="fhetorch.keyswitch: addend and c_add go together"):
+        ops.keyswitch(*kargs, 0, a[None, :2].expand(2, 2, ring.n).contiguous(), None, None, None, 1, *down)
+    with pytest.raises(RuntimeError, match="fhetorch.keyswitch: drop row 8"):
+        ops.keyswitch(*kargs, 0, None, None, None, None, 1, [8, 7], *down[1:])
+    with pytest.raises(RuntimeError, match="fhetorch.keyswitch: galois must be"):
+        ops.keyswitch(*kargs, 0, None, None, None, None, 4, *down)
+    with pytest.raises(RuntimeError, match="fhetorch.keyswitch: addend must be"):
+        ops.keyswitch(*kargs, 0, None, None, None, None, 1, *down, y)
 
 
 def test_non_power_of_two_n_raises_in_process():

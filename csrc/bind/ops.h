@@ -205,6 +205,25 @@ Tensor mod_up_op(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, c
   return out;
 }
 
+// mod_up_keyswitch_inner's arguments (also keyswitch's first half), checked; a is aligned by the caller.
+template <class Dev>
+std::pair<ModUpArgs, KeyArgs> check_mod_up_key(const char* op, Dev& dev, Aligned& al, const Tensor& a,
+                                               const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
+                                               const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds,
+                                               const Tensor& key_q, const Tensor& key_p, int64_t q_start,
+                                               int64_t digit_start, const std::optional<Tensor>& addend,
+                                               const std::optional<Tensor>& c_add, const std::optional<Tensor>& b,
+                                               at::OptionalIntArrayRef psi_rows, const std::optional<Tensor>& acc,
+                                               int64_t galois) {
+  const Tensor* bp = b ? &al(dev, *b) : nullptr;
+  ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
+  g.galois = check_fused_galois(op, galois, a.size(-1));
+  FT_CHECK(!(b && g.galois), "fhetorch.", op, ": a fused rotation (galois != 1) does not take b; rotate the product");
+  const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
+  const std::optional<Tensor> ac = acc ? std::optional<Tensor>(al(dev, *acc)) : std::nullopt;
+  return {g, check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value(), ac, op)};
+}
+
 template <class Dev>
 Tensor mod_up_keyswitch_inner_op(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext, const Tensor& psi_ext,
                                  const Tensor& psi_inv_ext, const Tensor& mats, at::IntArrayRef bounds,
@@ -216,13 +235,10 @@ Tensor mod_up_keyswitch_inner_op(const Tensor& a_in, const Tensor& pre, const Te
   Dev dev(a_in);
   Aligned al;
   const Tensor& a = al(dev, a_in);
-  const Tensor* bp = b ? &al(dev, *b) : nullptr;
-  ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
-  g.galois = check_fused_galois(op, galois, a.size(-1));
-  FT_CHECK(!(b && g.galois), "fhetorch.", op, ": a fused rotation (galois != 1) does not take b; rotate the product");
-  const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
-  const std::optional<Tensor> ac = acc ? std::optional<Tensor>(al(dev, *acc)) : std::nullopt;
-  KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value(), ac);
+  const auto up = check_mod_up_key(op, dev, al, a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p,
+                                   q_start, digit_start, addend, c_add, b, psi_rows, acc, galois);
+  const ModUpArgs& g = up.first;
+  const KeyArgs& k = up.second;
   Tensor out = at::empty(shape_with(a, b ? 3 : 2, {2, mod_ext.size(0), a.size(-1)}), a.options());
   dev.run(op, [&](auto& ctx) { return mod_up_keyswitch_inner(g, k, out_ptr(out), ctx); });
   return out;
@@ -262,13 +278,10 @@ Tensor keyswitch_op(const Tensor& a_in, const Tensor& pre, const Tensor& mod_ext
   Dev dev(a_in);
   Aligned al;
   const Tensor& a = al(dev, a_in);
-  const Tensor* bp = b ? &al(dev, *b) : nullptr;
-  ModUpArgs g = check_mod_up(op, a, bp, pre, mod_ext, al(dev, psi_ext), al(dev, psi_inv_ext), mats, bounds, psi_rows);
-  g.galois = check_fused_galois(op, galois, a.size(-1));
-  FT_CHECK(!(b && g.galois), "fhetorch.", op, ": a fused rotation (galois != 1) does not take b; rotate the product");
-  const std::optional<Tensor> add = addend ? std::optional<Tensor>(al(dev, *addend)) : std::nullopt;
-  KeyArgs k = check_key(g, a, al(dev, key_q), al(dev, key_p), q_start, digit_start, add, c_add, b.has_value(),
-                        std::nullopt, op);
+  const auto up = check_mod_up_key(op, dev, al, a, pre, mod_ext, psi_ext, psi_inv_ext, mats, bounds, key_q, key_p,
+                                   q_start, digit_start, addend, c_add, b, psi_rows, std::nullopt, galois);
+  const ModUpArgs& g = up.first;
+  const KeyArgs& k = up.second;
   Tensor u = at::empty(shape_with(a, b ? 3 : 2, {2, mod_ext.size(0), a.size(-1)}), a.options());
   const std::optional<Tensor> down = down_addend ? std::optional<Tensor>(al(dev, *down_addend)) : std::nullopt;
   SwitchGeom sw = check_switch_modulus(u, drop_rows, keep_rows, down_pre, mod_drop, al(dev, psi_inv_drop), mod_dst,

@@ -298,8 +298,8 @@ def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ci
 def _relinearize_product(ctx, a: Ciphertext, scale: float, x: torch.Tensor, rescale_result: bool = True,
                          **d01) -> Ciphertext:
     """The product at a's level whose d2 (or, with b=, tensor product) is x, relinearised and
-    (by default) rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: b=, or
-    addend= for keyswitch's inner_addend), then one switch drops P, and with the rescale the level's top primes together.
+    (by default) rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: keyswitch's b= or
+    inner_addend=), then one switch drops P, and with the rescale the level's top primes together.
     P * (d0, d1) vanishes mod P and ModDown divides it by P exactly, so the result equals
     (d0, d1) + ModDown(key-switched d2) bit for bit."""
     r = ctx.params.limbs(a.level)
@@ -309,7 +309,7 @@ def _relinearize_product(ctx, a: Ciphertext, scale: float, x: torch.Tensor, resc
         scale = scale * _ratio(ctx, tuple(r), dst)
         _check_rescaled(ctx, a, scale, "multiply")
     data = keyswitch(ctx.modulus_tables, x, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha, dst,
-                     b=d01.get("b"), inner_addend=d01.get("addend"), c_add=_special_product_consts(ctx, a.level))
+                     c_add=_special_product_consts(ctx, a.level), **d01)
     return a.replace(data=data, level=level, scale=scale)
 
 
@@ -340,7 +340,7 @@ def mul_sum(ctx, pairs) -> Ciphertext:
     _need_relin_key(ctx, "mul_sum")
     b = ctx.basis(a0.level)
     d = _ops.tensor_product([x.data for x, _ in pairs], [y.data for _, y in pairs], b.mod)  # (..., 3, L, N)
-    return _relinearize_product(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=d.narrow(-3, 0, 2))
+    return _relinearize_product(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), inner_addend=d.narrow(-3, 0, 2))
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:

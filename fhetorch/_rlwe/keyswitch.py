@@ -59,12 +59,16 @@ def switch_modulus(tables: ModulusTables, x: torch.Tensor, src: tuple, dst: tupl
     galois: the addend is added as automorphism(addend, galois), in the same pass (a rotation's
     sigma(c0) without a pass of its own).
     """
+    tabs, rows = _switch_args(tables, src, dst, factor)
+    return _ops.switch_modulus(x.contiguous(), *tabs, None if addend is None else addend.contiguous(), *rows, galois)
+
+
+def _switch_args(tables: ModulusTables, src: tuple, dst: tuple, factor: int = 1) -> tuple:
+    """switch_modulus's rows and tables (drop_rows .. c_sub) and its table row maps, on the ring's full tables."""
     p = tables.switch(src, dst, factor)
     ring = tables.ring
-    return _ops.switch_modulus(x.contiguous(), p.drop_rows, p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv,
-                               p.b_dst.mod, ring.psi, p.matrix, p.c_keep, p.c_sub,
-                               None if addend is None else addend.contiguous(), p.psi_inv_drop_rows, p.psi_dst_rows,
-                               galois)
+    return ((p.drop_rows, p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv, p.b_dst.mod, ring.psi, p.matrix, p.c_keep,
+             p.c_sub), (p.psi_inv_drop_rows, p.psi_dst_rows))
 
 
 def mod_up(tables: ModulusTables, a: torch.Tensor, limbs: range, special_limbs: range, alpha: int) -> torch.Tensor:
@@ -113,14 +117,19 @@ def mod_up_keyswitch_inner(tables: ModulusTables, a: torch.Tensor, key, limbs: r
     keyswitch_inner(mod_up(d2)) + (d0, d1) * c_add on the level's limbs (no addend then). galois (not
     with b): of automorphism(a, galois), the addend rotated alike (a rotation's sigma(c1) and
     P * sigma(c0), read through the automorphism instead of made by a pass of their own)."""
+    return _ops.mod_up_keyswitch_inner(*_key_args(tables, a, key, limbs, special_limbs, alpha, addend, c_add, b),
+                                       None if acc is None else acc.contiguous(), galois)
+
+
+def _key_args(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range, alpha: int,
+              addend: torch.Tensor | None, c_add: torch.Tensor | None, b: torch.Tensor | None) -> tuple:
+    """mod_up_keyswitch_inner's arguments a .. psi_rows (keyswitch's first ones too), on the ring's full tables."""
     tab = tables.mod_up(limbs, special_limbs, alpha)
     ring = tables.ring
     a = a.contiguous() if b is not None else _planes(a)  # ciphertexts with b; else read in place
-    return _ops.mod_up_keyswitch_inner(a, tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats,
-                                       tab.bounds, key.key_q, key.key_p, limbs.start, tab.digit_start,
-                                       None if addend is None else _planes(addend, 3), c_add,
-                                       None if b is None else b.contiguous(), tab.psi_rows,
-                                       None if acc is None else acc.contiguous(), galois)
+    return (a, tab.pre, tab.ext.mod, ring.psi, ring.psi_inv, tab.mats, tab.bounds, key.key_q, key.key_p, limbs.start,
+            tab.digit_start, None if addend is None else _planes(addend, 3), c_add,
+            None if b is None else b.contiguous(), tab.psi_rows)
 
 
 def keyswitch(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special_limbs: range, alpha: int,
@@ -136,13 +145,7 @@ def keyswitch(tables: ModulusTables, a: torch.Tensor, key, limbs: range, special
     b, inner_addend, c_add: mod_up_keyswitch_inner's b, addend and c_add (a relinearisation's
     tensor product or P * (d0, d1) added over Q_l * P; dst_idx may then drop the level's top primes
     too: HMult's rescale)."""
-    up = tables.mod_up(limbs, special_limbs, alpha)
-    ring = tables.ring
-    p = tables.switch(tuple(limbs) + tuple(special_limbs), tuple(limbs) if dst_idx is None else tuple(dst_idx), 1)
-    a = a.contiguous() if b is not None else _planes(a)  # ciphertexts with b; else read in place
-    return _ops.keyswitch(a, up.pre, up.ext.mod, ring.psi, ring.psi_inv, up.mats, up.bounds, key.key_q, key.key_p,
-                          limbs.start, up.digit_start, None if inner_addend is None else _planes(inner_addend, 3),
-                          c_add, None if b is None else b.contiguous(), up.psi_rows, galois, p.drop_rows,
-                          p.keep_rows, p.pre, p.b_drop.mod, ring.psi_inv, p.b_dst.mod, ring.psi, p.matrix, p.c_keep,
-                          p.c_sub, None if addend is None else addend.contiguous(), p.psi_inv_drop_rows,
-                          p.psi_dst_rows)
+    tabs, rows = _switch_args(tables, tuple(limbs) + tuple(special_limbs),
+                              tuple(limbs) if dst_idx is None else tuple(dst_idx))
+    return _ops.keyswitch(*_key_args(tables, a, key, limbs, special_limbs, alpha, inner_addend, c_add, b), galois,
+                          *tabs, None if addend is None else addend.contiguous(), *rows)

@@ -59,6 +59,17 @@ bool table_rows(const int* rows, int count, TableRows& out) {
   return true;
 }
 
+// switch_modulus's dropped and kept rows and table row maps (g.D, g.Ld set) from host arrays; false if a map
+// cannot hold them.
+bool switch_rows(const int* drop, const int* keep, const int* psi_inv_drop_rows, const int* psi_dst_rows,
+                 SwitchArgs& g) {
+  if (!table_rows(psi_inv_drop_rows, g.D, g.psi_inv_drop_rows) || !table_rows(psi_dst_rows, g.Ld, g.psi_dst_rows))
+    return false;
+  for (int k = 0; k < g.D; ++k) g.drop[k] = static_cast<int16_t>(drop[k]);
+  for (int i = 0; i < g.Ld; ++i) g.keep[i] = static_cast<int16_t>(keep[i]);
+  return true;
+}
+
 long long result(cudaError_t err, const HostExec& ex) { return err == cudaSuccess ? ex.launches : -1; }
 
 }  // namespace
@@ -142,9 +153,7 @@ long long emu_switch_modulus(const int32_t* x, int32_t* out, long long B, int Ls
                              int K, int Ka, const int* psi_inv_drop_rows, const int* psi_dst_rows, unsigned galois) {
   SwitchArgs g{x, pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, addend, B, Ls, D, Ld, log_n, K, Ka,
                galois == 1 ? 0u : galois, {}, {}, {}, {}};
-  if (!table_rows(psi_inv_drop_rows, D, g.psi_inv_drop_rows) || !table_rows(psi_dst_rows, Ld, g.psi_dst_rows)) return -1;
-  for (int k = 0; k < D; ++k) g.drop[k] = static_cast<int16_t>(drop[k]);
-  for (int i = 0; i < Ld; ++i) g.keep[i] = static_cast<int16_t>(keep[i]);
+  if (!switch_rows(drop, keep, psi_inv_drop_rows, psi_dst_rows, g)) return -1;
   std::vector<int32_t> t = poisoned(switch_scratch_t(g)), y = poisoned(switch_scratch_y(g));
   std::fill(out, out + (B * Ld << log_n), static_cast<int32_t>(HostExec::kPoison));
   HostExec ex;
@@ -175,9 +184,7 @@ long long emu_keyswitch(const int32_t* a, const int32_t* b, long long b_stride, 
   std::vector<int32_t> u = poisoned(2 * B * (L + K) << log_n);
   SwitchArgs s{u.data(), down_pre, mod_drop, psi_inv_drop, mod_dst, psi_dst, mat, c_keep, c_sub, down_addend,
                2 * B, L + K, D, Ld, log_n, 2, down_Ka, gal, {}, {}, {}, {}};
-  if (!table_rows(psi_inv_drop_rows, D, s.psi_inv_drop_rows) || !table_rows(psi_dst_rows, Ld, s.psi_dst_rows)) return -1;
-  for (int k = 0; k < D; ++k) s.drop[k] = static_cast<int16_t>(drop[k]);
-  for (int i = 0; i < Ld; ++i) s.keep[i] = static_cast<int16_t>(keep[i]);
+  if (!switch_rows(drop, keep, psi_inv_drop_rows, psi_dst_rows, s)) return -1;
   std::vector<int32_t> t = poisoned(mod_up_scratch_t(g)), d = poisoned(mod_up_scratch_d(g)),
                        st = poisoned(switch_scratch_t(s)), sy = poisoned(switch_scratch_y(s));
   std::fill(out, out + (2 * B * Ld << log_n), static_cast<int32_t>(HostExec::kPoison));

@@ -329,21 +329,23 @@ class LinearTransform:
             for blo in range(0, len(babies), MAC_BABIES):  # at most MAC_BABIES rotations per call
                 part = self._mac(ct, d, c, c_p, r, enc, chunk, babies[blo : blo + MAC_BABIES], ext_mod)
                 accs = part if accs is None else _ops.add(accs, part, ext_mod)
+            # giants are sorted steps in [0, n): only a chunk's first can be the zero step, the rest are a run.
+            # The zero step's sum needs no rotation: it joins the total over P*Q as it is, first, so that the
+            # rotated giants' key switches add it in their pass (no add of its own)
+            rot = [gi for gi, g in enumerate(chunk) if g % self.n]
+            for gi, g in enumerate(chunk):
+                if g % self.n == 0:
+                    term = accs.select(-4, gi)
+                    total = term if total is None else _ops.add(total, term.contiguous(), ext_mod)
             # the rotated giants: their sums brought down to the level in one batched ModDown, their y1 lifted
             # in one ModUp (a single giant's rows are too few to fill the GPU), then their key switches (the
             # digits rotated after the ModUp: hoisted) + P * sigma(y0) + the total summed over P*Q in one pass
-            # giants are sorted steps in [0, n): only a chunk's first can be the zero step, the rest are a run
-            rot = [gi for gi, g in enumerate(chunk) if g % self.n]
             if rot:
                 ys = switch_modulus(tables, accs.narrow(-4, rot[0], len(rot)), ext, tuple(r))
                 gels = [self._direct(chunk[gi], ct.level) for gi in rot]
                 dy = mod_up(tables, ys.select(-3, 1), r, special, alpha)
                 total = keyswitch_inner_sum(tables, dy, [ctx.galois_keys[g] for g in gels], gels, r, special, alpha,
                                             addend=ys.select(-3, 0), c_add=c_p, acc=total)
-            for gi, g in enumerate(chunk):
-                if g % self.n == 0:  # the zero step's sum needs no rotation: added over P*Q as it is
-                    term = accs.select(-4, gi).contiguous()
-                    total = term if total is None else _ops.add(total, term, ext_mod)
         dst = tuple(ctx.params.limbs(ct.level - 1))
         data = switch_modulus(tables, total.contiguous(), ext, dst)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale * s * ev._ratio(ctx, tuple(r), dst))

@@ -99,8 +99,8 @@ class PowerBasis:
         ta = self.T(a)
         lv = ops.level(ta)
         prod = ops.mul(ta, self.T(b, min(lv, self.level(b))))
-        twice = ops.lincomb([(2, prod)], 0.0)
-        return ops.sub(twice, self.T(a - b, ops.level(twice)))
+        # 2 prod - T_(a-b) in one pass (integer coefficients: no level)
+        return ops.lincomb([(2, prod), (-1, self.T(a - b, ops.level(prod)))], 0.0)
 
     def simulated(self) -> "PowerBasis":
         """A copy on the level simulator, holding what this basis has computed so far. Raises nothing."""

@@ -296,33 +296,52 @@ def mul(ctx, a: Ciphertext, b: Ciphertext, *, rescale_result: bool = True) -> Ci
 
 
 def _relinearize_product(ctx, a: Ciphertext, scale: float, x: torch.Tensor, rescale_result: bool = True,
-                         **d01) -> Ciphertext:
+                         addend: Ciphertext | None = None, **d01) -> Ciphertext:
     """The product at a's level whose d2 (or, with b=, tensor product) is x, relinearised and
     (by default) rescaled: key-switched d2 plus P * (d0, d1) over Q_l * P (d01: keyswitch's b= or
     inner_addend=), then one switch drops P, and with the rescale the level's top primes together.
     P * (d0, d1) vanishes mod P and ModDown divides it by P exactly, so the result equals
-    (d0, d1) + ModDown(key-switched d2) bit for bit."""
+    (d0, d1) + ModDown(key-switched d2) bit for bit. addend (a ciphertext at the result's level and
+    scale) is added by the switch's last pass: bit for bit add(result, addend)."""
     r = ctx.params.limbs(a.level)
     dst, level = tuple(r), a.level
     if rescale_result:
         dst, level = tuple(ctx.params.limbs(a.level - 1)), a.level - 1
         scale = scale * _ratio(ctx, tuple(r), dst)
         _check_rescaled(ctx, a, scale, "multiply")
+    if addend is not None:
+        _check_product_addend(a, addend, level, scale)
     data = keyswitch(ctx.modulus_tables, x, ctx.relin_key, r, ctx.params.special_limbs, ctx.params.alpha, dst,
-                     c_add=_special_product_consts(ctx, a.level), **d01)
+                     None if addend is None else addend.data, c_add=_special_product_consts(ctx, a.level), **d01)
     return a.replace(data=data, level=level, scale=scale)
 
 
-def mul_sum(ctx, pairs) -> Ciphertext:
-    """sum_i a_i * b_i, relinearised and rescaled once (lazy relinearisation): the tensor
-    products are added first, so T products cost one key switch and one modulus switch
-    instead of T of each (the spines of polynomial evaluation, circuits/polynomial).
+def _check_product_addend(a: Ciphertext, addend: Ciphertext, level: int, scale: float) -> None:
+    """Raises unless addend can be added to the product of a's operands: 2 components at `level` and
+    `scale`, a's slots and batch."""
+    _same_batch(addend, a, "mul_sum")
+    check_ciphertext_scale(addend, "mul_sum")
+    if addend.size != 2 or addend.level != level or addend.slots != a.slots:
+        raise LevelError(f"mul_sum: the addend must be a relinearised ciphertext at the product's level {level} with "
+                         f"{a.slots} slots; got level {addend.level}, {addend.slots} slots, {addend.size} components "
+                         "(drop_level and relinearize it first)")
+    if not same_scale(addend.scale, scale):
+        raise ScaleError(f"mul_sum: the addend's scale {addend.scale:.6g} differs from the product's {scale:.6g}; "
+                         "bring it to the product's scale first")
+
+
+def mul_sum(ctx, pairs, addend: Ciphertext | None = None) -> Ciphertext:
+    """sum_i a_i * b_i (+ addend), relinearised and rescaled once (lazy relinearisation): the
+    tensor products are added first, so T products cost one key switch and one modulus switch
+    instead of T of each (the spines of polynomial evaluation, circuits/polynomial). addend, a
+    ciphertext at the result's level and scale, is added by the key switch's last pass (no pass
+    of its own; bit for bit add(mul_sum(pairs), addend)).
 
     Every operand must be a 2-component ciphertext at one level, slot count and batch, and
     the products' scales equal (the caller matches them: drop_level). Raises LevelError,
     SlotError, ShapeError or ScaleError otherwise."""
     pairs = list(pairs)
-    if len(pairs) == 1:
+    if len(pairs) == 1 and addend is None:
         return mul(ctx, *pairs[0])
     a0, b0 = pairs[0]
     _need_level(a0, "multiply")
@@ -338,9 +357,12 @@ def mul_sum(ctx, pairs) -> Ciphertext:
         if not same_scale(a.scale * b.scale, a0.scale * b0.scale):
             raise ScaleError("mul_sum: the products' scales differ; bring the operands to their nominal scales first")
     _need_relin_key(ctx, "mul_sum")
+    if len(pairs) == 1:  # the tensor product inside the key switch, as mul's
+        return _relinearize_product(ctx, a0, a0.scale * b0.scale, a0.data, addend=addend, b=b0.data)
     b = ctx.basis(a0.level)
     d = _ops.tensor_product([x.data for x, _ in pairs], [y.data for _, y in pairs], b.mod)  # (..., 3, L, N)
-    return _relinearize_product(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), inner_addend=d.narrow(-3, 0, 2))
+    return _relinearize_product(ctx, a0, a0.scale * b0.scale, d.select(-3, 2), addend=addend,
+                                inner_addend=d.narrow(-3, 0, 2))
 
 
 def _special_product_consts(ctx, level: int) -> torch.Tensor:

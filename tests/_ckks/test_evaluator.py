@@ -203,6 +203,33 @@ def test_mul_sum(sctx, terms, assert_close):
     assert_close(_dec(sctx, r), want, terms * _bound(sctx, "mul"), f"mul_sum of {terms}")
 
 
+@pytest.mark.parametrize("terms", [1, 2])
+def test_mul_sum_addend(sctx, terms, assert_close):
+    # the addend, added by the key switch's last pass, gives add(mul_sum(pairs), addend) bit for bit
+    level = sctx.max_level - 1
+    xs = [_enc(sctx, True, level=level) for _ in range(2 * terms)]
+    pairs = [(xs[2 * i][1], xs[2 * i + 1][1]) for i in range(terms)]
+    plain = ev.mul_sum(sctx, pairs)
+    z, cz = _enc(sctx, True, level=plain.level)
+    cz = cz.replace(scale=plain.scale)  # nominal within same_scale's tolerance: the product's label
+    r = ev.mul_sum(sctx, pairs, cz)
+    want = ev.add(sctx, plain, cz)
+    assert (r.level, r.scale) == (want.level, want.scale)
+    assert torch.equal(r.data, want.data), f"mul_sum of {terms} with an addend"
+    assert_close(_dec(sctx, r), sum(xs[2 * i][0] * xs[2 * i + 1][0] for i in range(terms)) + z,
+                 terms * _bound(sctx, "mul") + _bound(sctx, "fresh"), f"mul_sum of {terms} + addend")
+
+
+def test_mul_sum_addend_errors(sctx):
+    level = sctx.max_level - 1
+    (_, a), (_, b) = _enc(sctx, level=level), _enc(sctx, level=level)
+    with pytest.raises(fhe.LevelError, match="mul_sum: the addend must be .* level " + str(level - 1)):
+        ev.mul_sum(sctx, [(a, b)], _enc(sctx, level=level)[1])
+    off = _enc(sctx, level=level - 1)[1]
+    with pytest.raises(fhe.ScaleError, match="mul_sum: the addend's scale"):
+        ev.mul_sum(sctx, [(a, b)], off.replace(scale=off.scale * 3))
+
+
 def test_mul_sum_needs_one_level(sctx):
     (_, a), (_, b) = _enc(sctx), _enc(sctx)
     (_, c), (_, d) = _enc(sctx, level=sctx.max_level - 1), _enc(sctx, level=sctx.max_level - 1)

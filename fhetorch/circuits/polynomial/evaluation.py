@@ -127,7 +127,11 @@ def _recurse(basis: PowerBasis, c: np.ndarray, out_min: int, baby: int):
             pairs.append((qv, n))
     if pairs:  # every operand at the spine's lowest product level
         lv = min(min(_level(ops, qv), basis.level(n)) for qv, n in pairs)
-        terms.insert(0, ops.mul_sum([(_value(basis, qv, lv), basis.T(n, lv)) for qv, n in pairs]))
+        products = [(_value(basis, qv, lv), basis.T(n, lv)) for qv, n in pairs]
+        if leaf is not None and not terms and leaf.level >= lv - 1:
+            # the leaf, made at the products' level, is added by their key switch's last pass
+            return ops.add_const(ops.mul_sum(products, _value(basis, leaf, lv - 1)), const)
+        terms.insert(0, ops.mul_sum(products))
     if leaf is not None:
         if not terms:
             return leaf

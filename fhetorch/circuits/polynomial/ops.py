@@ -51,10 +51,11 @@ class CiphertextOps:
         self.drops += abs(a.level - b.level)
         return ev.mul(self.ctx, a, b)
 
-    def mul_sum(self, pairs):
-        """sum a_i b_i, one relinearisation and rescale; the operands at one level."""
+    def mul_sum(self, pairs, addend=None):
+        """sum a_i b_i (+ addend, at the result's level: added in the same pass), one relinearisation and
+        rescale; the operands at one level."""
         self.mults += 1
-        return ev.mul_sum(self.ctx, pairs)
+        return ev.mul_sum(self.ctx, pairs, addend)
 
     def add(self, a, b):
         self.drops += abs(a.level - b.level)

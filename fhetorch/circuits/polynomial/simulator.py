@@ -41,9 +41,11 @@ class LevelSimulator:
         self.drops += abs(a.level - b.level)
         return self._new(min(a.level, b.level) - 1)
 
-    def mul_sum(self, pairs):
+    def mul_sum(self, pairs, addend=None):
         self.mults += 1
-        return self._new(min(min(a.level, b.level) for a, b in pairs) - 1)
+        out = self._new(min(min(a.level, b.level) for a, b in pairs) - 1)
+        assert addend is None or addend.level == out.level, (addend.level, out.level)
+        return out
 
     def add(self, a, b):
         self.drops += abs(a.level - b.level)

@@ -66,6 +66,9 @@ class EncryptedTensor:
     differently, EncodingError for NaN/inf or too large plaintext operands, MissingKeyError
     without the relinearisation key, UnsupportedOperationError for what has no encrypted form."""
 
+    # numpy operands (ndarray + ex) return NotImplemented, so Python calls ex.__radd__ (NEP 13)
+    __array_ufunc__ = None
+
     def __init__(self, ctx, ciphertext, shape, is_complex: bool = False, layout=None):
         self.ctx = ctx
         if isinstance(ciphertext, (list, tuple)):
@@ -268,8 +271,86 @@ class EncryptedTensor:
             ct = ev.mul_values(self.ctx, self.ciphertext, p)
         return self._like(ct, self._complex or is_c)
 
+    def _div(self, other) -> "EncryptedTensor":
+        """self / other for a plaintext other: the product with its reciprocal."""
+        if isinstance(other, EncryptedTensor):
+            other.__rtruediv__(self)
+        return self._mul(_reciprocal(other))
+
+    def _pow(self, k) -> "EncryptedTensor":
+        """self ** k for an integer k >= 0: products of repeated squares, paired shallowest first,
+        so the depth is ceil(log2 k) (k = 0: ones, no level)."""
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise UnsupportedOperationError(
+                f"pow: only integer exponents >= 0 have an exact encrypted form, got {k!r}; approximate x ** a on "
+                "x's range with fhe.ckks.polynomial.chebyshev(lambda t: t ** a, (lo, hi), degree)")
+        if k == 0:
+            return self._mul(0)._add(1)
+        terms, sq, bit = [], self, 1
+        while True:
+            if k & bit:
+                terms.append(sq)
+            bit <<= 1
+            if bit > k:
+                break
+            sq = sq.square()
+        while len(terms) > 1:  # multiply the two with the most levels left (Huffman on depth)
+            terms.sort(key=lambda t: t.level)
+            terms.append(terms.pop()._mul(terms.pop()))
+        return terms[0]
+
+    def _no_encrypted_form(self, what: str, hint: str):
+        raise UnsupportedOperationError(f"{what} has no exact encrypted form; {hint}")
+
     def __neg__(self):
         return self._like(ev.neg(self.ctx, self.ciphertext))
+
+    def __pos__(self):
+        return self
+
+    def __truediv__(self, o):
+        return self._div(o)
+
+    def __rtruediv__(self, o):
+        self._no_encrypted_form("div: an encrypted divisor", "multiply by an approximation of 1 / y on y's "
+                                "range, fhe.ckks.polynomial.chebyshev(lambda t: 1 / t, (a, b), degree)(ey)")
+
+    def __pow__(self, k):
+        return self._pow(k)
+
+    def __rpow__(self, o):
+        self._no_encrypted_form("pow: an encrypted exponent", "approximate a ** y on y's range with "
+                                "fhe.ckks.polynomial.chebyshev(lambda t: a ** t, (lo, hi), degree)")
+
+    def __abs__(self):
+        self._no_encrypted_form("abs of an EncryptedTensor", "approximate it on the values' range, fhe.ckks.polynomial.chebyshev(torch.abs, "
+                                "(lo, hi), degree), or x * sign(x) with fhe.ckks.polynomial.sign()")
+
+    def _compare(self, op: str):
+        self._no_encrypted_form(f"comparison {op} of an EncryptedTensor", "its result would be encrypted bits: take "
+                                "fhe.ckks.polynomial.sign()(x - y) for values in [-1, 1] (-1 / +1), or decrypt first")
+
+    def __lt__(self, o):
+        self._compare("<")
+
+    def __le__(self, o):
+        self._compare("<=")
+
+    def __gt__(self, o):
+        self._compare(">")
+
+    def __ge__(self, o):
+        self._compare(">=")
+
+    def __eq__(self, o):  # torch's == is element-wise: an identity test here would be a silent wrong answer
+        self._compare("==")
+
+    def __ne__(self, o):
+        self._compare("!=")
+
+    __hash__ = object.__hash__  # by identity, as torch.Tensor
 
     def __add__(self, o):
         return self._add(o)
@@ -300,6 +381,25 @@ class EncryptedTensor:
 
     def mul(self, o):
         return self._mul(o)
+
+    def div(self, o, *, rounding_mode=None):
+        """self / o for a plaintext o (a scalar or a tensor broadcasting to self.shape): the product
+        with 1 / o, one level unless 1 / o is an integer.
+
+        Raises EncodingError for a zero divisor, UnsupportedOperationError for an encrypted
+        divisor or a rounding_mode, and what multiplication raises (LevelError, ...)."""
+        if rounding_mode is not None:
+            self._no_encrypted_form(f"div: rounding_mode={rounding_mode!r}", "rounding is not a polynomial; "
+                                    "divide without it, or use TFHE (fhe.tfhe) for integer arithmetic")
+        return self._div(o)
+
+    def pow(self, k):
+        """self ** k for an integer k >= 0 (a float equal to one too): ceil(log2 k) levels,
+        k - 1 products at most (k = 0: ones without a level, as torch.pow).
+
+        Raises UnsupportedOperationError for other exponents (a polynomial approximation of
+        x ** a is the way), LevelError when the tensor has fewer levels than the depth."""
+        return self._pow(k)
 
     def square(self):
         """self * self, relinearised and rescaled (one level).
@@ -480,6 +580,16 @@ class EncryptedTensor:
         Raises UnsupportedOperationError for a sum over some dimensions only or an image
         layout, MissingKeyError for a missing rotation key, LevelError at level 0 when padding
         slots must be masked."""
+        return self._sum(dim, keepdim, 1)
+
+    def mean(self, dim=None, keepdim=False):
+        """Mean of all values, shape (): the sum with 1 / numel() folded into its padding mask,
+        or one product before it (one level either way).
+
+        Raises what sum raises, and LevelError at level 0."""
+        return self._sum(dim, keepdim, 1.0 / self.numel())
+
+    def _sum(self, dim, keepdim, weight):
         if isinstance(self.layout, Layout):
             raise UnsupportedOperationError("sum of an image-layout tensor: its slots also hold values the layout "
                                             "ignores; use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
@@ -488,7 +598,46 @@ class EncryptedTensor:
             if sorted(d % max(1, self.dim()) for d in dims) != list(range(self.dim())):
                 raise UnsupportedOperationError("sum on EncryptedTensor: only the sum over all dimensions is "
                                                 "supported")
-        return _linear.sum_all(self, keepdim)
+        return _linear.sum_all(self, keepdim, weight)
+
+    def reshape(self, *shape) -> "EncryptedTensor":
+        """The same values in another shape, in torch.reshape's row-major order (the flat packing
+        keeps its slots: no work). `view` is the same.
+
+        Raises ShapeError for a shape of another size, UnsupportedOperationError for an image or
+        model layout (its slots are not row-major)."""
+        if self.layout is not None:
+            self._no_encrypted_form("reshape: an image- or model-layout tensor", "its slots are not in row-major "
+                                    "order; use flatten after global pooling, or decrypt")
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+            shape = tuple(shape[0])
+        try:
+            new = torch.empty(self.shape, device="meta").reshape(*shape).shape
+        except (RuntimeError, TypeError) as e:
+            raise ShapeError(f"reshape: {e}; the encrypted shape is {tuple(self.shape)}") from None
+        return self._like(self.ciphertext, shape=new)
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1) -> "EncryptedTensor":
+        """torch.flatten: a flat-layout tensor is reshaped (no work); an image layout only after
+        global pooling (C x 1 x 1 values, where the layout has them).
+
+        Raises ShapeError for dimensions out of range, UnsupportedOperationError for an image
+        that is not C x 1 x 1, LayoutError for a compiled model's layout."""
+        if self.layout is not None:
+            return _image.flatten(self, start_dim, end_dim)
+        try:
+            new = torch.empty(self.shape, device="meta").flatten(start_dim, end_dim).shape
+        except (RuntimeError, IndexError) as e:
+            raise ShapeError(f"flatten: {e}; the encrypted shape is {tuple(self.shape)}") from None
+        return self._like(self.ciphertext, shape=new)
+
+    def clone(self) -> "EncryptedTensor":
+        """A copy with its own ciphertext data (the same context and keys).
+
+        Raises nothing."""
+        return self.__deepcopy__({})
 
     # --- copies (pickling: fhetorch/tensor/serialization.py) -----------------------------
     def __copy__(self) -> "EncryptedTensor":
@@ -533,6 +682,20 @@ def _as_tuple(x) -> tuple:
     return tuple(x) if isinstance(x, (list, tuple, torch.Size)) else (x,)
 
 
+def _reciprocal(x):
+    """1 / x for a plaintext divisor (a number or a tensor), checked for zeros: what `_plain` then
+    packs. A divisor of +-1 stays an integer (no level)."""
+    if isinstance(x, (bool, int, float, complex)):
+        if x == 0:
+            raise EncodingError("div: division by zero; a zero divisor has no finite reciprocal to multiply by")
+        return int(x) if x in (1, -1) else 1 / complex(x) if isinstance(x, complex) else 1 / float(x)
+    t = torch.as_tensor(x)
+    check_dense(t, "div")
+    if bool((t == 0).any()):
+        raise EncodingError("div: the divisor tensor has zeros; a zero has no finite reciprocal to multiply by")
+    return 1 / t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
 def _scaled(x, alpha):
     if isinstance(x, EncryptedTensor):
         return x * alpha
@@ -566,6 +729,28 @@ def _mul(a, b):
 
 def _neg(x):
     return -x
+
+
+def _div(a, b, *, rounding_mode=None):
+    if not isinstance(a, EncryptedTensor):
+        return b.__rtruediv__(a)
+    return a.div(b, rounding_mode=rounding_mode)
+
+
+def _pow(a, k):
+    if not isinstance(a, EncryptedTensor):
+        return k.__rpow__(a)
+    return a.pow(k)
+
+
+def _mean(x, dim=None, keepdim=False, **kwargs):
+    if kwargs:
+        raise UnsupportedOperationError(f"torch.mean on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
+    return x.mean(dim, keepdim)
+
+
+def _reshape(x, *shape):
+    return x.reshape(*shape)
 
 
 def _roll(x, shifts, dims=None):
@@ -651,19 +836,28 @@ TORCH_FUNCTIONS = {
     **dict.fromkeys((torch.rsub, torch.Tensor.__rsub__), _rsub),
     **dict.fromkeys((torch.mul, torch.multiply, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__), _mul),
     **dict.fromkeys((torch.neg, torch.negative, torch.Tensor.neg, torch.Tensor.__neg__), _neg),
+    **dict.fromkeys((torch.positive, torch.Tensor.positive, torch.Tensor.__pos__), lambda x: x),
+    **dict.fromkeys((torch.div, torch.divide, torch.true_divide, torch.Tensor.div, torch.Tensor.divide,
+                     torch.Tensor.true_divide, torch.Tensor.__truediv__, torch.Tensor.__rtruediv__), _div),
+    **dict.fromkeys((torch.pow, torch.Tensor.pow, torch.Tensor.__pow__, torch.Tensor.__rpow__), _pow),
+    **dict.fromkeys((torch.square, torch.Tensor.square), lambda x: x.square()),
+    **dict.fromkeys((torch.mean, torch.Tensor.mean), _mean),
+    **dict.fromkeys((torch.reshape, torch.Tensor.reshape, torch.Tensor.view), _reshape),
+    **dict.fromkeys((torch.clone, torch.Tensor.clone), lambda x: x.clone()),
     **dict.fromkeys((torch.roll, torch.Tensor.roll), _roll),
     **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _matmul),
     torch.Tensor.__rmatmul__: lambda a, b: _matmul(b, a),
     **dict.fromkeys((torch.sum, torch.Tensor.sum), _sum),
     **dict.fromkeys((torch.sort, torch.Tensor.sort), _torch_sort),
     **dict.fromkeys((torch.msort, torch.Tensor.msort), _msort),
-    **dict.fromkeys((torch.flatten, torch.Tensor.flatten), _image.flatten),
+    **dict.fromkeys((torch.flatten, torch.Tensor.flatten), lambda x, start_dim=0, end_dim=-1: x.flatten(start_dim, end_dim)),
     F.linear: _linear_layer,
     F.conv2d: _image.conv2d,
     F.avg_pool2d: _image.avg_pool2d,
     F.adaptive_avg_pool2d: _image.adaptive_avg_pool2d,
     F.pad: _pad,
 }
-_SUPPORTED = {"torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.roll", "torch.matmul",
-              "torch.sum", "torch.sort (values)", "torch.msort", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
-              "F.pad (channels)"}
+_SUPPORTED = {"torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.positive", "torch.roll",
+              "torch.matmul", "torch.div (plaintext divisor)", "torch.pow (integer exponent)", "torch.square",
+              "torch.sum", "torch.mean", "torch.reshape", "torch.clone", "torch.sort (values)", "torch.msort",
+              "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d", "F.pad (channels)"}

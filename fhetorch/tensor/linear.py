@@ -71,15 +71,18 @@ def matmul(x, w, *, x_right: bool = False):
     return linear(x, w.transpose(0, 1) if w.dim() == 2 else w)  # x (k,) @ W (k, m) = W^T x
 
 
-def sum_all(x, keepdim=False):
-    """Sum of all values of x (one ciphertext or a batch of them): shape () (keepdim: all dims
-    of size 1). Padding slots are masked to zero first (one level) when x has any; a batch is
-    added slot-wise, then log2(slots) rotations add the slots (rotate-and-add)."""
+def sum_all(x, keepdim=False, weight=1):
+    """Sum of all values of x (one ciphertext or a batch of them) times `weight`: shape ()
+    (keepdim: all dims of size 1). Padding slots are masked to zero first (one level; the mask
+    is `weight` on the values) when x has any, else a weight other than 1 is one product; a
+    batch is added slot-wise, then log2(slots) rotations add the slots (rotate-and-add)."""
     ctx, ct = x.ctx, x.ciphertext
     if x.numel() < x.count * x.slots:
         mask = torch.zeros(x.count * x.slots, dtype=torch.float64)
-        mask[: x.numel()] = 1
+        mask[: x.numel()] = weight
         ct = ev.mul_values(ctx, ct, mask.view(ct.batch_shape + (x.slots,)).to(x.device))
+    elif weight != 1:
+        ct = ev.mul_scalar(ctx, ct, weight)
     ct = ev.sum_batch(ctx, ct)
     step = 1
     while step < ct.slots:

@@ -206,13 +206,137 @@ def test_torch_functions(ctx_n12, assert_close):
 
 @pytest.mark.parametrize("fn", [lambda e: torch.sin(e), lambda e: torch.exp(e),
                                 lambda e: torch.matmul(e, torch.eye(8, dtype=torch.float64)),
-                                lambda e: torch.sum(e, dim=1), lambda e: torch.div(e, 2.0)],
+                                lambda e: torch.sum(e, dim=1), lambda e: torch.div(2.0, e)],
                          ids=["sin", "exp", "matmul", "sum", "div"])
 def test_unsupported_torch_function(ctx_n12, fn, request):
     ex = ctx_n12.encrypt(_rand(8, 8))
     name = request.node.callspec.id
     with pytest.raises(NotImplementedError, match=name):
         fn(ex)
+
+
+# --- division, powers, mean, shapes: torch semantics where an exact encrypted form exists -----------
+@pytest.mark.parametrize("divisor", ["int", "float", "complex", "tensor", "row", "numpy"])
+def test_division_by_plaintext(ctx_n12, divisor, assert_close):
+    import numpy as np
+    x = _rand(4, 16)
+    d = {"int": 4, "float": -2.5, "complex": 0.5 - 2j, "tensor": _rand(4, 16) + 3,
+         "row": torch.arange(1, 17, dtype=torch.float64), "numpy": np.full((4, 16), 8.0)}[divisor]
+    ex = ctx_n12.encrypt(x)
+    want = x / torch.as_tensor(d)
+    torch_fns = () if divisor == "numpy" else (torch.div(ex, d), torch.true_divide(ex, d), torch.divide(ex, d))
+    for got in (ex / d, ex.div(d)) + torch_fns:  # torch's functions take no numpy arrays
+        assert isinstance(got, EncryptedTensor) and got.level == ex.level - 1
+        assert got.is_complex() == (divisor == "complex")
+        assert_close(ctx_n12.decrypt(got), want, B12_MUL, f"ex / {divisor}")
+    assert (ex / 1).level == ex.level and (ex / -1).level == ex.level  # an integer reciprocal: no level
+    assert_close(ctx_n12.decrypt(ex / -1), -x, B12_ADD, "ex / -1")
+
+
+def test_division_errors(ctx_n12):
+    ex = ctx_n12.encrypt(_rand(8))
+    t = _rand(8)
+    t[3] = 0
+    for bad in (lambda: ex / 0, lambda: ex / 0.0, lambda: ex / t, lambda: torch.div(ex, torch.zeros(8))):
+        with pytest.raises(fhe.EncodingError, match="div: .*zero"):
+            bad()
+    for bad in (lambda: 1 / ex, lambda: ex / ex, lambda: torch.div(t, ex)):
+        with pytest.raises(fhe.UnsupportedOperationError, match="div: an encrypted divisor .*chebyshev"):
+            bad()
+    with pytest.raises(fhe.UnsupportedOperationError, match="rounding_mode='floor'"):
+        torch.div(ex, 2, rounding_mode="floor")
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 4, 5, 6, 7])
+def test_integer_powers(ctx_n12, k, assert_close):
+    x = _rand(5, 7, complex_=k == 3)
+    ex = ctx_n12.encrypt(x)
+    depth = math.ceil(math.log2(k)) if k > 1 else 0
+    for got in (ex ** k, torch.pow(ex, k), ex.pow(float(k))):
+        assert isinstance(got, EncryptedTensor) and got.shape == x.shape
+        assert got.level == ex.level - depth, f"x ** {k} should use ceil(log2 k) levels"
+        assert_close(ctx_n12.decrypt(got), x ** k, B12_MUL * max(1, k), f"x ** {k}")
+    if k == 2:
+        assert_close(ctx_n12.decrypt(torch.square(ex)), x * x, B12_MUL, "torch.square")
+
+
+def test_power_errors(ctx_n12):
+    ex = ctx_n12.encrypt(_rand(8))
+    for bad in (lambda: ex ** -1, lambda: ex ** 0.5, lambda: ex ** True, lambda: torch.pow(ex, 2.5)):
+        with pytest.raises(fhe.UnsupportedOperationError, match="pow: only integer exponents >= 0"):
+            bad()
+    for bad in (lambda: 2 ** ex, lambda: torch.pow(2.0, ex)):
+        with pytest.raises(fhe.UnsupportedOperationError, match="pow: an encrypted exponent"):
+            bad()
+    low = ctx_n12.encrypt(_rand(8), level=1)
+    with pytest.raises(fhe.LevelError):
+        low ** 3  # depth 2 from level 1
+
+
+@pytest.mark.parametrize("shape", [(6,), (4, 16), (3, 5, 2)])
+def test_mean(ctx_n12, shape, assert_close):
+    x = _rand(*shape)
+    ex = ctx_n12.encrypt(x)
+    for got in (ex.mean(), torch.mean(ex), ex.mean(dim=tuple(range(len(shape))))):
+        assert got.shape == () and got.level == ex.level - 1
+        assert_close(ctx_n12.decrypt(got), x.mean(), B12_MUL, f"mean {shape}")
+    kept = ex.mean(keepdim=True, dim=list(range(len(shape))))
+    assert kept.shape == (1,) * len(shape)
+    with pytest.raises(fhe.UnsupportedOperationError, match="only the sum over all dimensions"):
+        ex.mean(0) if len(shape) > 1 else ex.mean(dim=(0, 0))
+
+
+def test_numpy_operands_defer_to_the_tensor(ctx_n12, assert_close):
+    import numpy as np
+    x, a = _rand(3, 4), np.linspace(-1, 1, 12).reshape(3, 4)
+    ex, at = ctx_n12.encrypt(x), torch.from_numpy(a)
+    cases = [(a + ex, at + x), (a - ex, at - x), (a * ex, at * x), (ex + a, x + at), (np.float64(2.5) * ex, 2.5 * x)]
+    for i, (got, want) in enumerate(cases):
+        assert isinstance(got, EncryptedTensor), i
+        assert_close(ctx_n12.decrypt(got), want, B12_MUL, f"numpy case {i}")
+
+
+def test_positive_and_no_comparisons(ctx_n12, assert_close):
+    x = _rand(8)
+    ex = ctx_n12.encrypt(x)
+    assert (+ex) is ex and torch.positive(ex) is ex
+    for op, f in (("<", lambda: ex < 0), ("<=", lambda: ex <= ex), (">", lambda: ex > 0), ("<", lambda: 0 > ex), (">=", lambda: ex >= x),
+                  ("==", lambda: ex == 0), ("!=", lambda: ex != ex)):
+        with pytest.raises(fhe.UnsupportedOperationError, match=f"comparison {op} .*sign"):
+            f()
+    with pytest.raises(fhe.UnsupportedOperationError, match="abs of an EncryptedTensor .*chebyshev"):
+        abs(ex)
+    assert len({ex, ex}) == 1  # hashable by identity, as torch.Tensor
+
+
+@pytest.mark.parametrize("shape,new", [((2, 3, 4), (6, 4)), ((2, 3, 4), (-1,)), ((24,), (2, -1, 3)),
+                                       ((5, 7), (7, 5))])
+def test_reshape_view_flatten(ctx_n12, shape, new, assert_close):
+    x = _rand(*shape)
+    ex = ctx_n12.encrypt(x)
+    for got in (ex.reshape(new), ex.reshape(*new), ex.view(*new), torch.reshape(ex, new)):
+        assert got.shape == x.reshape(new).shape and got.level == ex.level
+        assert_close(ctx_n12.decrypt(got), x.reshape(new), B12_ADD, f"reshape {shape} -> {new}")
+    r = ex.reshape(new)
+    assert_close(ctx_n12.decrypt(torch.roll(r, 1, 0)), torch.roll(x.reshape(new), 1, 0), B10_MUL, "roll after reshape")
+    flats = [(torch.flatten(ex), x.flatten())]
+    if x.dim() > 1:
+        flats += [(ex.flatten(1), x.flatten(1)), (torch.flatten(ex, 0, -2), x.flatten(0, -2))]
+    for got, want in flats:
+        assert got.shape == want.shape
+        assert_close(ctx_n12.decrypt(got), want, B12_ADD, f"flatten {shape}")
+    with pytest.raises(fhe.ShapeError, match="reshape: .*encrypted shape"):
+        ex.reshape(x.numel() + 1)
+    with pytest.raises(fhe.ShapeError, match="flatten: .*encrypted shape"):
+        ex.flatten(5)
+
+
+def test_clone_has_its_own_data(ctx_n12, assert_close):
+    x = _rand(10)
+    ex = ctx_n12.encrypt(x)
+    for c in (ex.clone(), torch.clone(ex)):
+        assert c is not ex and c.ciphertext.data.data_ptr() != ex.ciphertext.data.data_ptr()
+        assert_close(ctx_n12.decrypt(c), x, B12_ADD, "clone")
 
 
 def test_bootstrap_needs_a_bootstrappable_preset(ctx_n12):

@@ -8,6 +8,7 @@ from .. import _ops
 from ..errors import ContextError
 from .._rlwe import SwitchingKey, gen_public, gen_secret, gen_switching, gen_switching_level
 from .arguments import as_int
+from .sparse_security import check_encapsulation
 
 
 def galois_element(step: int, n: int) -> int:
@@ -51,11 +52,13 @@ class KeyGenerator:
         low_level_rotations {step: level}: keys only valid up to that level (fewer limbs:
         bootstrapping's SlotToCoeff), unless the step is also in the full set.
         encapsulation_weight > 0: the sparse-secret encapsulation keys of bootstrapping.
-        Raises ContextError on a public context (no secret key) and IntegerArgumentError for
-        a rotation step that is not an int.
+        Raises ContextError on a public context (no secret key), IntegerArgumentError for a
+        rotation step that is not an int, SecurityError for an encapsulation weight a modelled
+        attack breaks at secure parameters (before any key is made).
         """
         ctx = self.ctx
         p = ctx.params
+        check_encapsulation(p, encapsulation_weight, "keygen")
         if ctx.secret_key is None:
             if ctx.public_key is not None:
                 raise ContextError("keygen: this is a public context (no secret key); generate keys on the client")
@@ -100,7 +103,6 @@ class KeyGenerator:
         # The ephemeral secret exists only here: it is dropped once its two keys are made.
         ctx = self.ctx
         eph = gen_secret(ctx.ring, ctx.sampler, weight)
-        lvl0, special = ctx.params.limbs(0), ctx.params.special_limbs
-        special = range(special.start, special.start + min(len(lvl0) + 1, len(special)))
+        lvl0, special = ctx.params.encapsulation_limbs
         to_sparse = gen_switching_level(ctx.ring, ctx.sampler, eph, ctx.secret_key.s, lvl0, special)
         return EncapsulationKeys(to_sparse, self.switching_key(eph.s), special, weight)

@@ -109,6 +109,13 @@ class Params:
         """The limbs of the special primes P (after Q_max's in every ring of these parameters)."""
         return range(len(self.primes), len(self.primes) + len(self.special_primes))
 
+    @property
+    def encapsulation_limbs(self) -> tuple:
+        """(Q limbs, special limbs) of bootstrapping's sparse-secret encapsulation key: level 0's
+        limbs and one special prime more than they are (_ckks/keygen.py)."""
+        lvl0, sp = self.limbs(0), self.special_limbs
+        return lvl0, range(sp.start, sp.start + min(len(lvl0) + 1, len(sp)))
+
     def literal(self) -> ParamsLiteral:
         """The literal these parameters are made from. Raises nothing."""
         return ParamsLiteral(log_n=self.log_n, chain=self.chain, levels=self.max_level, dnum=self.dnum,

@@ -122,7 +122,8 @@ def gen_switching_level(ring: Ring, sampler: Sampler, sk: SecretKey, s_from: tor
 
     Used by keyswitch(..., limbs, special_limbs, alpha=limbs.stop): the digit is the
     whole level. Its modulus is only Q_level * P' (bootstrapping's switch to the sparse
-    ephemeral secret at level 0 lives at ~110 bits, Bossuat et al. 2022)."""
+    ephemeral secret at level 0: ~143 bits at n16-bts*, Bossuat et al. 2022; its security
+    estimate is fhetorch/_ckks/sparse_security.py)."""
     idx = tuple(limbs) + tuple(special_limbs)
     b = ring.basis(idx)
     sel = torch.tensor(idx, device=sk.s.device)

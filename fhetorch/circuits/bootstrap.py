@@ -466,9 +466,8 @@ def estimate_key_bytes(params, cfg: BootstrapConfig, slot_counts=None, *, power_
         if step % full:
             g = galois_element(step, n)
             per_element[g] = max(per_element.get(g, 0), lvl)
-    lvl0 = params.limbs(0)
-    enc_special = min(len(lvl0) + 1, special)  # _ckks/keygen.py encapsulation_keys
-    to_sparse = 2 * (lvl0.stop + enc_special) * n * 4
+    lvl0, enc_special = params.encapsulation_limbs
+    to_sparse = 2 * (lvl0.stop + len(enc_special)) * n * 4
     public = 2 * len(params.primes) * n * 4
     return sum(key(lvl) for lvl in per_element.values()) + key(top) + to_sparse + key(top) + public
 

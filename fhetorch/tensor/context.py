@@ -10,6 +10,7 @@ import torch
 from .._ckks.arguments import as_level, check_dense
 from .._ckks.context import CKKSContext, normalize_device
 from .._ckks.params import Params
+from .._ckks.sparse_security import check_encapsulation
 from ..circuits import bootstrap as _bts
 from ..circuits import switching as _switching
 from ..circuits.bootstrap_config import BOOTSTRAP_PRESETS, BootstrapConfig
@@ -53,7 +54,9 @@ class Context(CKKSContext):
     fhetorch.circuits.bootstrap_config.bootstrap_params) gives `ctx.bootstrap_config` and
     `ctx.bootstrapper`.
 
-    Raises ParameterError for an unknown preset (SecurityError for insecure custom parameters).
+    Raises ParameterError for an unknown preset (SecurityError for insecure custom parameters,
+    or a `bootstrap` config whose ephemeral_weight makes an encapsulation key a modelled attack
+    breaks: docs/parameters.md).
     """
 
     def __init__(self, preset: str | Params = "toy-n12", device="cpu", *, params: Params | None = None,
@@ -64,6 +67,7 @@ class Context(CKKSContext):
             bootstrap = BOOTSTRAP_PRESETS[p.name][1]
         if bootstrap is not None:
             bootstrap.check(p)
+            check_encapsulation(p, bootstrap.ephemeral_weight, "Context")
         self.bootstrap_config = bootstrap
         self._bootstrapper = None
         self.switch_keys = None  # keygen(lut=...): CKKS <-> TFHE switching (circuits/switching)

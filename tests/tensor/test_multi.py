@@ -40,6 +40,22 @@ def test_elementwise_and_sum(ctx_n10, assert_close, gen):
         ex + ctx_n10.encrypt(_rand(gen, 2 * n))
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_mean_division_power_reshape(ctx_n10, assert_close, gen, padded):
+    """Over 2 ciphertexts, full (no mask: mean's 1 / n is one product) or padded (in the mask)."""
+    n = 2 * ctx_n10.slots - (24 if padded else 0)
+    x = _rand(gen, n)
+    ex = ctx_n10.encrypt(x)
+    assert ex.count == 2
+    m = ex.mean()
+    assert m.shape == () and m.level == ex.level - 1
+    assert_close(ctx_n10.decrypt(m), x.mean(), 2**-18, "mean over chunks")
+    assert_close(ctx_n10.decrypt(ex / -3.0 + ex ** 3), x / -3 + x ** 3, 2**-16, "division and cube over chunks")
+    r = ex.reshape(4, -1)
+    assert r.shape == (4, n // 4) and r.count == 2
+    assert_close(ctx_n10.decrypt(r), x.reshape(4, -1), 2**-20, "reshape over chunks")
+
+
 def test_bootstrap_chunks(gen, assert_close):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fhe.InsecureParametersWarning)

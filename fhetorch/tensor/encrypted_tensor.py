@@ -183,16 +183,64 @@ class EncryptedTensor:
         return EncryptedTensor(self.ctx, self.ciphertext, self.shape, self._complex, layout)
 
     def __getitem__(self, idx):
-        """x[..., ::s, ::s] on an image (the option-A shortcut's subsampling); nothing else yet."""
-        idx = idx if isinstance(idx, tuple) else (idx,)
+        """torch's indexing (ints, slices, None, ..., index tensors) of a flat-layout tensor: the
+        selected values as a fresh tensor, one slot map (one level; none when nothing moves). On
+        an image, x[..., ::s, ::s] is the option-A shortcut's subsampling (its layout keeps the
+        grid); other selections of image layouts raise.
+
+        Raises IndexError (torch's) for an index out of range, ShapeError for an empty
+        selection or a tensor in several ciphertexts, UnsupportedOperationError for an image
+        layout or a selection needing too many rotations (_linear.slot_map)."""
+        key = idx if isinstance(idx, tuple) else (idx,)
         whole = slice(None)
-        lead, tail = idx[:-2], idx[-2:]
-        if (len(idx) == self.dim() and len(tail) == 2 and all(i == whole for i in lead) and tail[0] == tail[1]
-                and isinstance(tail[0], slice) and tail[0].start in (None, 0) and tail[0].stop is None
-                and self.dim() in (3, 4)):
+        lead, tail = key[:-2], key[-2:]
+        if (len(key) == self.dim() and len(tail) == 2 and all(isinstance(i, slice) and i == whole for i in lead)
+                and isinstance(tail[0], slice) and tail[0] == tail[1] and tail[0].start in (None, 0)
+                and tail[0].stop is None and self.dim() in (3, 4)):
             return _image.subsample(self, tail[0].step or 1)
-        raise UnsupportedOperationError("indexing an EncryptedTensor: only x[:, :, ::s, ::s] / x[:, ::s, ::s] on "
-                                        "images (the values live in slots; other selections need a slot map)")
+        if self.layout is not None:
+            raise UnsupportedOperationError("indexing an image-layout EncryptedTensor: only x[:, :, ::s, ::s] / "
+                                            "x[:, ::s, ::s] (its slots are not row-major)")
+        return self._gather(self._positions()[idx], "indexing")
+
+    def _positions(self) -> torch.Tensor:
+        """The slot of every value, in the tensor's shape (what a rearrangement of it rearranges)."""
+        return torch.arange(self.numel()).reshape(self.shape)
+
+    def _gather(self, src: torch.Tensor, what: str) -> "EncryptedTensor":
+        """The values at slots `src` (any shape) as a fresh tensor of src's shape."""
+        if src.numel() == 0:
+            raise ShapeError(f"{what}: the selection is empty; an EncryptedTensor holds at least one value")
+        if tuple(src.shape) == tuple(self.shape) and torch.equal(src.reshape(-1), torch.arange(self.numel())):
+            return self  # nothing moves
+        return _linear.slot_map(self, src, src.shape, what=what)
+
+    def transpose(self, dim0: int, dim1: int) -> "EncryptedTensor":
+        """torch.transpose as a fresh tensor: one slot map (one level; none for dim0 == dim1).
+
+        Raises IndexError for a dimension out of range, and what indexing raises."""
+        return self._gather(self._positions().transpose(dim0, dim1), "transpose")
+
+    def permute(self, *dims) -> "EncryptedTensor":
+        """torch.permute as a fresh tensor: one slot map (one level; none for the identity).
+
+        Raises RuntimeError (torch's) for dims that are not a permutation, and what indexing raises."""
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list, torch.Size)) else dims
+        return self._gather(self._positions().permute(*dims), "permute")
+
+    @property
+    def T(self) -> "EncryptedTensor":
+        """The dimensions reversed (x.permute(n - 1, ..., 0)), as torch's x.T."""
+        return self.permute(*reversed(range(self.dim())))
+
+    def t(self) -> "EncryptedTensor":
+        """torch.t: the transpose of a tensor of at most 2 dimensions.
+
+        Raises ShapeError for more dimensions, and what transpose raises."""
+        if self.dim() > 2:
+            raise ShapeError(f"t: expects a tensor of at most 2 dimensions, got shape {tuple(self.shape)}; use "
+                             "transpose or permute")
+        return self.transpose(0, 1) if self.dim() == 2 else self
 
     # --- operands ---------------------------------------------------------------------
     def _check_partner(self, other: "EncryptedTensor", what: str):
@@ -574,31 +622,42 @@ class EncryptedTensor:
         return _matmul(self, w)
 
     def sum(self, dim=None, keepdim=False):
-        """Sum of all values, shape () (rotate-and-add; one level if some slots are padding,
-        else none; several ciphertexts: added slot-wise first).
+        """Sum over all dimensions, shape () (rotate-and-add; one level if some slots are
+        padding, else none; several ciphertexts: added slot-wise first), or over `dim` (an int
+        or a tuple; torch's shape and keepdim): one slot map, one level.
 
-        Raises UnsupportedOperationError for a sum over some dimensions only or an image
-        layout, MissingKeyError for a missing rotation key, LevelError at level 0 when padding
-        slots must be masked."""
-        return self._sum(dim, keepdim, 1)
+        Raises UnsupportedOperationError for an image layout (and what slot_map raises for a
+        sum over some dimensions), ShapeError for a dim that is not one of the tensor's or a
+        partial sum of a tensor in several ciphertexts, LevelError at level 0 when padding slots
+        must be masked."""
+        return self._sum(dim, keepdim, mean=False)
 
     def mean(self, dim=None, keepdim=False):
-        """Mean of all values, shape (): the sum with 1 / numel() folded into its padding mask,
-        or one product before it (one level either way).
+        """Mean over all dimensions (shape (): the sum with 1 / numel() folded into its padding
+        mask, or one product before it) or over `dim` (one slot map); one level either way.
 
         Raises what sum raises, and LevelError at level 0."""
-        return self._sum(dim, keepdim, 1.0 / self.numel())
+        return self._sum(dim, keepdim, mean=True)
 
-    def _sum(self, dim, keepdim, weight):
+    def _sum(self, dim, keepdim, mean: bool):
         if isinstance(self.layout, Layout):
             raise UnsupportedOperationError("sum of an image-layout tensor: its slots also hold values the layout "
                                             "ignores; use F.adaptive_avg_pool2d, flatten and F.linear, or decrypt")
-        if dim is not None:
-            dims = (dim,) if isinstance(dim, int) else tuple(dim)
-            if sorted(d % max(1, self.dim()) for d in dims) != list(range(self.dim())):
-                raise UnsupportedOperationError("sum on EncryptedTensor: only the sum over all dimensions is "
-                                                "supported")
-        return _linear.sum_all(self, keepdim, weight)
+        what = "mean" if mean else "sum"
+        dims = range(self.dim()) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+        try:
+            dims = sorted({d + self.dim() if d < 0 else d for d in dims})
+            if any(not 0 <= d < max(1, self.dim()) for d in dims):
+                raise IndexError
+        except (TypeError, IndexError):
+            raise ShapeError(f"{what}: dim {dim!r} is not a dimension of shape {tuple(self.shape)}") from None
+        if len(dims) >= self.dim():  # all of them: rotate-and-add
+            return _linear.sum_all(self, keepdim, 1.0 / self.numel() if mean else 1)
+        count = math.prod(self.shape[d] for d in dims)
+        base = self._positions()[tuple(slice(0, 1) if d in dims else slice(None) for d in range(self.dim()))]
+        out = tuple(base.shape) if keepdim else tuple(n for d, n in enumerate(self.shape) if d not in dims)
+        summed = _linear.sum_along(self, dims)  # each block's sum at its first position
+        return _linear.slot_map(summed, base, out, 1.0 / count if mean else 1.0, what)
 
     def reshape(self, *shape) -> "EncryptedTensor":
         """The same values in another shape, in torch.reshape's row-major order (the flat packing
@@ -672,7 +731,7 @@ class EncryptedTensor:
             name = getattr(func, "__name__", str(func))
             raise UnsupportedOperationError(f"torch.{name} is not supported on EncryptedTensor (supported: "
                                       f"{', '.join(sorted(_SUPPORTED))}, the arithmetic operators and @, "
-                                      "x[..., ::s, ::s])")
+                                      "indexing)")
         return handler(*args, **(kwargs or {}))
 
 
@@ -844,6 +903,10 @@ TORCH_FUNCTIONS = {
     **dict.fromkeys((torch.mean, torch.Tensor.mean), _mean),
     **dict.fromkeys((torch.reshape, torch.Tensor.reshape, torch.Tensor.view), _reshape),
     **dict.fromkeys((torch.clone, torch.Tensor.clone), lambda x: x.clone()),
+    **dict.fromkeys((torch.transpose, torch.swapaxes, torch.swapdims, torch.Tensor.transpose, torch.Tensor.swapaxes,
+                     torch.Tensor.swapdims), lambda x, d0, d1: x.transpose(d0, d1)),
+    **dict.fromkeys((torch.permute, torch.Tensor.permute), lambda x, *dims: x.permute(*dims)),
+    **dict.fromkeys((torch.t, torch.Tensor.t), lambda x: x.t()),
     **dict.fromkeys((torch.roll, torch.Tensor.roll), _roll),
     **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _matmul),
     torch.Tensor.__rmatmul__: lambda a, b: _matmul(b, a),
@@ -859,5 +922,6 @@ TORCH_FUNCTIONS = {
 }
 _SUPPORTED = {"torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.positive", "torch.roll",
               "torch.matmul", "torch.div (plaintext divisor)", "torch.pow (integer exponent)", "torch.square",
-              "torch.sum", "torch.mean", "torch.reshape", "torch.clone", "torch.sort (values)", "torch.msort",
-              "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d", "F.pad (channels)"}
+              "torch.sum", "torch.mean", "torch.reshape", "torch.clone", "torch.transpose", "torch.permute",
+              "torch.t", "torch.sort (values)", "torch.msort", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d",
+              "F.adaptive_avg_pool2d", "F.pad (channels)"}

@@ -63,6 +63,66 @@ def _transform(ctx, big: torch.Tensor) -> LinearTransform:
     return LinearTransform(ctx, big)
 
 
+MAX_MAP_DIAGONALS = 1024  # a slot map's nonzero diagonals (each one encoded plaintext a level)
+
+
+def slot_map(x, src: torch.Tensor, out_shape, weight: float = 1.0, what: str = "slot map"):
+    """y[r] = weight * x.flat[src[r]] for a flat-layout x in one ciphertext (indexing, transpose,
+    the gather after a partial sum): one LinearTransform from its nonzero diagonals (one level)
+    writes y into the first S' slots (S' = next power of two >= y's size), then log2(n / S')
+    rotations repeat it every S' slots of the n = max(S, S') slots it works on: the flat packing
+    of a fresh tensor of out_shape.
+
+    Raises UnsupportedOperationError for an image or model layout, or a map of more than
+    MAX_MAP_DIAGONALS diagonals; ShapeError (x.single) for a tensor in several ciphertexts."""
+    if x.layout is not None:
+        raise UnsupportedOperationError(f"{what}: an image- or model-layout tensor's slots are not row-major; "
+                                        "use the image layers, or decrypt")
+    ct = x.single(what)
+    src = src.reshape(-1).long()
+    m = src.numel()
+    s_in, s_out = x.slots, _pow2(m)
+    n = max(s_in, s_out)
+    rows = torch.arange(m)
+    ks = (src - rows) % n
+    uniq, inv = torch.unique(ks, return_inverse=True)
+    if uniq.numel() > MAX_MAP_DIAGONALS:
+        raise UnsupportedOperationError(
+            f"{what}: this rearrangement of {x.numel()} encrypted values needs {uniq.numel()} diagonals (rotations "
+            f"of the slot vector), more than {MAX_MAP_DIAGONALS}; split the tensor, or rearrange after decrypting")
+    diags = torch.zeros(uniq.numel(), n, dtype=torch.float64)
+    diags[inv, rows] = float(weight)
+    lt = LinearTransform.from_diagonals(x.ctx, {int(k): d for k, d in zip(uniq.tolist(), diags)}, n)
+    out = lt(ct.replace(slots=n))
+    step = s_out
+    while step < n:  # repeat the first S' slots: the packing of S' slots
+        out = ev.add(x.ctx, out, ev.rotate(x.ctx, out, -step))
+        step *= 2
+    return x._like(out.replace(slots=s_out), shape=tuple(out_shape))
+
+
+def sum_along(x, dims):
+    """x with each slot i holding the sum of x.flat[i + sum_d k_d stride_d] over k_d < size_d for
+    the dimensions `dims` (rotate-and-add by doubling, ~2 log2(size) rotations a dimension, no
+    level): the sums sit at the positions whose coordinates in `dims` are 0."""
+    ctx, ct = x.ctx, x.single("sum")
+    strides = [math.prod(x.shape[d + 1:]) for d in range(x.dim())]
+    for d in dims:
+        size, st = x.shape[d], strides[d]
+        total, offset, block, span = None, 0, ct, 1  # block: the sum of `span` consecutive steps
+        while True:
+            if size & span:
+                part = block if offset == 0 else ev.rotate(ctx, block, offset * st)
+                total = part if total is None else ev.add(ctx, total, part)
+                offset += span
+            if span * 2 > size:
+                break
+            block = ev.add(ctx, block, ev.rotate(ctx, block, span * st))
+            span *= 2
+        ct = total
+    return x._like(ct)
+
+
 def matmul(x, w, *, x_right: bool = False):
     """x @ w (or w @ x with x_right) for a 1-D EncryptedTensor x and a plaintext matrix w."""
     w = torch.as_tensor(w)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SecurityError
+from .params import HE_STANDARD_128
 
 SIGMA = 3.24  # the centred binomial error, eta = 21 (fhetorch/_ring/sampler.py)
 CLASSICAL, QUANTUM = 0.292, 0.265
@@ -108,7 +109,6 @@ def calibrate() -> list:
     """(log N, log Q, bits) of the primal model at the HE standard's 128-bit bounds for uniform
     ternary secrets (sigma_s = sqrt(2/3)): 92-96 bits, the offset of core-SVP from the standard's
     cost model."""
-    from .params import HE_STANDARD_128
     return [(log_n, log_q, CLASSICAL * usvp_beta(2 ** log_n, log_q, math.sqrt(2 / 3)))
             for log_n, log_q in sorted(HE_STANDARD_128.items()) if log_n >= 12]
 

@@ -114,15 +114,17 @@ _et.TORCH_FUNCTIONS.update({
     **dict.fromkeys((torch.sum, torch.Tensor.sum), _sum),
     **dict.fromkeys((torch.sort, torch.Tensor.sort), _torch_sort),
     **dict.fromkeys((torch.msort, torch.Tensor.msort), _msort),
-    **dict.fromkeys((torch.flatten, torch.Tensor.flatten), lambda x, start_dim=0, end_dim=-1: x.flatten(start_dim, end_dim)),
+    **dict.fromkeys((torch.flatten, torch.Tensor.flatten),
+                    lambda x, start_dim=0, end_dim=-1: x.flatten(start_dim, end_dim)),
     F.linear: _linear_layer,
     F.conv2d: _image.conv2d,
     F.avg_pool2d: _image.avg_pool2d,
     F.adaptive_avg_pool2d: _image.adaptive_avg_pool2d,
     F.pad: _pad,
 })
-_et._SUPPORTED.update({"torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.positive", "torch.roll",
-              "torch.matmul", "torch.div (plaintext divisor)", "torch.pow (integer exponent)", "torch.square",
-              "torch.sum", "torch.mean", "torch.reshape", "torch.clone", "torch.transpose", "torch.permute",
-              "torch.t", "torch.sort (values)", "torch.msort", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d",
-              "F.adaptive_avg_pool2d", "F.pad (channels)"})
+_et._SUPPORTED.update({
+    "torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.positive", "torch.roll", "torch.matmul",
+    "torch.div (plaintext divisor)", "torch.pow (integer exponent)", "torch.square", "torch.sum", "torch.mean",
+    "torch.reshape", "torch.clone", "torch.transpose", "torch.permute", "torch.t", "torch.sort (values)",
+    "torch.msort", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
+    "F.pad (channels)"})

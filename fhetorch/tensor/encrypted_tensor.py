@@ -372,8 +372,9 @@ class EncryptedTensor:
                                 "fhe.ckks.polynomial.chebyshev(lambda t: a ** t, (lo, hi), degree)")
 
     def __abs__(self):
-        self._no_encrypted_form("abs of an EncryptedTensor", "approximate it on the values' range, fhe.ckks.polynomial.chebyshev(torch.abs, "
-                                "(lo, hi), degree), or x * sign(x) with fhe.ckks.polynomial.sign()")
+        self._no_encrypted_form("abs of an EncryptedTensor", "approximate it on the values' range, "
+                                "fhe.ckks.polynomial.chebyshev(torch.abs, (lo, hi), degree), or x * sign(x) with "
+                                "fhe.ckks.polynomial.sign()")
 
     def _compare(self, op: str):
         self._no_encrypted_form(f"comparison {op} of an EncryptedTensor", "its result would be encrypted bits: take "

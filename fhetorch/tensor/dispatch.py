@@ -84,6 +84,24 @@ def _msort(x):
     return sort_values(x)
 
 
+def _cat(tensors, dim=0, *, out=None):
+    if out is not None:
+        raise UnsupportedOperationError("torch.cat on EncryptedTensor: out= is not supported")
+    return _linear.cat(tensors, dim)
+
+
+def _stack(tensors, dim=0, *, out=None):
+    if out is not None:
+        raise UnsupportedOperationError("torch.stack on EncryptedTensor: out= is not supported")
+    tensors = list(tensors)
+    try:
+        shapes = [torch.empty(t.shape, device="meta").unsqueeze(dim).shape for t in tensors]
+    except (IndexError, AttributeError) as e:
+        raise UnsupportedOperationError(f"torch.stack on EncryptedTensor: {e}; stack EncryptedTensors of one "
+                                        "shape") from None
+    return _linear.cat([t.reshape(s) for t, s in zip(tensors, shapes)], dim, "stack")
+
+
 def _sum(x, dim=None, keepdim=False, **kwargs):
     if kwargs:
         raise UnsupportedOperationError(f"torch.sum on EncryptedTensor: unsupported arguments {sorted(kwargs)}")
@@ -112,6 +130,8 @@ _et.TORCH_FUNCTIONS.update({
     **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _matmul),
     torch.Tensor.__rmatmul__: lambda a, b: _matmul(b, a),
     **dict.fromkeys((torch.sum, torch.Tensor.sum), _sum),
+    **dict.fromkeys((torch.cat, torch.concat, torch.concatenate), _cat),
+    torch.stack: _stack,
     **dict.fromkeys((torch.sort, torch.Tensor.sort), _torch_sort),
     **dict.fromkeys((torch.msort, torch.Tensor.msort), _msort),
     **dict.fromkeys((torch.flatten, torch.Tensor.flatten),
@@ -126,5 +146,5 @@ _et._SUPPORTED.update({
     "torch.add", "torch.sub", "torch.rsub", "torch.mul", "torch.neg", "torch.positive", "torch.roll", "torch.matmul",
     "torch.div (plaintext divisor)", "torch.pow (integer exponent)", "torch.square", "torch.sum", "torch.mean",
     "torch.reshape", "torch.clone", "torch.transpose", "torch.permute", "torch.t", "torch.sort (values)",
-    "torch.msort", "torch.flatten", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
+    "torch.msort", "torch.flatten", "torch.cat", "torch.stack", "F.linear", "F.conv2d", "F.avg_pool2d", "F.adaptive_avg_pool2d",
     "F.pad (channels)"})

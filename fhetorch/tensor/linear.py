@@ -67,8 +67,9 @@ MAX_MAP_DIAGONALS = 1024  # a slot map's nonzero diagonals (each one encoded pla
 
 
 def slot_map(x, src: torch.Tensor, out_shape, weight: float = 1.0, what: str = "slot map"):
-    """y[r] = weight * x.flat[src[r]] for a flat-layout x in one ciphertext (indexing, transpose,
-    the gather after a partial sum): one LinearTransform from its nonzero diagonals (one level)
+    """y[r] = weight * x.flat[src[r]] (0 where src[r] < 0) for a flat-layout x in one ciphertext
+    (indexing, transpose, the gather after a partial sum, a part of a concatenation): one
+    LinearTransform from its nonzero diagonals (one level)
     writes y into the first S' slots (S' = next power of two >= y's size), then log2(n / S')
     rotations repeat it every S' slots of the n = max(S, S') slots it works on: the flat packing
     of a fresh tensor of out_shape.
@@ -81,9 +82,12 @@ def slot_map(x, src: torch.Tensor, out_shape, weight: float = 1.0, what: str = "
     ct = x.single(what)
     src = src.reshape(-1).long()
     m = src.numel()
+    if m > x.ctx.slots:
+        raise ShapeError(f"{what}: the result has {m} values, more than the {x.ctx.slots} slots of one ciphertext")
     s_in, s_out = x.slots, _pow2(m)
     n = max(s_in, s_out)
-    rows = torch.arange(m)
+    rows = torch.arange(m)[src >= 0]
+    src = src[src >= 0]
     ks = (src - rows) % n
     uniq, inv = torch.unique(ks, return_inverse=True)
     if uniq.numel() > MAX_MAP_DIAGONALS:
@@ -99,6 +103,29 @@ def slot_map(x, src: torch.Tensor, out_shape, weight: float = 1.0, what: str = "
         out = ev.add(x.ctx, out, ev.rotate(x.ctx, out, -step))
         step *= 2
     return x._like(out.replace(slots=s_out), shape=tuple(out_shape))
+
+
+def cat(xs, dim: int = 0, what: str = "cat"):
+    """torch.cat of flat-layout EncryptedTensors: each part gathered to its place in the result
+    (one slot map, one level), the parts added.
+
+    Raises UnsupportedOperationError for a plaintext part (encrypt it first), ShapeError for
+    shapes torch.cat refuses or a result larger than one ciphertext, and what slot_map raises."""
+    xs = list(xs)
+    if not xs or any(type(x) is not type(xs[0]) for x in xs):
+        raise UnsupportedOperationError(f"{what}: every part must be an EncryptedTensor; encrypt plaintext parts "
+                                        "first (ctx.encrypt)")
+    try:
+        out_shape = torch.cat([torch.empty(x.shape, device="meta") for x in xs], dim).shape
+    except (RuntimeError, IndexError) as e:
+        raise ShapeError(f"{what}: {e}; the parts have shapes {[tuple(x.shape) for x in xs]}") from None
+    total = None
+    for i, x in enumerate(xs):
+        src = torch.cat([torch.arange(y.numel()).reshape(y.shape) if j == i else torch.full(y.shape, -1)
+                         for j, y in enumerate(xs)], dim)
+        part = slot_map(x, src, out_shape, what=what)
+        total = part if total is None else total + part
+    return total
 
 
 def sum_along(x, dims):

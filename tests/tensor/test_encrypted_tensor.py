@@ -354,6 +354,34 @@ def test_transpose_permute(ctx_n12, shape, op, assert_close):
     assert_close(ctx_n12.decrypt(got), want, B12_MUL, f"{name}{tuple(args)} of {shape}")
 
 
+@pytest.mark.parametrize("case", ["rows", "columns", "three", "complex", "stack0", "stack-1"])
+def test_cat_and_stack(ctx_n12, case, assert_close):
+    a, b = _rand(3, 4), _rand(2, 4)
+    c, z = _rand(3, 5), _rand(3, 4, complex_=True)
+    parts, fn, args = {"rows": ([a, b], torch.cat, (0,)), "columns": ([a, c], torch.cat, (1,)),
+                       "three": ([a, b, a], torch.concat, (0,)), "complex": ([a, z], torch.cat, (-1,)),
+                       "stack0": ([a, a * 0.5], torch.stack, (0,)), "stack-1": ([a, z], torch.stack, (-1,))}[case]
+    want = fn(parts, *args)
+    got = fn([ctx_n12.encrypt(p) for p in parts], *args)
+    assert isinstance(got, EncryptedTensor) and got.shape == want.shape and got.is_complex() == want.is_complex()
+    assert got.level == ctx_n12.max_level - 1
+    assert_close(ctx_n12.decrypt(got), want, B12_MUL, f"{case}")
+    assert_close(ctx_n12.decrypt(torch.roll(got, 1, 0)), torch.roll(want, 1, 0), B10_MUL, f"{case}, rolled")
+
+
+def test_cat_errors(ctx_n12):
+    ea, eb = ctx_n12.encrypt(_rand(3, 4)), ctx_n12.encrypt(_rand(2, 4))
+    with pytest.raises(fhe.ShapeError, match="cat: Sizes of tensors must match"):
+        torch.cat([ea, eb], 1)
+    with pytest.raises(fhe.ShapeError, match="stack: "):
+        torch.stack([ea, eb])
+    with pytest.raises(fhe.UnsupportedOperationError, match="encrypt plaintext parts first"):
+        torch.cat([ea, _rand(3, 4)])
+    big = ctx_n12.encrypt(_rand(ctx_n12.slots // 2 + 1))
+    with pytest.raises(fhe.ShapeError, match="more than the 2048 slots"):
+        torch.cat([big, big])
+
+
 def test_rearrangement_limits(ctx_n12):
     big = ctx_n12.encrypt(_rand(32, 64))  # a 32 x 64 transpose needs ~2000 diagonals
     with pytest.raises(fhe.UnsupportedOperationError, match="diagonals .* more than 1024"):

@@ -107,6 +107,16 @@ def _random_slots(n: int, gen: torch.Generator) -> torch.Tensor:
     return torch.complex(re, im) / math.sqrt(2)
 
 
+def make_operands(params, device, seed: int = 1) -> tuple:
+    """(ctx, a, b, va, vb): a context with the relinearisation key and the rotation-by-1 key, and
+    top-level encryptions a, b of random slot vectors va, vb: the operands of make_op's ops."""
+    ctx = CKKSContext(params, device, seed=None)
+    ctx.keygen(rotations=[1], power_of_two_rotations=False, conjugation=False)
+    gen = torch.Generator().manual_seed(seed)
+    va, vb = _random_slots(params.slots, gen), _random_slots(params.slots, gen)
+    return ctx, ctx.encrypt_vector(va), ctx.encrypt_vector(vb), va, vb
+
+
 def make_op(ctx, op: str, a, b):
     """A zero-argument callable performing `op` on the top-level ciphertexts a, b."""
     ring = ctx.ring

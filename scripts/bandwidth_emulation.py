@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 from benchmarks import ops as bops  # noqa: E402
-from fhetorch._ckks.context import CKKSContext  # noqa: E402
 
 CUDA = r"""
 #include <torch/extension.h>
@@ -158,12 +157,7 @@ def main():
     ext = load_inline("fhetorch_bw_hog", CPP, cuda_sources=CUDA, functions=["launch_hog"],
                       extra_cuda_cflags=["-O3"], verbose=False)
     buf = torch.ones(2**30, dtype=torch.int32, device=device)  # 4 GiB: far beyond the L2
-    params, _ = bops.build_params("48x12")
-    ctx = CKKSContext(params, device, seed=None)
-    ctx.keygen(rotations=[1], power_of_two_rotations=False, conjugation=False)
-    gen = torch.Generator().manual_seed(1)
-    a = ctx.encrypt_vector(bops._random_slots(params.slots, gen))
-    b = ctx.encrypt_vector(bops._random_slots(params.slots, gen))
+    ctx, a, b, _, _ = bops.make_operands(bops.build_params("48x12")[0], device)
     rows = []
     for blocks in args.blocks:
         row = {"blocks": blocks}

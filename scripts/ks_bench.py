@@ -20,7 +20,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 from benchmarks import ops as bops  # noqa: E402
-from fhetorch._ckks.context import CKKSContext  # noqa: E402
 
 OPS = ["hmult", "hmult_rescale", "hrot", "rescale"]
 
@@ -66,11 +65,7 @@ def bench_shape(shape: str, device, repeat: int, warmup: int, do_profile: bool) 
     res = {"shape": shape, "label": label, "L": len(params.limbs(params.max_level)),
            "K": len(params.special_primes), "dnum": params.dnum}
     t0 = time.perf_counter()
-    ctx = CKKSContext(params, device, seed=None)
-    ctx.keygen(rotations=[1], power_of_two_rotations=False, conjugation=False)
-    gen = torch.Generator().manual_seed(1)
-    va, vb = bops._random_slots(params.slots, gen), bops._random_slots(params.slots, gen)
-    a, b = ctx.encrypt_vector(va), ctx.encrypt_vector(vb)
+    ctx, a, b, va, vb = bops.make_operands(params, device)
     torch.cuda.synchronize()
     res["setup_s"] = round(time.perf_counter() - t0, 2)
     res.update(bops._check(ctx, a, b, va, vb))

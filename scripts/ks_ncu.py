@@ -27,15 +27,9 @@ def run(ops) -> None:
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from benchmarks import ops as bops
-    from fhetorch._ckks.context import CKKSContext
 
     dev = torch.device("cuda")
-    params, _ = bops.build_params("48x12")
-    ctx = CKKSContext(params, dev, seed=None)
-    ctx.keygen(rotations=[1], power_of_two_rotations=False, conjugation=False)
-    gen = torch.Generator().manual_seed(1)
-    a = ctx.encrypt_vector(bops._random_slots(params.slots, gen))
-    b = ctx.encrypt_vector(bops._random_slots(params.slots, gen))
+    ctx, a, b, _, _ = bops.make_operands(bops.build_params("48x12")[0], dev)
     fns = {op: bops.make_op(ctx, op, a, b) for op in ops}
     for _ in range(3):
         for f in fns.values():

@@ -100,9 +100,7 @@ def attacks(n: int, log_q: float, h: int, cost: float = CLASSICAL) -> tuple:
 
 def cheapest(n: int, log_q: float, h: int) -> Attack:
     """The cheapest modelled attack, classical or with quantum sieving (core-SVP units)."""
-    found = attacks(n, log_q, h) + tuple(a for a in attacks(n, log_q, h, QUANTUM) if "uSVP" in a.name
-                                          or "dropped" in a.name)
-    return min(found, key=lambda a: a.bits)
+    return min(attacks(n, log_q, h) + attacks(n, log_q, h, QUANTUM), key=lambda a: a.bits)
 
 
 def calibrate() -> list:

@@ -321,7 +321,7 @@ class EncryptedTensor:
     def _div(self, other) -> "EncryptedTensor":
         """self / other for a plaintext other: the product with its reciprocal."""
         if isinstance(other, EncryptedTensor):
-            other.__rtruediv__(self)
+            other._no_division_by()
         return self._mul(_reciprocal(other))
 
     def _pow(self, k) -> "EncryptedTensor":
@@ -360,9 +360,12 @@ class EncryptedTensor:
     def __truediv__(self, o):
         return self._div(o)
 
-    def __rtruediv__(self, o):
+    def _no_division_by(self):
         self._no_encrypted_form("div: an encrypted divisor", "multiply by an approximation of 1 / y on y's "
                                 "range, fhe.ckks.polynomial.chebyshev(lambda t: 1 / t, (a, b), degree)(ey)")
+
+    def __rtruediv__(self, o):
+        self._no_division_by()
 
     def __pow__(self, k):
         return self._pow(k)
@@ -670,11 +673,7 @@ class EncryptedTensor:
                                     "order; use flatten after global pooling, or decrypt")
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
             shape = tuple(shape[0])
-        try:
-            new = torch.empty(self.shape, device="meta").reshape(*shape).shape
-        except (RuntimeError, TypeError) as e:
-            raise ShapeError(f"reshape: {e}; the encrypted shape is {tuple(self.shape)}") from None
-        return self._like(self.ciphertext, shape=new)
+        return self._relabelled("reshape", lambda t: t.reshape(*shape))
 
     view = reshape
 
@@ -686,10 +685,15 @@ class EncryptedTensor:
         that is not C x 1 x 1, LayoutError for a compiled model's layout."""
         if self.layout is not None:
             return _image.flatten(self, start_dim, end_dim)
+        return self._relabelled("flatten", lambda t: t.flatten(start_dim, end_dim))
+
+    def _relabelled(self, what: str, view) -> "EncryptedTensor":
+        """The same slots under the shape `view` gives a tensor of this shape (torch's rules and
+        errors, on a meta tensor: no data)."""
         try:
-            new = torch.empty(self.shape, device="meta").flatten(start_dim, end_dim).shape
-        except (RuntimeError, IndexError) as e:
-            raise ShapeError(f"flatten: {e}; the encrypted shape is {tuple(self.shape)}") from None
+            new = view(torch.empty(self.shape, device="meta")).shape
+        except (RuntimeError, TypeError, IndexError) as e:
+            raise ShapeError(f"{what}: {e}; the encrypted shape is {tuple(self.shape)}") from None
         return self._like(self.ciphertext, shape=new)
 
     def clone(self) -> "EncryptedTensor":
